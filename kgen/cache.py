@@ -1,0 +1,148 @@
+"""A small byte store on disk: atomic writes, checked reads, never a reason to fail.
+
+Entries are `<key>.bin` files holding a magic line, a JSON header (payload size,
+sha256 and free metadata) and the payload. A reader that finds a truncated,
+corrupt or foreign file treats it as a miss. Writers go through a temporary
+file and os.replace, so a reader never sees half an entry.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+try:  # POSIX only; without it concurrent builders merely duplicate work.
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+MAGIC = b"KGEN-CACHE-1\n"
+
+
+def default_dir() -> Path:
+    env = os.environ.get("KGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("kgen"))
+
+
+def disabled() -> bool:
+    return os.environ.get("KGEN_NO_CACHE", "").strip() not in ("", "0")
+
+
+class DiskCache:
+    """Entries under one folder. Every failure to read or write degrades to a miss."""
+
+    _warned: set[str] = set()
+
+    def __init__(self, root: Path | None = None, subdir: str = "cubin"):
+        self.root = Path(root) if root is not None else default_dir()
+        self.dir = self.root / subdir
+
+    def _warn_once(self, what: str, exc: BaseException) -> None:
+        tag = str(self.dir)
+        if tag not in DiskCache._warned:
+            DiskCache._warned.add(tag)
+            warnings.warn(
+                f"kgen: the cache folder {self.dir} cannot be used ({what}: {exc}); "
+                "keeping compiled kernels in memory only for this process",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def path(self, key: str) -> Path:
+        return self.dir / f"{key}.bin"
+
+    def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        try:
+            blob = self.path(key).read_bytes()
+        except OSError:
+            return None
+        return decode(blob)
+
+    def put(self, key: str, payload: bytes, meta: dict[str, Any]) -> bool:
+        """Write atomically; return False (after one warning) if the folder is unusable."""
+        blob = encode(payload, meta)
+        tmp = None
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path(key))
+            return True
+        except OSError as exc:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            self._warn_once("write failed", exc)
+            return False
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold an exclusive lock for `key` so that concurrent builders compile once."""
+        handle = None
+        if fcntl is not None:
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                handle = open(self.dir / f".{key}.lock", "a+b")
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            except OSError:
+                if handle is not None:
+                    handle.close()
+                handle = None
+        try:
+            yield
+        finally:
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                handle.close()
+
+    def entries(self) -> list[Path]:
+        try:
+            return sorted(self.dir.glob("*.bin"))
+        except OSError:
+            return []
+
+    def clear(self) -> int:
+        removed = 0
+        if not self.dir.is_dir():
+            return 0
+        for p in self.dir.iterdir():
+            if p.suffix in (".bin", ".lock", ".tmp") or p.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    p.unlink()
+                    removed += p.suffix == ".bin"
+        return removed
+
+
+def encode(payload: bytes, meta: dict[str, Any]) -> bytes:
+    header = {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta}
+    return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def decode(blob: bytes) -> tuple[bytes, dict[str, Any]] | None:
+    if not blob.startswith(MAGIC):
+        return None
+    rest = blob[len(MAGIC):]
+    newline = rest.find(b"\n")
+    if newline < 0:
+        return None
+    try:
+        header = json.loads(rest[:newline])
+        payload = rest[newline + 1:]
+        if len(payload) != header["size"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
+            return None
+        return payload, header["meta"]
+    except (ValueError, KeyError, TypeError):
+        return None

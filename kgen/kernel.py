@@ -1,0 +1,78 @@
+"""build(): spec -> rendered source -> cubin -> loaded, callable kernel."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from . import runtime
+from .compiler import DEFAULT_ARCH, Compiled, check_arch, compile_cuda
+from .render import render
+from .spec import Spec
+
+
+class Kernel:
+    """A compiled, loaded kernel for one spec. Families subclass it and define __call__.
+
+    Attributes: spec, source (the CUDA C), compiled (cubin, arch, ptxas report),
+    resources (ptxas' registers / shared memory / spills per entry point).
+    """
+
+    def __init__(self, spec: Spec, source: str, compiled: Compiled):
+        self.spec = spec
+        self.source = source
+        self.compiled = compiled
+        self.module = runtime.Module(compiled.cubin)
+
+    @property
+    def resources(self) -> dict[str, dict[str, int]]:
+        return self.compiled.resources
+
+    def function(self, name: str, dynamic_shared: int = 0):
+        return self.module.function(name, dynamic_shared)
+
+    def __repr__(self) -> str:
+        return f"<kgen {type(self).__name__} {self.spec.to_json()}>"
+
+
+def default_arch() -> str:
+    """The arch to compile for: $KGEN_ARCH, else the GPU's, else sm_90."""
+    env = os.environ.get("KGEN_ARCH")
+    if env:
+        return check_arch(env)
+    ok, _ = runtime.gpu_available()
+    return runtime.device_arch() if ok else DEFAULT_ARCH
+
+
+def compile(spec: Spec, arch: str | None = None) -> Compiled:  # noqa: A001 - the verb is the API
+    """Render and compile `spec` to a cubin (no GPU needed). Cached in memory and on disk."""
+    if not isinstance(spec, Spec):
+        raise TypeError(f"compile() takes a kgen spec, got {type(spec).__name__}")
+    return compile_cuda(render(spec), arch or default_arch(), spec.compile_options())
+
+
+_built: dict[tuple[str, str, str], Kernel] = {}
+_built_lock = threading.Lock()
+
+
+def build(spec: Spec) -> Kernel:
+    """Compile (or fetch from the cache) and load `spec` for the current GPU.
+
+    Needs pycuda and a CUDA device; raises runtime.NoGPUError saying which is missing.
+    Equal specs give the same Kernel object within a process.
+    """
+    if not isinstance(spec, Spec):
+        raise TypeError(f"build() takes a kgen spec (kgen.Matmul(...), kgen.Reduce(...)), got {type(spec).__name__}")
+    runtime.driver()  # fail early, and clearly, without pycuda or a GPU
+    arch = default_arch()
+    memo = (type(spec).kernel, spec.key, arch)
+    with _built_lock:
+        hit = _built.get(memo)
+    if hit is not None:
+        return hit
+    source = render(spec)
+    compiled = compile_cuda(source, arch, spec.compile_options())
+    kernel = spec.kernel_class(spec, source, compiled)
+    with _built_lock:
+        _built.setdefault(memo, kernel)
+        return _built[memo]

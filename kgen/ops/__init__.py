@@ -1,0 +1,1 @@
+"""Kernel families: one module and one template each."""

@@ -1,0 +1,252 @@
+"""Loading cubins and launching kernels through pycuda, on the device's primary context.
+
+Using the primary context (not a context of our own) lets kgen share one GPU, and
+one set of allocations, with torch, CuPy and Numba in the same process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+
+class NoGPUError(RuntimeError):
+    """pycuda or a CUDA device is missing."""
+
+
+class ArrayError(ValueError):
+    """An argument's shape, dtype, layout or location does not fit the kernel."""
+
+
+_state: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def driver():
+    """pycuda.driver with the primary context of device 0 (or $KGEN_DEVICE) current."""
+    if "drv" in _state:
+        ctx = _state["ctx"]
+        if _state["drv"].Context.get_current() is None:
+            ctx.push()
+        return _state["drv"]
+    with _lock:
+        if "drv" in _state:
+            return _state["drv"]
+        try:
+            import pycuda.driver as drv
+        except ImportError as exc:
+            raise NoGPUError(
+                f"pycuda is not importable ({exc}); install it with pip install 'kgen[cuda]' on a machine "
+                "with the CUDA toolkit. Rendering, emitting and compiling work without it."
+            ) from None
+        try:
+            drv.init()
+            count = drv.Device.count()
+        except Exception as exc:  # pycuda raises its own LogicError/RuntimeError types
+            raise NoGPUError(f"the CUDA driver could not start: {exc}") from None
+        if count == 0:
+            raise NoGPUError("no CUDA device is present")
+        import os
+
+        index = int(os.environ.get("KGEN_DEVICE", "0"))
+        if not 0 <= index < count:
+            raise NoGPUError(f"KGEN_DEVICE={index} but only {count} CUDA device(s) exist")
+        dev = drv.Device(index)
+        ctx = dev.retain_primary_context()
+        ctx.push()
+        import atexit
+
+        atexit.register(_release)
+        _state.update(drv=drv, ctx=ctx, dev=dev)
+        return drv
+
+
+def _release() -> None:
+    ctx = _state.get("ctx")
+    if ctx is not None:
+        try:
+            ctx.pop()
+        except Exception:
+            pass
+
+
+def device():
+    driver()
+    return _state["dev"]
+
+
+def device_arch() -> str:
+    major, minor = device().compute_capability()
+    return f"sm_{major}{minor}"
+
+
+def device_limits() -> dict[str, int]:
+    drv = driver()
+    dev = device()
+    a = drv.device_attribute
+    return {
+        "max_threads_per_block": dev.get_attribute(a.MAX_THREADS_PER_BLOCK),
+        "max_shared_per_block_optin": dev.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        "multiprocessors": dev.get_attribute(a.MULTIPROCESSOR_COUNT),
+        "l2_bytes": dev.get_attribute(a.L2_CACHE_SIZE),
+    }
+
+
+def gpu_available() -> tuple[bool, str]:
+    """(True, device name) or (False, the reason)."""
+    try:
+        return True, device().name()
+    except NoGPUError as exc:
+        return False, str(exc)
+
+
+class Module:
+    """A loaded cubin. Functions are looked up once and kept."""
+
+    def __init__(self, cubin: bytes):
+        drv = driver()
+        self._module = drv.module_from_buffer(cubin)
+        self._functions: dict[str, Any] = {}
+
+    def function(self, name: str, dynamic_shared: int = 0):
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = self._module.get_function(name)
+            self._functions[name] = fn
+        if dynamic_shared > 48 * 1024:
+            # Past 48 KiB a kernel must opt in to dynamic shared memory.
+            attr = driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
+            if fn.get_attribute(attr) < dynamic_shared:
+                fn.set_attribute(attr, dynamic_shared)
+        return fn
+
+
+def launch(fn, grid: Sequence[int], block: Sequence[int], args: Sequence[Any], shared: int = 0,
+           stream=None) -> None:
+    """Launch and raise a clear error if the launch is refused."""
+    drv = driver()
+    try:
+        fn(*args, grid=tuple(int(g) for g in grid), block=tuple(int(b) for b in block),
+           shared=int(shared), stream=stream)
+    except drv.Error as exc:
+        raise RuntimeError(f"kernel launch failed (grid={tuple(grid)}, block={tuple(block)}, "
+                           f"shared={shared} bytes): {exc}") from None
+
+
+# ---------------------------------------------------------------------------------
+# Arrays: numpy on the host; pycuda GPUArray or anything with __cuda_array_interface__
+# on the device. Device arrays are used in place; host arrays are copied in and out.
+# ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class DeviceView:
+    """A device buffer as a kernel sees it: pointer, shape, element strides, dtype."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    dtype: np.dtype
+    owner: Any  # the user's object (kept alive, and returned for out=)
+    on_host: bool = False
+    host: np.ndarray | None = None  # for host inputs: where results are copied back
+
+
+def is_device_array(x: Any) -> bool:
+    return hasattr(x, "__cuda_array_interface__") or _is_gpuarray(x)
+
+
+def _is_gpuarray(x: Any) -> bool:
+    return type(x).__name__ == "GPUArray" and hasattr(x, "gpudata")
+
+
+def _library(x: Any) -> str:
+    mod = type(x).__module__.split(".")[0]
+    return mod if mod in ("torch", "cupy", "numba") else "pycuda"
+
+
+def view(x: Any, name: str) -> DeviceView:
+    """Describe a device array without copying it."""
+    if _is_gpuarray(x):
+        itemsize = x.dtype.itemsize
+        strides = tuple(s // itemsize for s in x.strides)
+        return DeviceView(int(x.gpudata), tuple(x.shape), strides, np.dtype(x.dtype), x)
+    if hasattr(x, "__cuda_array_interface__"):
+        cai = x.__cuda_array_interface__
+        dtype = np.dtype(cai["typestr"])
+        shape = tuple(int(s) for s in cai["shape"])
+        if cai.get("strides") is None:
+            strides, acc = [], 1
+            for s in reversed(shape):
+                strides.append(acc)
+                acc *= s
+            strides = tuple(reversed(strides))
+        else:
+            if any(s % dtype.itemsize for s in cai["strides"]):
+                raise ArrayError(f"{name} has strides {cai['strides']} that are not whole elements")
+            strides = tuple(int(s) // dtype.itemsize for s in cai["strides"])
+        if cai.get("mask") is not None:
+            raise ArrayError(f"{name} is a masked array; kgen takes plain device arrays")
+        return DeviceView(int(cai["data"][0]), shape, strides, dtype, x)
+    raise ArrayError(f"{name} is a {type(x).__name__}; expected a numpy array, a pycuda GPUArray "
+                     "or an object with __cuda_array_interface__ (torch, CuPy, Numba)")
+
+
+def split_host_device(arrays: dict[str, Any]) -> bool:
+    """True if every named array is on the host, False if every one is on the device.
+    A mix is an error named before anything is launched."""
+    kinds = {n: ("device" if is_device_array(a) else "host") for n, a in arrays.items() if a is not None}
+    for n, a in arrays.items():
+        if a is not None and kinds[n] == "host" and not isinstance(a, np.ndarray):
+            raise ArrayError(f"{n} is a {type(a).__name__}; expected a numpy array or a device array")
+    if len(set(kinds.values())) > 1:
+        listing = ", ".join(f"{n} on the {k}" for n, k in kinds.items())
+        raise ArrayError(f"host and device arrays are mixed ({listing}); pass all numpy arrays or all device arrays")
+    return set(kinds.values()) != {"device"}
+
+
+def to_device(a: np.ndarray, name: str) -> DeviceView:
+    """Copy a host array to a fresh device buffer (keeping its element strides)."""
+    from pycuda import gpuarray
+
+    driver()
+    if a.size and not (a.flags.c_contiguous or a.flags.f_contiguous):
+        a = np.ascontiguousarray(a)
+    g = gpuarray.to_gpu(a) if a.size else gpuarray.empty(a.shape, a.dtype)
+    v = view(g, name)
+    v.on_host = True
+    return v
+
+
+def empty_like_library(template: Any, shape: tuple[int, ...], dtype: np.dtype):
+    """A new device array from the same library as `template` (torch in, torch out)."""
+    lib = _library(template)
+    if lib == "torch":
+        import torch
+
+        tdt = {np.dtype("float32"): torch.float32, np.dtype("float64"): torch.float64,
+               np.dtype("int32"): torch.int32}[np.dtype(dtype)]
+        return torch.empty(shape, dtype=tdt, device=template.device)
+    if lib == "cupy":
+        import cupy
+
+        return cupy.empty(shape, dtype=dtype)
+    from pycuda import gpuarray
+
+    driver()
+    return gpuarray.empty(shape, dtype)
+
+
+def new_host_output(shape: tuple[int, ...], dtype: np.dtype) -> DeviceView:
+    from pycuda import gpuarray
+
+    driver()
+    g = gpuarray.empty(shape, dtype)
+    v = view(g, "out")
+    v.on_host = True
+    return v
+
+
+def copy_back(v: DeviceView) -> np.ndarray:
+    return v.owner.get()

@@ -1,0 +1,144 @@
+"""Specs: frozen, validated, canonically serialised descriptions of one kernel.
+
+A spec is pure data. Everything downstream (rendering, compiling, caching,
+tuning) is a function of it, so two equal specs must give byte-identical JSON
+and the same key in any process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any, ClassVar
+
+# Maps the "kernel" field of a JSON spec to its dataclass; filled by @register_family.
+_FAMILIES: dict[str, type["Spec"]] = {}
+
+DTYPES = {"float32": "float", "float64": "double", "int32": "int"}
+
+
+class SpecError(ValueError):
+    """A spec field holds a value that is not allowed."""
+
+
+def fail(field: str, value: Any, allowed: str) -> None:
+    raise SpecError(f"{field}={value!r} is not allowed: {allowed}")
+
+
+def register_family(cls: type["Spec"]) -> type["Spec"]:
+    _FAMILIES[cls.kernel] = cls
+    return cls
+
+
+def families() -> dict[str, type["Spec"]]:
+    return dict(_FAMILIES)
+
+
+def _canonical(value: Any) -> Any:
+    """Turn lists into tuples (so specs hash and compare) and leave scalars alone."""
+    if isinstance(value, list):
+        return tuple(_canonical(v) for v in value)
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """Base of every kernel family's spec. Subclasses are frozen dataclasses."""
+
+    kernel: ClassVar[str] = ""
+    template: ClassVar[str] = ""
+    kernel_class: ClassVar[type] = object  # the kgen.kernel.Kernel subclass that launches it
+
+    def __post_init__(self) -> None:
+        hints = {f.name: f for f in dataclasses.fields(self)}
+        for name, f in hints.items():
+            value = _canonical(getattr(self, name))
+            object.__setattr__(self, name, value)
+            self._check_type(name, value, f.default)
+        self.validate()
+
+    # Types are checked against each field's default, so a spec field of the wrong
+    # type (a string tile, a float block size) fails here with the field's name.
+    def _check_type(self, name: str, value: Any, default: Any) -> None:
+        if default is dataclasses.MISSING:
+            return
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                fail(name, value, "true or false")
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                fail(name, value, "an integer")
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                fail(name, value, "a string")
+        elif isinstance(default, tuple):
+            if not isinstance(value, tuple) or len(value) != len(default) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value
+            ):
+                fail(name, value, f"a list of {len(default)} integers")
+        elif isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                fail(name, value, "a number")
+
+    def validate(self) -> None:
+        """Raise SpecError (a ValueError) naming the field, value and what is allowed."""
+
+    # -- serialisation -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kernel": self.kernel}
+        for f in dataclasses.fields(self):
+            out[f.name] = _jsonable(getattr(self, f.name))
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def key(self) -> str:
+        """Stable hex digest of the canonical JSON: equal specs, equal keys, any process."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:24]
+
+    def replace(self, **changes: Any) -> "Spec":
+        return dataclasses.replace(self, **changes)
+
+    def template_context(self) -> dict[str, Any]:
+        """Values the template needs beyond the spec fields (derived sizes, C types)."""
+        return {}
+
+    def compile_options(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def ctype(self) -> str:
+        return DTYPES[getattr(self, "dtype")]
+
+
+def spec_from_dict(data: dict[str, Any]) -> Spec:
+    if not isinstance(data, dict):
+        raise SpecError(f"a spec must be a JSON object, got {type(data).__name__}")
+    if "kernel" not in data:
+        raise SpecError(f"the spec has no 'kernel' field; allowed kernels: {sorted(_FAMILIES)}")
+    kind = data["kernel"]
+    if kind not in _FAMILIES:
+        raise SpecError(f"kernel={kind!r} is not a known kernel family; allowed: {sorted(_FAMILIES)}")
+    cls = _FAMILIES[kind]
+    names = {f.name for f in dataclasses.fields(cls)}
+    fields = {k: v for k, v in data.items() if k != "kernel"}
+    unknown = sorted(set(fields) - names)
+    if unknown:
+        raise SpecError(f"{kind} spec has unknown field(s) {unknown}; allowed: {sorted(names)}")
+    return cls(**fields)
+
+
+def spec_from_json(text: str) -> Spec:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"the spec is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    return spec_from_dict(data)
