@@ -118,6 +118,56 @@ class Spec:
     def ctype(self) -> str:
         return DTYPES[getattr(self, "dtype")]
 
+    # -- the family interface: all the autotuner, the benchmarks and the dispatcher see --
+    # A "problem" is a plain dict describing one call's sizes (matmul: M, N, K; reduce: n, op).
+    @classmethod
+    def normalize_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:
+        """Check a problem dict and return it in canonical form (ValueError naming the bad key)."""
+        raise NotImplementedError
+
+    @classmethod
+    def search_space(cls, problem: dict[str, Any], dtype: str) -> list["Spec"]:
+        """Every valid candidate spec for the problem (invalid combinations are left out)."""
+        raise NotImplementedError
+
+    @classmethod
+    def default_spec(cls, problem: dict[str, Any], dtype: str) -> "Spec":
+        """A sound spec for the problem when nothing was tuned."""
+        raise NotImplementedError
+
+    def prune_reason(self, problem: dict[str, Any], limits: dict[str, int]) -> str | None:
+        """Why this spec should not be compiled for the problem on a device with `limits`
+        (keys as in runtime.device_limits()), or None if it should."""
+        return None
+
+    @classmethod
+    def make_inputs(cls, problem: dict[str, Any], dtype: str, rng) -> tuple:
+        """Fresh random host inputs (numpy) for the problem; never zeros."""
+        raise NotImplementedError
+
+    @classmethod
+    def reference_output(cls, problem: dict[str, Any], inputs: tuple):
+        """The float64 result for `inputs` (numpy array; a 0-d array for reductions)."""
+        raise NotImplementedError
+
+    @classmethod
+    def output_shape(cls, problem: dict[str, Any]) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def tolerance_for(self, problem: dict[str, Any]) -> float:
+        """Largest allowed relative (norm) error against reference_output."""
+        raise NotImplementedError
+
+    @classmethod
+    def work(cls, problem: dict[str, Any], dtype: str) -> dict[str, float]:
+        """{"flops": ..., "bytes": ...}: the arithmetic and the fewest bytes moved, for rates."""
+        raise NotImplementedError
+
+    @classmethod
+    def bucket(cls, problem: dict[str, Any]) -> tuple[float, ...]:
+        """Coordinates of the problem for nearest-tuned-shape lookup (e.g. log2 of sizes)."""
+        raise NotImplementedError
+
 
 def spec_from_dict(data: dict[str, Any]) -> Spec:
     if not isinstance(data, dict):

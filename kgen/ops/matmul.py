@@ -115,6 +115,73 @@ class Matmul(Spec):
     def tolerance(self, K: int) -> float:
         return tolerance_per_sqrt_k(self.dtype) * math.sqrt(max(K, 1))
 
+    # -- the family interface (see Spec) ----------------------------------------------
+    @classmethod
+    def normalize_problem(cls, problem):
+        out = {}
+        for key in ("M", "N", "K"):
+            v = problem.get(key) if isinstance(problem, dict) else None
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"matmul problem needs {key} as a positive integer, got {v!r}")
+            out[key] = int(v)
+        return out
+
+    @classmethod
+    def search_space(cls, problem, dtype):
+        specs = []
+        for shared in (False, True):
+            for BM in (16, 32, 64, 128):
+                for BN in (16, 32, 64, 128):
+                    for BK in ((8, 16, 32) if shared else (16,)):
+                        for TM in (1, 2, 4, 8):
+                            for TN in (1, 2, 4, 8):
+                                try:
+                                    specs.append(cls(dtype=dtype, tile=(BM, BN, BK), thread_tile=(TM, TN),
+                                                     shared_memory=shared))
+                                except ValueError:
+                                    continue
+        return specs
+
+    @classmethod
+    def default_spec(cls, problem, dtype):
+        return cls(dtype=dtype, tile=(64, 64, 16), thread_tile=(4, 4), shared_memory=True)
+
+    def prune_reason(self, problem, limits):
+        if self.threads > limits.get("max_threads_per_block", 1024):
+            return f"{self.threads} threads per block exceed the device's {limits['max_threads_per_block']}"
+        if self.threads < 32:
+            return f"{self.threads} threads per block leave most of each warp idle"
+        if self.shared_bytes > limits.get("max_shared_per_block_optin", MAX_SHARED_BYTES):
+            return f"{self.shared_bytes} bytes of shared memory exceed the device's limit"
+        return None
+
+    @classmethod
+    def make_inputs(cls, problem, dtype, rng):
+        p = cls.normalize_problem(problem)
+        A = rng.standard_normal((p["M"], p["K"])).astype(dtype)
+        B = rng.standard_normal((p["K"], p["N"])).astype(dtype)
+        return A, B
+
+    @classmethod
+    def reference_output(cls, problem, inputs):
+        return cls.reference(*inputs)
+
+    @classmethod
+    def output_shape(cls, problem):
+        return (problem["M"], problem["N"])
+
+    def tolerance_for(self, problem):
+        return self.tolerance(problem["K"])
+
+    @classmethod
+    def work(cls, problem, dtype):
+        M, N, K = problem["M"], problem["N"], problem["K"]
+        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * ITEMSIZE[dtype]}
+
+    @classmethod
+    def bucket(cls, problem):
+        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+
 
 def tolerance_per_sqrt_k(dtype: str) -> float:
     # Rounding error of a length-K dot product grows about like sqrt(K) * eps on random data;

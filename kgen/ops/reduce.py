@@ -5,6 +5,7 @@ One spec class, one template (templates/reduce.cu.j2), one kernel class.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -87,6 +88,74 @@ class Reduce(Spec):
         needed = max(1, -(-n // per_block))
         cap = self.grid_size or 8 * multiprocessors  # enough blocks to fill every SM a few times
         return min(needed, cap), self.block_size
+
+    # -- the family interface (see Spec) ----------------------------------------------
+    @classmethod
+    def normalize_problem(cls, problem):
+        if not isinstance(problem, dict):
+            raise ValueError(f"reduce problem must be a dict with n and op, got {problem!r}")
+        n, op = problem.get("n"), problem.get("op", "sum")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"reduce problem needs n as a non-negative integer, got {n!r}")
+        if op not in OPS:
+            raise ValueError(f"reduce problem op={op!r} is not allowed: one of {sorted(OPS)}")
+        return {"n": int(n), "op": op}
+
+    @classmethod
+    def search_space(cls, problem, dtype):
+        p = cls.normalize_problem(problem)
+        specs = []
+        for strategy in STRATEGIES:
+            for bs in (64, 128, 256, 512, 1024):
+                for items in (1, 2, 4, 8, 16):
+                    for grid in (0, 132, 264, 528, 1056):
+                        try:
+                            specs.append(cls(op=p["op"], dtype=dtype, strategy=strategy, block_size=bs,
+                                             items_per_thread=items, grid_size=grid))
+                        except ValueError:
+                            continue
+        return specs
+
+    @classmethod
+    def default_spec(cls, problem, dtype):
+        return cls(op=cls.normalize_problem(problem)["op"], dtype=dtype)
+
+    def prune_reason(self, problem, limits):
+        if self.block_size > limits.get("max_threads_per_block", 1024):
+            return f"block_size {self.block_size} exceeds the device's {limits['max_threads_per_block']} threads"
+        return None
+
+    @classmethod
+    def make_inputs(cls, problem, dtype, rng):
+        p = cls.normalize_problem(problem)
+        arity = OPS[p["op"]][0]
+        if dtype == "int32":
+            return tuple(rng.integers(-1000, 1000, p["n"], dtype=np.int32) for _ in range(arity))
+        return tuple(rng.standard_normal(p["n"]).astype(dtype) for _ in range(arity))
+
+    @classmethod
+    def reference_output(cls, problem, inputs):
+        return np.array(cls.reference_for(problem["op"], *inputs))
+
+    @classmethod
+    def output_shape(cls, problem):
+        return ()
+
+    def tolerance_for(self, problem):
+        # Relative error of a length-n float sum of random-sign terms; min/max are exact.
+        if self.op in ("min", "max") or self.dtype == "int32":
+            return 0.0
+        eps = float(np.finfo(self.dtype).eps)
+        return 64 * eps * max(1.0, math.sqrt(problem["n"]))
+
+    @classmethod
+    def work(cls, problem, dtype):
+        n, arity = problem["n"], OPS[problem["op"]][0]
+        return {"flops": float(n * arity), "bytes": float(n * arity * np.dtype(dtype).itemsize)}
+
+    @classmethod
+    def bucket(cls, problem):
+        return (math.log2(max(problem["n"], 1)),)
 
     @staticmethod
     def reference_for(op: str, *inputs: np.ndarray) -> float:
