@@ -47,7 +47,9 @@ class DiskCache:
         self.dir = self.root / subdir
 
     def _warn_once(self, what: str, exc: BaseException) -> None:
-        tag = str(self.dir)
+        # Keyed by the root, not the subfolder: an unusable cache folder is one problem
+        # for the user, so the cubin and meta stores together warn once.
+        tag = str(self.root)
         if tag not in DiskCache._warned:
             DiskCache._warned.add(tag)
             warnings.warn(
@@ -74,10 +76,7 @@ class DiskCache:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-                fh.flush()
-                os.fsync(fh.fileno())
+            _write_all(fd, blob)
             os.replace(tmp, self.path(key))
             return True
         except OSError as exc:
@@ -126,6 +125,16 @@ class DiskCache:
         return removed
 
 
+def _write_all(fd: int, blob: bytes) -> None:
+    """Write `blob` to the open temporary file and make it durable before it is renamed
+    into place (a crash then leaves the old entry or the new one, never half of one).
+    A separate function so tests can make it fail like a full disk."""
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(blob)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def encode(payload: bytes, meta: dict[str, Any]) -> bytes:
     header = {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta}
     return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
@@ -141,6 +150,9 @@ def decode(blob: bytes) -> tuple[bytes, dict[str, Any]] | None:
     try:
         header = json.loads(rest[:newline])
         payload = rest[newline + 1:]
+        # The hash covers the payload only, so a damaged header must be caught by shape.
+        if not isinstance(header, dict) or not isinstance(header.get("meta"), dict):
+            return None
         if len(payload) != header["size"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
             return None
         return payload, header["meta"]

@@ -67,11 +67,16 @@ class Compiled:
     origin: str  # "nvcc", "memory" or "disk": where this build came from
 
 
+# Where nvcc is looked for after PATH, $CUDA_HOME and $CUDA_PATH (a module constant so
+# tests can take it away and see the missing-toolchain error).
+CUDA_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)
+
+
 def find_nvcc() -> str:
     found = shutil.which("nvcc")
     if found:
         return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *CUDA_ROOTS):
         if root and Path(root, "bin", "nvcc").is_file():
             return str(Path(root, "bin", "nvcc"))
     raise ToolchainError(
@@ -81,14 +86,42 @@ def find_nvcc() -> str:
 
 
 _version_memo: dict[tuple, str] = {}
+_SCRIPT_PATH = re.compile(rb"/[A-Za-z0-9_.+/-]+")
+
+
+def _toolchain_ident(nvcc: str) -> tuple:
+    """What identifies the installed nvcc: its real path, size and mtime. When nvcc is a
+    small wrapper script (`exec /usr/local/cuda/bin/nvcc "$@"`), the files it names are
+    added, so a toolkit swapped in behind an unchanged wrapper is still a new nvcc."""
+    real = os.path.realpath(nvcc)
+    st = os.stat(real)
+    ident: list = [real, st.st_size, st.st_mtime_ns]
+    if st.st_size <= 65536:
+        try:
+            with open(real, "rb") as fh:
+                head = fh.read()
+        except OSError:
+            head = b"\x7fELF"
+        if not head.startswith(b"\x7fELF"):
+            for token in sorted(set(_SCRIPT_PATH.findall(head))):
+                target = os.path.realpath(token.decode("utf-8", "replace"))
+                try:
+                    tst = os.stat(target)
+                except OSError:
+                    continue
+                if os.path.isfile(target):
+                    ident += [target, tst.st_size, tst.st_mtime_ns]
+    return tuple(ident)
 
 
 def nvcc_version(nvcc: str | None = None) -> str:
     """nvcc's release line. Memoised by the binary's path, size and mtime (in memory and on
     disk), so a warm build in a fresh process runs no nvcc at all."""
     nvcc = nvcc or find_nvcc()
-    st = os.stat(nvcc)
-    ident = (os.path.realpath(nvcc), st.st_size, st.st_mtime_ns)
+    try:
+        ident = _toolchain_ident(nvcc)
+    except OSError as exc:
+        raise ToolchainError(f"nvcc at {nvcc} cannot be used: {exc.strerror}") from None
     if ident in _version_memo:
         return _version_memo[ident]
     store = DiskCache(subdir="meta")
@@ -101,6 +134,13 @@ def nvcc_version(nvcc: str | None = None) -> str:
             out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
         except OSError as exc:
             raise ToolchainError(f"could not run {nvcc} --version: {exc}") from None
+        except subprocess.TimeoutExpired:
+            raise ToolchainError(f"{nvcc} --version did not answer within 60 s") from None
+        if out.returncode != 0:
+            # A broken toolchain must not be cached under an empty version string.
+            detail = (out.stderr or out.stdout).strip().splitlines()
+            raise ToolchainError(f"{nvcc} --version failed with exit code {out.returncode}"
+                                 + (f": {detail[-1]}" if detail else ""))
         lines = [ln for ln in out.stdout.splitlines() if "release" in ln or ln.startswith("Build")]
         version = " ".join(lines) or out.stdout.strip()
         if not disabled():
@@ -196,8 +236,10 @@ def _load(store: DiskCache, key: str, arch: str) -> Compiled | None:
     # A cubin is an ELF file; anything else under this key is foreign and rebuilt.
     if not cubin.startswith(b"\x7fELF") or meta.get("arch") != arch:
         return None
-    return Compiled(cubin=cubin, arch=arch, key=key, resources=meta.get("resources", {}),
-                    log=meta.get("log", ""), origin="disk")
+    resources, log = meta.get("resources", {}), meta.get("log", "")
+    if not isinstance(resources, dict) or not isinstance(log, str):
+        return None
+    return Compiled(cubin=cubin, arch=arch, key=key, resources=resources, log=log, origin="disk")
 
 
 def _run_nvcc(nvcc: str, source: str, arch: str, options: tuple[str, ...], key: str) -> Compiled:

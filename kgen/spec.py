@@ -175,7 +175,7 @@ def spec_from_dict(data: dict[str, Any]) -> Spec:
     if "kernel" not in data:
         raise SpecError(f"the spec has no 'kernel' field; allowed kernels: {sorted(_FAMILIES)}")
     kind = data["kernel"]
-    if kind not in _FAMILIES:
+    if not isinstance(kind, str) or kind not in _FAMILIES:
         raise SpecError(f"kernel={kind!r} is not a known kernel family; allowed: {sorted(_FAMILIES)}")
     cls = _FAMILIES[kind]
     names = {f.name for f in dataclasses.fields(cls)}
