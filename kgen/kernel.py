@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from . import runtime
-from .compiler import DEFAULT_ARCH, Compiled, check_arch, compile_cuda
+from .compiler import DEFAULT_ARCH, CompileError, Compiled, check_arch, compile_cuda
 from .render import render
 from .spec import Spec
 
@@ -48,7 +48,19 @@ def compile(spec: Spec, arch: str | None = None) -> Compiled:  # noqa: A001 - th
     """Render and compile `spec` to a cubin (no GPU needed). Cached in memory and on disk."""
     if not isinstance(spec, Spec):
         raise TypeError(f"compile() takes a kgen spec, got {type(spec).__name__}")
-    return compile_cuda(render(spec), arch or default_arch(), spec.compile_options())
+    return _compile_spec(spec, render(spec), arch or default_arch())
+
+
+def _compile_spec(spec: Spec, source: str, arch: str) -> Compiled:
+    try:
+        return compile_cuda(source, arch, spec.compile_options())
+    except CompileError as exc:
+        # A family may know which of the user's inputs (a map expression, say) the
+        # failure comes from; its explain_compile_error hook puts that first.
+        explain = getattr(spec, "explain_compile_error", None)
+        if explain is None:
+            raise
+        raise explain(exc) from None
 
 
 _built: dict[tuple[str, str, str], Kernel] = {}
@@ -71,7 +83,7 @@ def build(spec: Spec) -> Kernel:
     if hit is not None:
         return hit
     source = render(spec)
-    compiled = compile_cuda(source, arch, spec.compile_options())
+    compiled = _compile_spec(spec, source, arch)
     kernel = spec.kernel_class(spec, source, compiled)
     with _built_lock:
         _built.setdefault(memo, kernel)
