@@ -19,11 +19,15 @@ from ..spec import Spec, fail, register_family
 MAX_SHARED_BYTES = 227 * 1024
 ITEMSIZE = {"float32": 4, "float64": 8}
 
+# The float32 kernel default_spec() starts from (the bench's per-shape table refines it).
+DEFAULT_F32 = dict(tile=(128, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), shared_memory=True,
+                   vector_loads=True, smem_pad=4, stages=3, async_copy=True)
+
 
 @register_family
 @dataclasses.dataclass(frozen=True)
 class Matmul(Spec):
-    """A matmul kernel. See docs/spec.md for every field and its effect.
+    """A matmul kernel. docs/matmul.md explains every field and its measured effect.
 
     tile         (BM, BN, BK): the C block a thread block computes, and the K step.
     thread_tile  (TM, TN): the C patch each thread accumulates in registers.
@@ -31,7 +35,18 @@ class Matmul(Spec):
     mapping      "2d" or "1d": thread-block shape (only matters without shared memory).
     layout_a/b   "row" or "col": storage of A and B ("col" takes a numpy .T view as is).
     smem_pad     extra elements per shared-memory row, against bank conflicts.
-    launch_bounds: emit __launch_bounds__(threads) so ptxas caps registers for full blocks.
+    launch_bounds: emit __launch_bounds__(threads[, min_blocks]) so ptxas sizes registers.
+    warp_tile    (WM, WN): the C block one warp computes; (0, 0) interleaves threads over
+                 the whole block tile instead. With a warp tile each thread tile is split in
+                 sub-tiles of 16 bytes per row, read from shared memory as vectors.
+    vector_loads: 16-byte global loads/stores (a second entry point; the host falls back to
+                 element loads when a pointer or leading dimension is not 16-byte aligned).
+    smem_a_transposed: keep A k-major in shared memory (a thread's A values at one k are
+                 contiguous) rather than in its row-major order.
+    stages       shared-memory buffers: 1 (load, sync, compute), 2 (double buffering), up to 4.
+    async_copy   fill the stages with cp.async (sm_80+) instead of through registers.
+    split_k      split K over up to this many blocks per C tile (deterministic reduction).
+    min_blocks   the second __launch_bounds__ argument (0: leave it out).
     """
 
     kernel: ClassVar[str] = "matmul"
@@ -46,6 +61,13 @@ class Matmul(Spec):
     layout_b: str = "row"
     smem_pad: int = 0
     launch_bounds: bool = True
+    warp_tile: tuple[int, int] = (0, 0)
+    vector_loads: bool = False
+    smem_a_transposed: bool = True
+    stages: int = 1
+    async_copy: bool = False
+    split_k: int = 1
+    min_blocks: int = 0
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -71,12 +93,42 @@ class Matmul(Spec):
                 fail(name, getattr(self, name), "'row' or 'col'")
         if not 0 <= self.smem_pad <= 32:
             fail("smem_pad", self.smem_pad, "an integer from 0 to 32")
+        if not 0 <= self.min_blocks <= 32:
+            fail("min_blocks", self.min_blocks, "an integer from 0 (left out) to 32")
+        if self.min_blocks and not self.launch_bounds:
+            fail("min_blocks", self.min_blocks, "0 unless launch_bounds is true")
+        if not self.shared_memory:
+            # The global-memory kernel is the textbook baseline: the pipeline knobs need tiles.
+            for name, off in (("warp_tile", (0, 0)), ("vector_loads", False), ("stages", 1),
+                              ("async_copy", False), ("split_k", 1)):
+                if getattr(self, name) != off:
+                    fail(name, getattr(self, name), f"{off!r} without shared memory (set shared_memory=true)")
+            return
+        WM, WN = self.warp_tile
+        if (WM, WN) != (0, 0):
+            if WM < 1 or WN < 1 or BM % WM or BN % WN or WM % TM or WN % TN:
+                fail("warp_tile", self.warp_tile, f"(0, 0), or (WM, WN) dividing the block tile ({BM}, {BN}) "
+                     f"and divisible by the thread tile ({TM}, {TN})")
+            if (WM // TM) * (WN // TN) != 32:
+                fail("warp_tile", self.warp_tile, f"a tile of 32 thread tiles: (WM/TM)*(WN/TN) = 32, "
+                     f"got {(WM // TM) * (WN // TN)}")
+        if self.vector_loads:
+            vec = self.vec
+            for name, v in (("BM", BM), ("BN", BN), ("BK", BK)):
+                if v % vec:
+                    fail("vector_loads", True, f"false unless {name}={v} is a multiple of {vec} "
+                         f"({vec} x {self.dtype} = 16 bytes)")
+        if not 1 <= self.stages <= 4:
+            fail("stages", self.stages, "1, 2, 3 or 4")
+        if self.async_copy and self.stages < 2:
+            fail("stages", self.stages, "2, 3 or 4 with async_copy (one stage computes while others load)")
+        if not self.async_copy and self.stages > 2:
+            fail("stages", self.stages, "1 or 2 without async_copy (more stages need cp.async)")
+        if not 1 <= self.split_k <= 64:
+            fail("split_k", self.split_k, "an integer from 1 to 64")
         if self.shared_bytes > MAX_SHARED_BYTES:
-            fail("tile", self.tile, f"needs {self.shared_bytes} bytes of shared memory; "
-                 f"the device limit is {MAX_SHARED_BYTES}")
-        if self.shared_memory and self.shared_bytes > 48 * 1024:
-            fail("tile", self.tile, f"needs {self.shared_bytes} bytes of static shared memory; "
-                 "at most 49152 allowed for this kernel")
+            fail("tile", self.tile, f"needs {self.shared_bytes} bytes of shared memory "
+                 f"({self.stages} stage(s)); the device limit is {MAX_SHARED_BYTES}")
 
     # -- derived sizes --------------------------------------------------------------
     @property
@@ -84,28 +136,80 @@ class Matmul(Spec):
         return (self.tile[0] // self.thread_tile[0]) * (self.tile[1] // self.thread_tile[1])
 
     @property
+    def vec(self) -> int:
+        """Elements in 16 bytes: the width of a vector global load."""
+        return 16 // ITEMSIZE[self.dtype]
+
+    @property
+    def warp_tiled(self) -> bool:
+        return self.shared_memory and tuple(self.warp_tile) != (0, 0)
+
+    def _sub(self, t: int) -> int:
+        # Sub-tile side: the largest of vec, 2, 1 dividing the thread tile side.
+        if not self.warp_tiled:
+            return 1
+        for s in (self.vec, 2, 1):
+            if s <= self.vec and t % s == 0:
+                return s
+        return 1
+
+    def _tile_elems(self) -> tuple[int, int]:
+        BM, BN, BK = self.tile
+        pad, v = self.smem_pad, self.vec
+        a = BK * (BM + pad) if self.smem_a_transposed else BM * (BK + pad)
+        b = BK * (BN + pad)
+        # Rounded up to 16 bytes so each stage and the B tile start aligned.
+        return -(-a // v) * v, -(-b // v) * v
+
+    @property
     def shared_bytes(self) -> int:
         if not self.shared_memory:
             return 0
-        BM, BN, BK = self.tile
-        return (BK * (BM + self.smem_pad) + BK * (BN + self.smem_pad)) * ITEMSIZE[self.dtype]
+        a, b = self._tile_elems()
+        return self.stages * (a + b) * ITEMSIZE[self.dtype]
 
     def template_context(self) -> dict[str, Any]:
         BM, BN, BK = self.tile
         TM, TN = self.thread_tile
-        return dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, threads=self.threads,
-                    tolerance_per_sqrt_k=tolerance_per_sqrt_k(self.dtype))
+        WM, WN = self.warp_tile
+        sub_m, sub_n = self._sub(TM), self._sub(TN)
+        a_elems, b_elems = self._tile_elems()
+        pad = self.smem_pad
+        as_ld = (BM + pad) if self.smem_a_transposed else (BK + pad)
+        return dict(
+            BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, threads=self.threads, VEC=self.vec,
+            vec_type="float4" if self.dtype == "float32" else "double2",
+            warp_tiled=self.warp_tiled, WM=WM, WN=WN,
+            WTR=(WM // TM) if self.warp_tiled else 0, WTC=(WN // TN) if self.warp_tiled else 0,
+            SUB_M=sub_m, SUB_N=sub_n,
+            a_tile_elems=a_elems, b_tile_elems=b_elems,
+            # Vector fragment reads need aligned, contiguous sub-tile rows in shared memory.
+            frag_vec_a=sub_m > 1 and self.smem_a_transposed and as_ld % sub_m == 0,
+            frag_vec_b=sub_n > 1 and (BN + pad) % sub_n == 0,
+            c_store_vec=self.vector_loads and sub_n > 1,
+            shared_bytes=self.shared_bytes,
+            tolerance_per_sqrt_k=tolerance_per_sqrt_k(self.dtype))
+
+    def split_plan(self, K: int) -> tuple[int, int]:
+        """(number of K slices, K elements per slice) for a product with inner size K."""
+        BK = self.tile[2]
+        if not self.shared_memory or self.split_k == 1 or K <= BK:
+            return 1, K
+        tiles = -(-K // BK)
+        per = -(-tiles // self.split_k)
+        return -(-tiles // per), per * BK
 
     def launch_geometry(self, M: int, N: int, K: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """(grid, block, dynamic shared bytes) for an M x N x K product. Pure; unit-tested."""
         BM, BN, _ = self.tile
         TM, TN = self.thread_tile
-        grid = (-(-N // BN), -(-M // BM), 1)
-        if self.mapping == "1d":
+        splits, _ = self.split_plan(K)
+        grid = (-(-N // BN), -(-M // BM), splits)
+        if self.shared_memory or self.mapping == "1d":
             block = (self.threads, 1, 1)
         else:
             block = (BN // TN, BM // TM, 1)
-        return grid, block, 0
+        return grid, block, self.shared_bytes
 
     # -- for tests, tuning and benchmarks ------------------------------------------
     @staticmethod
@@ -128,23 +232,74 @@ class Matmul(Spec):
 
     @classmethod
     def search_space(cls, problem, dtype):
-        specs = []
-        for shared in (False, True):
-            for BM in (16, 32, 64, 128):
-                for BN in (16, 32, 64, 128):
-                    for BK in ((8, 16, 32) if shared else (16,)):
-                        for TM in (1, 2, 4, 8):
-                            for TN in (1, 2, 4, 8):
-                                try:
-                                    specs.append(cls(dtype=dtype, tile=(BM, BN, BK), thread_tile=(TM, TN),
-                                                     shared_memory=shared))
-                                except ValueError:
-                                    continue
+        """Textbook baselines, then the tuned family: block x thread x warp tiles, pipelines,
+        padding, A's shared layout, and split-K where the C tiles alone cannot fill the GPU."""
+        p = cls.normalize_problem(problem)
+        seen, specs = set(), []
+
+        def add(**kw):
+            try:
+                s = cls(dtype=dtype, **kw)
+            except ValueError:
+                return
+            if s.key not in seen:
+                seen.add(s.key)
+                specs.append(s)
+
+        for tile in ((16, 16, 16), (32, 32, 16), (32, 8, 16), (8, 32, 16)):
+            add(tile=tile, thread_tile=(1, 1))
+        for BM, BN, BK, TM, TN in ((32, 32, 32, 1, 1), (64, 64, 16, 4, 4), (128, 128, 8, 8, 8), (64, 64, 8, 8, 4)):
+            for stages in (1, 2):
+                add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True, stages=stages)
+        vec = 16 // ITEMSIZE[dtype]
+        pipes = ((False, 1), (False, 2), (True, 2), (True, 3), (True, 4))
+        thread_tiles = ((8, 8), (8, 4), (4, 8), (4, 4)) if dtype == "float32" else ((4, 4), (4, 2), (2, 4))
+        for BM, BN in ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128)):
+            for BK in (8, 16, 32):
+                for TM, TN in thread_tiles:
+                    for wtr in (1, 2, 4, 8, 16, 32):
+                        WM, WN = wtr * TM, (32 // wtr) * TN
+                        if BM % WM or BN % WN:
+                            continue
+                        for async_copy, stages in pipes:
+                            for pad in (0, vec):
+                                add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True,
+                                    warp_tile=(WM, WN), vector_loads=True, smem_pad=pad, stages=stages,
+                                    async_copy=async_copy)
+        # A kept row-major in shared memory, as a contrast to the transposed default.
+        for async_copy, stages in pipes:
+            add(tile=(128, 128, 8), thread_tile=(8, 8) if dtype == "float32" else (4, 4),
+                shared_memory=True, warp_tile=(32, 64) if dtype == "float32" else (16, 32),
+                vector_loads=True, smem_pad=vec, stages=stages, async_copy=async_copy, smem_a_transposed=False)
+        # Split-K when few C tiles exist but K is long.
+        tiles_128 = -(-p["M"] // 128) * -(-p["N"] // 128)
+        if tiles_128 < 264 and p["K"] >= 512:
+            for split in (2, 3, 4, 6, 8, 16):
+                for BM, BN, BK, TM, TN, WM, WN in ((128, 128, 8, 8, 8, 32, 64), (64, 128, 8, 8, 4, 32, 32),
+                                                   (128, 64, 8, 8, 4, 64, 16), (64, 64, 8, 4, 4, 16, 32),
+                                                   (64, 64, 16, 4, 4, 16, 32)):
+                    if dtype == "float64":
+                        TM, TN, WM, WN = 4, 4, 16, 32
+                    for async_copy, stages in ((False, 2), (True, 3), (True, 4)):
+                        add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True, warp_tile=(WM, WN),
+                            vector_loads=True, smem_pad=vec, stages=stages, async_copy=async_copy, split_k=split)
         return specs
 
     @classmethod
     def default_spec(cls, problem, dtype):
-        return cls(dtype=dtype, tile=(64, 64, 16), thread_tile=(4, 4), shared_memory=True)
+        p = cls.normalize_problem(problem)
+        if dtype == "float64":
+            base = cls(dtype=dtype, tile=(64, 64, 8), thread_tile=(4, 4), warp_tile=(16, 32), shared_memory=True,
+                       vector_loads=True, smem_pad=2, stages=3, async_copy=True)
+        else:
+            base = cls(dtype=dtype, **DEFAULT_F32)
+        # Few C tiles and a long K: split K so every SM has work.
+        tiles = -(-p["M"] // base.tile[0]) * -(-p["N"] // base.tile[1])
+        if tiles < 100 and p["K"] >= 1024:
+            split = min(8, max(2, 132 // max(tiles, 1)), -(-p["K"] // 512))
+            if split > 1:
+                base = base.replace(split_k=split)
+        return base
 
     def prune_reason(self, problem, limits):
         if self.threads > limits.get("max_threads_per_block", 1024):
@@ -153,35 +308,19 @@ class Matmul(Spec):
             return f"{self.threads} threads per block leave most of each warp idle"
         if self.shared_bytes > limits.get("max_shared_per_block_optin", MAX_SHARED_BYTES):
             return f"{self.shared_bytes} bytes of shared memory exceed the device's limit"
+        regs = self.thread_tile[0] * self.thread_tile[1] * ITEMSIZE[self.dtype] // 4
+        if regs > 128:
+            return f"{regs} accumulator registers per thread leave too few for the rest (spills)"
+        if self.threads * max(regs, 32) * 2 > 65536 * 2:
+            return f"{self.threads} threads x ~{2 * regs} registers exceed the register file"
+        p = self.normalize_problem(problem)
+        if self.split_k > 1:
+            splits, chunk = self.split_plan(p["K"])
+            if splits < 2:
+                return f"K={p['K']} is too short to split"
+            if chunk < 4 * self.tile[2]:
+                return f"each of the {splits} K slices is only {chunk} long"
         return None
-
-    @classmethod
-    def make_inputs(cls, problem, dtype, rng):
-        p = cls.normalize_problem(problem)
-        A = rng.standard_normal((p["M"], p["K"])).astype(dtype)
-        B = rng.standard_normal((p["K"], p["N"])).astype(dtype)
-        return A, B
-
-    @classmethod
-    def reference_output(cls, problem, inputs):
-        return cls.reference(*inputs)
-
-    @classmethod
-    def output_shape(cls, problem):
-        return (problem["M"], problem["N"])
-
-    def tolerance_for(self, problem):
-        return self.tolerance(problem["K"])
-
-    @classmethod
-    def work(cls, problem, dtype):
-        M, N, K = problem["M"], problem["N"], problem["K"]
-        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * ITEMSIZE[dtype]}
-
-    @classmethod
-    def bucket(cls, problem):
-        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
-
 
 def tolerance_per_sqrt_k(dtype: str) -> float:
     # Rounding error of a length-K dot product grows about like sqrt(K) * eps on random data;
@@ -191,14 +330,57 @@ def tolerance_per_sqrt_k(dtype: str) -> float:
 
 
 class MatmulKernel(Kernel):
-    """k(A, B, out=None, alpha=1.0, beta=0.0) -> C = alpha * A @ B + beta * out."""
+    """k(A, B, out=None, alpha=1.0, beta=0.0) -> C = alpha * A @ B + beta * out.
+
+    Entry points: kgen_matmul (element loads, any alignment), kgen_matmul_vec (16-byte
+    loads, chosen when every pointer and leading dimension allows it) and, with split_k,
+    kgen_matmul_splitk_reduce, which folds the K slices from a workspace into C.
+    The split-K workspace belongs to this kernel object: calls on different streams that
+    overlap in time would share it, so split-K kernels serialise through one stream.
+    """
 
     spec: Matmul
 
     def __init__(self, spec, source, compiled):
         super().__init__(spec, source, compiled)
-        self._fn = self.function("kgen_matmul")
         self._np_dtype = np.dtype(spec.dtype)
+        self._scalar = self._np_dtype.type
+        fmt_scalar = "f" if spec.dtype == "float32" else "d"
+        shared = spec.shared_bytes
+        self._fn = self.function("kgen_matmul", shared)
+        self._fn.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
+        self._fn_vec = None
+        if spec.vector_loads:
+            self._fn_vec = self.function("kgen_matmul_vec", shared)
+            self._fn_vec.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
+        self._fn_reduce = None
+        if spec.split_k > 1:
+            self._fn_reduce = self.function("kgen_matmul_splitk_reduce")
+            self._fn_reduce.prepare("PP" + "q" * 5 + "i" + fmt_scalar * 2)
+        self._workspace = None
+        self._workspace_bytes = 0
+        self._geometry: dict[tuple[int, int, int], tuple] = {}
+
+    def _plan(self, M: int, N: int, K: int) -> tuple:
+        """Launch geometry and split plan per shape, computed once (calls repeat shapes)."""
+        key = (M, N, K)
+        plan = self._geometry.get(key)
+        if plan is None:
+            grid, block, shared = self.spec.launch_geometry(M, N, K)
+            if grid[1] > 65535:
+                raise ArrayError(f"M={M} needs {grid[1]} row blocks; at most 65535 fit in the grid "
+                                 f"(use a larger tile[0] or split the product)")
+            splits, chunk = self.spec.split_plan(K)
+            plan = (grid, block, shared, splits, chunk)
+            if len(self._geometry) < 256:
+                self._geometry[key] = plan
+        return plan
+
+    def _workspace_for(self, nbytes: int):
+        if nbytes > self._workspace_bytes:
+            self._workspace = runtime.driver().mem_alloc(nbytes)
+            self._workspace_bytes = nbytes
+        return self._workspace
 
     def __call__(self, A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, stream=None):
         spec = self.spec
@@ -223,12 +405,7 @@ class MatmulKernel(Kernel):
                 runtime.view(runtime.empty_like_library(A, (M, N), self._np_dtype), "out")
         ldc = self._output(c, M, N)
         if M and N:
-            grid, block, shared = spec.launch_geometry(M, N, K)
-            scalar = self._np_dtype.type
-            runtime.launch(self._fn, grid, block,
-                           (np.uintp(a.ptr), np.uintp(b.ptr), np.uintp(c.ptr), np.int64(M), np.int64(N),
-                            np.int64(K), np.int64(lda), np.int64(ldb), np.int64(ldc), scalar(alpha), scalar(beta)),
-                           shared=shared, stream=stream)
+            self._launch(a.ptr, b.ptr, c.ptr, M, N, K, lda, ldb, ldc, alpha, beta, stream)
         if on_host:
             result = runtime.copy_back(c)
             if host_out is not None:
@@ -236,6 +413,37 @@ class MatmulKernel(Kernel):
                 return host_out
             return result
         return c.owner
+
+    def _launch(self, pa, pb, pc, M, N, K, lda, ldb, ldc, alpha, beta, stream):
+        grid, block, shared, splits, chunk = self._plan(M, N, K)
+        vec = self.spec.vec
+        item = self._np_dtype.itemsize
+        scalar = self._scalar
+        if splits > 1:
+            # Slices go to a workspace with a 16-byte-aligned row stride; the reduce kernel
+            # applies alpha and beta once.
+            ldw = -(-N // vec) * vec
+            stride = M * ldw
+            ws = int(self._workspace_for(splits * stride * item))
+            target, ldt, t_stride, a_, b_ = ws, ldw, stride, 1.0, 0.0
+        else:
+            target, ldt, t_stride, a_, b_ = pc, ldc, 0, alpha, beta
+        fn = self._fn
+        if self._fn_vec is not None and not (pa % 16 or pb % 16 or target % 16 or lda % vec or ldb % vec
+                                             or ldt % vec):
+            fn = self._fn_vec
+        drv = runtime.driver()
+        try:
+            fn.prepared_async_call(grid, block, stream, pa, pb, target, M, N, K, lda, ldb, ldt, chunk, t_stride,
+                                   scalar(a_), scalar(b_), shared_size=shared)
+            if splits > 1:
+                total = M * N
+                rgrid = (max(1, min(-(-total // 256), 132 * 16)), 1, 1)
+                self._fn_reduce.prepared_async_call(rgrid, (256, 1, 1), stream, target, pc, M, N, ldt, ldc, t_stride,
+                                                    splits, scalar(alpha), scalar(beta))
+        except drv.Error as exc:
+            raise RuntimeError(f"kernel launch failed (grid={grid}, block={block}, shared={shared} bytes): "
+                               f"{exc}") from None
 
     def _host_layout(self, x, name, layout):
         if not isinstance(x, np.ndarray) or x.ndim != 2:
