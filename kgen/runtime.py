@@ -166,12 +166,32 @@ def _library(x: Any) -> str:
     return mod if mod in ("torch", "cupy", "numba") else "pycuda"
 
 
+def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major element strides, counting empty dimensions as 1 long."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(out))
+
+
 def view(x: Any, name: str) -> DeviceView:
     """Describe a device array without copying it."""
+    v = _view(x, name)
+    if 0 in v.shape:
+        # An empty array addresses no element, and libraries report its strides as 0 (or
+        # anything); row-major strides let the families' layout checks accept it.
+        v.strides = _dense_strides(v.shape)
+    return v
+
+
+def _view(x: Any, name: str) -> DeviceView:
     if _is_gpuarray(x):
         itemsize = x.dtype.itemsize
         strides = tuple(s // itemsize for s in x.strides)
-        return DeviceView(int(x.gpudata), tuple(x.shape), strides, np.dtype(x.dtype), x)
+        # pycuda leaves gpudata as None for an empty array.
+        ptr = 0 if x.gpudata is None else int(x.gpudata)
+        return DeviceView(ptr, tuple(x.shape), strides, np.dtype(x.dtype), x)
     if hasattr(x, "__cuda_array_interface__"):
         cai = x.__cuda_array_interface__
         dtype = np.dtype(cai["typestr"])
