@@ -322,6 +322,35 @@ class Matmul(Spec):
                 return f"each of the {splits} K slices is only {chunk} long"
         return None
 
+    # Restored family interface (lost in 8bb051c): the autotuner, dispatch and tests use these.
+    @classmethod
+    def make_inputs(cls, problem, dtype, rng):
+        p = cls.normalize_problem(problem)
+        A = rng.standard_normal((p["M"], p["K"])).astype(dtype)
+        B = rng.standard_normal((p["K"], p["N"])).astype(dtype)
+        return A, B
+
+    @classmethod
+    def reference_output(cls, problem, inputs):
+        return cls.reference(*inputs)
+
+    @classmethod
+    def output_shape(cls, problem):
+        return (problem["M"], problem["N"])
+
+    def tolerance_for(self, problem):
+        return self.tolerance(problem["K"])
+
+    @classmethod
+    def work(cls, problem, dtype):
+        M, N, K = problem["M"], problem["N"], problem["K"]
+        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * ITEMSIZE[dtype]}
+
+    @classmethod
+    def bucket(cls, problem):
+        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+
+
 def tolerance_per_sqrt_k(dtype: str) -> float:
     # Rounding error of a length-K dot product grows about like sqrt(K) * eps on random data;
     # 8x headroom over that keeps the check strict but not flaky.
