@@ -99,15 +99,17 @@ def _poisoned_out(lib: str, dtype: str):
 def _to_device(lib: str, a: np.ndarray, offset: int):
     """Device copy of a, starting `offset` elements into a bigger buffer: views whose
     start is not 16-byte aligned take the scalar head path (or the no-vector path)."""
-    padded = np.concatenate([np.ones(offset, a.dtype), a])
+    # A guard element after the end too: a kernel reading past n would count it.
+    padded = np.concatenate([np.full(offset, 3, a.dtype), a, np.full(1, 3, a.dtype)])
+    n = a.shape[0]
     if lib == "torch":
         import torch
 
-        return torch.from_numpy(padded).cuda()[offset:]
+        return torch.from_numpy(padded).cuda()[offset:offset + n]
     from pycuda import gpuarray
 
     g = gpuarray.to_gpu(padded)
-    return g[offset:]
+    return g[offset:offset + n]
 
 
 def _check(spec: Reduce, got: float, inputs: list[np.ndarray], sms: int) -> None:

@@ -625,6 +625,10 @@ def _fast_view(x: Any, name: str):
         if not x.is_cuda:
             raise ArrayError(f"{name} is a CPU torch tensor; pass a CUDA tensor or a numpy array")
         return x.data_ptr(), x.shape[0], x.stride(0), _TORCH_DTYPES.get(str(x.dtype), str(x.dtype))
+    if runtime._is_gpuarray(x) and x.size == 0:  # pycuda allocates nothing for it
+        if len(x.shape) != 1:
+            raise ArrayError(f"{name} must be 1-D, got shape {x.shape}")
+        return 0, 0, 1, np.dtype(x.dtype).name
     v = runtime.view(x, name)
     if len(v.shape) != 1:
         raise ArrayError(f"{name} must be 1-D, got shape {v.shape}")
@@ -698,9 +702,12 @@ class ReduceKernel(Kernel):
                 if arr.ndim != 1:
                     raise ArrayError(f"{name} must be 1-D, got shape {arr.shape}")
                 self._check_dtype(arr.dtype.name, name)
-                v = runtime.to_device(arr, name)
-                keep.append(v)
-                ptr, length, stride = v.ptr, v.shape[0], 1
+                if arr.size == 0:
+                    ptr, length = 0, 0  # nothing to copy; the kernel reads nothing
+                else:
+                    v = runtime.to_device(arr, name)
+                    keep.append(v)
+                    ptr, length = v.ptr, v.shape[0]
             else:
                 ptr, length, stride, dt = _fast_view(arr, name)
                 self._check_dtype(dt, name)
@@ -710,7 +717,8 @@ class ReduceKernel(Kernel):
                 raise ArrayError(f"x and y differ in length: {n} and {length}")
             n = length
             ptrs.append(ptr)
-        if n == 0 and spec.combine_kind in ("min", "max") and not math.isfinite(float(spec.identity_value())):
+        if n == 0 and (spec.op in ("min", "max") or (spec.combine_kind in ("min", "max") and
+                                                      not math.isfinite(float(spec.identity_value())))):
             raise ArrayError(f"{spec.describe()} of an empty array is undefined (it has no identity)")
         if on_host:
             res = runtime.new_host_output((), self._np_dtype)
