@@ -167,7 +167,7 @@ def run(args) -> dict[str, Any]:
     import torch
 
     from . import runtime
-    from .kernel import build, compile as kcompile
+    from .kernel import build, compile as kcompile, default_arch
     from .ops.reduce import Reduce
 
     drv = runtime.driver()
@@ -189,8 +189,11 @@ def run(args) -> dict[str, Any]:
             extra += [base.replace(accumulate="kahan"), base.replace(accumulate="float64")]
     every = [s for op in ops for s in cands[op]] + extra
     t0 = time.perf_counter()
+    # The arch is looked up here: worker threads must not touch CUDA (pycuda aborts at
+    # exit when a thread ends with a context pushed), they only run nvcc.
+    arch = default_arch()
     with concurrent.futures.ThreadPoolExecutor(min(16, os.cpu_count() or 4)) as ex:
-        list(ex.map(kcompile, every))
+        list(ex.map(lambda s: kcompile(s, arch), every))
     kernels = {s: build(s) for s in every}
     print(f"compiled {len(every)} specs in {time.perf_counter() - t0:.1f} s", flush=True)
 

@@ -62,9 +62,14 @@ POOL = _pool()
 
 @pytest.fixture(scope="module")
 def kernels():
-    # Compile the whole pool in parallel first (nvcc is the slow part), then load.
+    # Compile the whole pool in parallel first (nvcc is the slow part), then load. The
+    # arch is found here, in the main thread: worker threads must not touch CUDA (pycuda
+    # aborts at exit if a thread ends with a context pushed).
+    from kgen.kernel import default_arch
+
+    arch = default_arch()
     with concurrent.futures.ThreadPoolExecutor(16) as ex:
-        list(ex.map(kgen.compile, POOL))
+        list(ex.map(lambda s: kgen.compile(s, arch), POOL))
     return [kgen.build(s) for s in POOL]
 
 
