@@ -27,6 +27,8 @@ def _load_spec(text: str):
             text = path.read_text()
         except OSError as exc:
             raise CLIError(f"cannot read spec file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise CLIError(f"spec file {path} is not UTF-8 text (a JSON spec is expected)") from None
     return spec_from_json(text)
 
 
