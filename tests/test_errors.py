@@ -651,3 +651,32 @@ def test_every_error_is_a_value_error_or_runtime_error():
     assert issubclass(ToolchainError, RuntimeError) and issubclass(NoGPUError, RuntimeError)
     assert issubclass(kgen.CompileError, RuntimeError)
     json.dumps([str(e) for e in (SpecError("x"), ArrayError("y"))])
+
+
+# ---------------------------------------------------------------------------------
+# The tuned entry points check their arguments before choosing or building a kernel
+# ---------------------------------------------------------------------------------
+
+def test_dispatch_refuses_bad_calls_before_building(monkeypatch):
+    def no_build(*a, **k):
+        raise AssertionError("a kernel was built for a call that should have been refused")
+
+    monkeypatch.setattr(kgen.kernel, "build", no_build)
+    a = np.ones((3, 4), np.float32)
+    with pytest.raises(ArrayError, match="inner dimensions"):
+        kgen.matmul(a, np.ones((5, 2), np.float32))
+    with pytest.raises(ArrayError, match="2-D"):
+        kgen.matmul(a[0], a)
+    with pytest.raises(ArrayError, match="float16"):
+        kgen.matmul(a.astype(np.float16), a.T.astype(np.float16))
+    with pytest.raises(ArrayError, match=r"B is a list"):
+        kgen.matmul(a, [[1.0]])
+    x = np.ones(10, np.float32)
+    with pytest.raises(ArrayError, match=r"op='mean'"):
+        kgen.reduce(x, op="mean")
+    with pytest.raises(ArrayError, match="leave y out"):
+        kgen.reduce(x, x, op="sum")
+    with pytest.raises(ArrayError, match="1-D"):
+        kgen.reduce(np.ones((2, 5), np.float32))
+    with pytest.raises(ArrayError, match="int32"):
+        kgen.dot(x.astype(np.int32), x.astype(np.int32))
