@@ -399,6 +399,13 @@ class Reduce(Spec):
     def partial_bytes(self) -> int:
         return np.dtype(self.acc_dtype).itemsize * (2 if self.accumulate == "kahan" else 1)
 
+    @property
+    def empty_is_undefined(self) -> bool:
+        """min/max (and custom min/max folds whose identity is +-inf) of nothing is an
+        error; sums, dots and other custom folds give their identity."""
+        return self.op in ("min", "max") or (
+            self.combine_kind in ("min", "max") and math.isinf(float(evaluate(self._parsed()[2], {}))))
+
     def identity_value(self) -> float | int:
         v = float(evaluate(self._parsed()[2], {}))
         if self.dtype == "int32":
@@ -516,8 +523,14 @@ class Reduce(Spec):
 
     @classmethod
     def default_spec(cls, problem, dtype):
+        """single_pass (one launch, deterministic order; within a few per cent of atomic,
+        whose float results vary in the last bits from run to run), 16-byte loads, 4 per
+        thread; 256-thread blocks below 2^22 elements, where launch latency dominates
+        (measured on an H200: docs/benchmarks-reduce.md)."""
         p = cls.normalize_problem(problem)
-        return cls(dtype=dtype, **cls._problem_fields(p))
+        block = 256 if p["n"] <= 1 << 22 else 512
+        return cls(dtype=dtype, strategy="single_pass", block_size=block, items_per_thread=4,
+                   **cls._problem_fields(p))
 
     def prune_reason(self, problem, limits):
         if self.block_size > limits.get("max_threads_per_block", 1024):
@@ -650,11 +663,15 @@ class ReduceKernel(Kernel):
 
     def __init__(self, spec, source, compiled):
         super().__init__(spec, source, compiled)
+        self._drv = runtime.driver()
         self._np_dtype = np.dtype(spec.dtype)
         self._itemsize = self._np_dtype.itemsize
         self._sms = runtime.device_limits()["multiprocessors"]
         self._arity = spec.arity
+        self._empty_error = spec.empty_is_undefined
         self._scratch: dict[int, dict[str, Any]] = {}
+        self._retired: list[Any] = []  # outgrown scratch, kept alive for older bound launchers
+        self._memo: dict[tuple, list] = {}  # (pointers, n, out, stream) -> packed launches
         x_args = "P" * self._arity
         s = spec.strategy
         if s == "single_pass":
@@ -673,9 +690,7 @@ class ReduceKernel(Kernel):
         s = self._scratch.get(key)
         need = max(1, partials) * self.spec.partial_bytes
         if s is None or s["bytes"] < need:
-            drv = runtime.driver()
-            if stream is not None:
-                stream.synchronize()  # an older, smaller buffer may still be in use on it
+            drv = self._drv
             buf = drv.mem_alloc(max(need, 4096))
             if s is None:
                 # ticket (4 bytes) and the atomic cell (8 bytes) live in one small buffer.
@@ -684,15 +699,47 @@ class ReduceKernel(Kernel):
                 cell = np.array([self.spec.identity_value()], dtype=self.spec.acc_dtype)
                 drv.memcpy_htod(int(ctl) + 8, cell)
                 s = {"ctl": ctl}
+            else:
+                self._retired.append(s["buf"])  # a bound launcher may still point at it
             s.update(buf=buf, bytes=max(need, 4096))
             self._scratch[key] = s
         return s
 
     # -- arguments -------------------------------------------------------------------------
+    def _check_input(self, name: str, length: int, stride: int, dtype: str, n: int | None) -> None:
+        self._check_dtype(dtype, name)
+        if stride != 1 and length > 1:
+            raise ArrayError(f"{name} must be contiguous (element stride 1), got stride {stride}")
+        if n is not None and length != n:
+            raise ArrayError(f"x and y differ in length: {n} and {length}")
+
+    def _check_empty(self, n: int) -> None:
+        if n == 0 and self._empty_error:
+            raise ArrayError(f"{self.spec.describe()} of an empty array is undefined (it has no identity)")
+
     def _resolve(self, inputs, out):
+        """-> (on_host, pointers, n, out pointer, out owner, host result view, kept arrays)."""
         spec = self.spec
         if len(inputs) != self._arity:
             raise ArrayError(f"this reduction ({spec.describe()}) takes {self._arity} input(s), got {len(inputs)}")
+        first = inputs[0]
+        tfirst = type(first)
+        if tfirst.__module__.startswith("torch") and all(type(a) is tfirst for a in inputs) and (
+                out is None or type(out) is tfirst):
+            # torch fast path: the tensors' own accessors, no __cuda_array_interface__ dict.
+            ptrs, n = [], None
+            for name, arr in zip(("x", "y"), inputs):
+                ptr, length, stride, dt = _fast_view(arr, name)
+                self._check_input(name, length, stride, dt, n)
+                n = length
+                ptrs.append(ptr)
+            self._check_empty(n)
+            if out is None:
+                out = first.new_empty(())
+            elif not out.is_cuda or out.numel() != 1 or _TORCH_DTYPES.get(str(out.dtype)) != self._np_dtype.name:
+                raise ArrayError(f"out must be a 0-d or 1-element {self._np_dtype} CUDA tensor, "
+                                 f"got shape {tuple(out.shape)} and dtype {out.dtype}")
+            return False, ptrs, n, out.data_ptr(), out, None, ()
         names = ("x", "y")[: self._arity]
         named = dict(zip(names, inputs))
         on_host = runtime.split_host_device({**named, "out": out})
@@ -701,7 +748,7 @@ class ReduceKernel(Kernel):
             if on_host:
                 if arr.ndim != 1:
                     raise ArrayError(f"{name} must be 1-D, got shape {arr.shape}")
-                self._check_dtype(arr.dtype.name, name)
+                self._check_input(name, arr.shape[0], 1, arr.dtype.name, n)
                 if arr.size == 0:
                     ptr, length = 0, 0  # nothing to copy; the kernel reads nothing
                 else:
@@ -710,26 +757,21 @@ class ReduceKernel(Kernel):
                     ptr, length = v.ptr, v.shape[0]
             else:
                 ptr, length, stride, dt = _fast_view(arr, name)
-                self._check_dtype(dt, name)
-                if stride != 1 and length > 1:
-                    raise ArrayError(f"{name} must be contiguous (element stride 1), got stride {stride}")
-            if n is not None and length != n:
-                raise ArrayError(f"x and y differ in length: {n} and {length}")
+                self._check_input(name, length, stride, dt, n)
             n = length
             ptrs.append(ptr)
-        if n == 0 and (spec.op in ("min", "max") or (spec.combine_kind in ("min", "max") and
-                                                      not math.isfinite(float(spec.identity_value())))):
-            raise ArrayError(f"{spec.describe()} of an empty array is undefined (it has no identity)")
+        self._check_empty(n)
         if on_host:
             res = runtime.new_host_output((), self._np_dtype)
-        elif out is not None:
+            return True, ptrs, n, res.ptr, res.owner, res, keep
+        if out is not None:
             res = runtime.view(out, "out")
             if res.shape not in ((), (1,)) or res.dtype != self._np_dtype:
                 raise ArrayError(f"out must be a 0-d or 1-element {self._np_dtype} device array, "
                                  f"got shape {res.shape} and dtype {res.dtype}")
         else:
-            res = runtime.view(runtime.empty_like_library(inputs[0], (), self._np_dtype), "out")
-        return on_host, ptrs, n, res, keep
+            res = runtime.view(runtime.empty_like_library(first, (), self._np_dtype), "out")
+        return False, ptrs, n, res.ptr, res.owner, None, keep
 
     def _head(self, ptrs: list[int], n: int) -> int:
         """Elements before the first 16-byte boundary (done one by one), or -1 when the
@@ -760,34 +802,47 @@ class ReduceKernel(Kernel):
         return [(self._main, (grid, 1), (block, 1, 1), (*main, buf)),
                 (self._finish, (1, 1), (block, 1, 1), (buf, spec.partial_count(grid), out_ptr))]
 
+    def _launches(self, ptrs, n, out_ptr, stream, memo: bool = True) -> list:
+        """[(launch function, grid, block, packed arguments)], packed once per distinct
+        (pointers, length, output, stream): repeated calls skip the packing."""
+        key = (*ptrs, n, out_ptr, 0 if stream is None else int(stream.handle))
+        hit = self._memo.get(key) if memo else None
+        if hit is None:
+            from pycuda._pvt_struct import pack
+
+            hit = [(fn._launch_kernel, grid, block, pack(fn.arg_format, *args))
+                   for fn, grid, block, args in self._args(ptrs, n, out_ptr, stream)]
+            if memo:
+                if len(self._memo) >= 64:
+                    self._memo.clear()
+                self._memo[key] = hit
+        return hit
+
     def __call__(self, *inputs, out=None, stream=None):
-        on_host, ptrs, n, res, keep = self._resolve(inputs, out)
-        drv = runtime.driver()
+        runtime.driver()  # the context must be current in this thread
+        on_host, ptrs, n, out_ptr, owner, host_res, keep = self._resolve(inputs, out)
+        launches = self._launches(ptrs, n, out_ptr, stream, memo=not on_host)
         try:
-            for fn, grid, block, args in self._args(ptrs, n, res.ptr, stream):
-                fn.prepared_async_call(grid, block, stream, *args)
-        except drv.Error as exc:
+            for go, grid, block, buf in launches:
+                go(grid, block, buf, 0, stream)
+        except self._drv.Error as exc:
             raise RuntimeError(f"reduce launch failed ({self.spec.describe()}, n={n}): {exc}") from None
         if on_host:
-            value = runtime.copy_back(res)[()]
+            value = runtime.copy_back(host_res)[()]
             if isinstance(out, np.ndarray):
                 out.reshape(-1)[0] = value
                 return out
             return value
-        return res.owner
+        return owner
 
     def bind(self, *inputs, out, stream=None):
         """A zero-argument callable that relaunches this reduction on the same device
         arrays: the arguments are checked and packed once, so a call costs one (or two)
         driver launches. For benchmarks and tight loops; `out` is required."""
-        on_host, ptrs, n, res, _ = self._resolve(inputs, out)
+        on_host, ptrs, n, out_ptr, owner, _, _ = self._resolve(inputs, out)
         if on_host:
             raise ArrayError("bind() takes device arrays (numpy inputs are copied on every call)")
-        from pycuda._pvt_struct import pack
-
-        launches = []
-        for fn, grid, block, args in self._args(ptrs, n, res.ptr, stream):
-            launches.append((fn._launch_kernel, grid, block, pack(fn.arg_format, *args)))
+        launches = self._launches(ptrs, n, out_ptr, stream, memo=False)
 
         def launch():
             for go, grid, block, buf in launches:
