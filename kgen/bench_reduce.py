@@ -308,35 +308,47 @@ def run(args) -> dict[str, Any]:
 
 
 def plot(result: dict[str, Any], path: str) -> None:
+    """GB/s (top) and microseconds per call (bottom) against length, per strategy
+    (each point: that strategy's fastest correct spec), with the peers and the copy."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ops = sorted({r["op"] for r in result["sweep"]})
-    fig, axes = plt.subplots(1, len(ops), figsize=(6.5 * len(ops), 4.6), squeeze=False)
-    for ax, op in zip(axes[0], ops):
-        for s in STRATEGY_ORDER:
-            pts = {}
-            for r in result["sweep"]:
-                if r["op"] == op and r["strategy"] == s and r["ok"]:
-                    pts[r["n"]] = max(pts.get(r["n"], 0.0), r["GBps"])
-            if pts:
-                xs = sorted(pts)
-                ax.plot(xs, [pts[x] for x in xs], marker="o", label=s)
-        peers = [t for t in result["table"] if t["op"] == op and t["impl"].startswith(("torch.", "cupy."))]
-        for name in sorted({t["impl"] for t in peers}):
-            pts = sorted((t["n"], t["GBps"]) for t in peers if t["impl"] == name)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x", label=name.split(" (")[0])
-        ax.axhline(result["copy_GBps"], color="grey", linestyle=":", label="device copy")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("length (float32 elements)")
-        ax.set_ylabel("GB/s read (best spec of each strategy)")
-        ax.set_title(f"{op}, float32 - {result['device']}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+    fig, axes = plt.subplots(2, len(ops), figsize=(6.5 * len(ops), 8.4), squeeze=False)
+    for col, op in enumerate(ops):
+        for row, key in enumerate(("GBps", "us")):
+            ax = axes[row][col]
+            for s in STRATEGY_ORDER:
+                pts: dict[int, float] = {}
+                for r in result["sweep"]:
+                    if r["op"] == op and r["strategy"] == s and r["ok"]:
+                        v = r[key]
+                        pts[r["n"]] = max(pts.get(r["n"], 0.0), v) if key == "GBps" else min(pts.get(r["n"], v), v)
+                if pts:
+                    xs = sorted(pts)
+                    ax.plot(xs, [pts[x] for x in xs], marker="o", label=s)
+            peers = [t for t in result["table"] if t["op"] == op and
+                     (t["impl"].startswith(("torch.", "cupy.")) or t["impl"].startswith("articles"))]
+            for name in sorted({t["impl"] for t in peers}):
+                pts2 = sorted((t["n"], t[key]) for t in peers if t["impl"] == name)
+                ax.plot([p[0] for p in pts2], [p[1] for p in pts2], linestyle="--", marker="x",
+                        label=name.split(" (")[0])
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("length (float32 elements)")
+            if key == "GBps":
+                ax.axhline(result["copy_GBps"], color="grey", linestyle=":", label="device copy")
+                ax.set_ylabel("GB/s read")
+                ax.set_title(f"{op}, float32, {result['device']}: bandwidth")
+            else:
+                ax.set_yscale("log")
+                ax.set_ylabel("microseconds per call (batched)")
+                ax.set_title(f"{op}, float32: time per call")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 def main(argv: list[str]) -> int:
