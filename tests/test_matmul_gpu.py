@@ -57,8 +57,13 @@ def _prebuild():
     """Compile every spec (in both layouts) up front, in parallel: nvcc dominates otherwise."""
     specs = [s.replace(layout_a=a, layout_b=b) for sp in SPACE.values() for s in sp
              for a in ("row", "col") for b in ("row", "col")]
+    from kgen import runtime
+    from kgen.kernel import default_arch
+
+    runtime.driver()  # CUDA starts in this thread, never in a compile worker
+    arch = default_arch()
     with cf.ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as ex:
-        list(ex.map(kgen.compile, specs))
+        list(ex.map(lambda s: kgen.compile(s, arch), specs))
 
 
 def _device(x, layout, dtype, pad):
