@@ -306,6 +306,10 @@ def fake_gpu(monkeypatch):
         "max_threads_per_block": 1024, "max_shared_per_block_optin": 232448, "multiprocessors": 132,
         "l2_bytes": 50 << 20})
     monkeypatch.setattr(runtime, "device_arch", lambda: "sm_90")
+    # Kernels may pack launch arguments with pycuda's struct packer: a stand-in for it.
+    packer = types.ModuleType("pycuda._pvt_struct")
+    packer.pack = lambda fmt, *args: repr(args).encode()
+    monkeypatch.setitem(sys.modules, "pycuda._pvt_struct", packer)
 
     def to_device(a, name):
         a = np.ascontiguousarray(a) if a.size and not (a.flags.c_contiguous or a.flags.f_contiguous) else a
@@ -455,6 +459,15 @@ def test_host_and_device_arrays_mixed(fake_gpu, rng):
     with pytest.raises(ArrayError, match=r"B is a str"):
         mm(A, "B")
     assert fake_gpu.launches == [] and np.isnan(host_out).all()
+
+
+def test_the_fake_device_does_launch_valid_calls(fake_gpu, rng):
+    """The control for the "nothing launched" assertions above: valid calls launch."""
+    x = rng.standard_normal(1000).astype(np.float32)
+    fake_gpu(kgen.Reduce(op="dot"))(x, x)
+    fake_gpu(kgen.Reduce(op="sum"))(GPUArray(x), out=GPUArray(_nan((1,))))
+    fake_gpu(kgen.Matmul())(x.reshape(25, 40), x.reshape(40, 25))
+    assert len(fake_gpu.launches) >= 3
 
 
 def test_beta_without_out(fake_gpu, rng):
