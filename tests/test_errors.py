@@ -610,6 +610,30 @@ def test_device_index_out_of_range(monkeypatch):
         kgen.build(kgen.Reduce())
 
 
+@pytest.mark.parametrize("argv", [["bench", "matmul"], ["bench", "reduce"], ["tune", "matmul", "--shape", "64x64x64"],
+                                  ["tune", "reduce", "--n", "1000"]])
+def test_gpu_commands_without_a_gpu_are_one_line(argv, tmp_path):
+    """With pycuda unavailable (as on a machine without CUDA), the commands that need a
+    GPU exit with status 2 and one line saying what is missing."""
+    code = ("import sys; sys.modules['pycuda'] = None; sys.modules['pycuda.driver'] = None; "
+            "from kgen.cli import main; sys.exit(main(sys.argv[1:]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KGEN_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "pycuda" in lines[0] or "torch" in lines[0]
+
+
+def test_unusable_cache_folder_in_the_cli(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("KGEN_CACHE_DIR", str(blocker / "cache"))
+    assert cli_main(["cache", "info"]) == 0
+    assert "entries   0" in capsys.readouterr().out
+    assert cli_main(["cache", "clear"]) == 0
+
+
 def test_no_gpu_in_the_cli(monkeypatch, capsys):
     _FakePycuda(monkeypatch, count=0)
     assert cli_main(["info"]) == 0

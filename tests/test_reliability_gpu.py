@@ -258,3 +258,21 @@ def test_grid_row_limit_is_an_error_or_correct():
         assert np.isnan(out).all()
     else:
         assert np.array_equal(out, np.full((M, 2), 3.0, np.float32))
+
+
+def test_tuned_entry_points_on_bad_and_empty_input(rng):
+    from pycuda import gpuarray
+
+    A = rng.standard_normal((16, 8)).astype(np.float32)
+    B = rng.standard_normal((8, 4)).astype(np.float32)
+    with pytest.raises(ArrayError, match="mixed"):
+        kgen.matmul(A, gpuarray.to_gpu(B))
+    with pytest.raises(ArrayError, match="inner dimensions"):
+        kgen.matmul(A, B.T)
+    assert kgen.matmul(np.ones((0, 8), np.float32), B).shape == (0, 4)
+    assert kgen.dot(np.zeros(0, np.float32), np.zeros(0, np.float32)) == 0.0
+    assert kgen.reduce(np.zeros(0, np.float64), op="sum") == 0.0
+    with pytest.raises(ArrayError, match="empty"):
+        kgen.reduce(np.zeros(0, np.float32), op="max")
+    # ...and the entry points still give right answers afterwards.
+    assert np.allclose(kgen.matmul(A, B), A.astype(np.float64) @ B, rtol=1e-4, atol=1e-5)
