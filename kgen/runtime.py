@@ -24,16 +24,18 @@ _state: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def driver():
-    """pycuda.driver with the primary context of device 0 (or $KGEN_DEVICE) current."""
-    if "drv" in _state:
-        ctx = _state["ctx"]
-        if _state["drv"].Context.get_current() is None:
-            ctx.push()
-        return _state["drv"]
+def _probe():
+    """(pycuda.driver, the chosen Device), initialised but with no context made current.
+
+    Asking which GPU is present (its arch, limits, name) must not push a context: a
+    compile worker thread that did so would leave it on that thread's context stack,
+    and pycuda aborts at exit when a stack is not empty.
+    """
+    if "dev" in _state:
+        return _state["drv_module"], _state["dev"]
     with _lock:
-        if "drv" in _state:
-            return _state["drv"]
+        if "dev" in _state:
+            return _state["drv_module"], _state["dev"]
         try:
             import pycuda.driver as drv
         except ImportError as exc:
@@ -50,17 +52,32 @@ def driver():
             raise NoGPUError("no CUDA device is present")
         import os
 
-        index = int(os.environ.get("KGEN_DEVICE", "0"))
+        try:
+            index = int(os.environ.get("KGEN_DEVICE", "0"))
+        except ValueError:
+            raise NoGPUError(f"KGEN_DEVICE={os.environ['KGEN_DEVICE']!r} is not a device number") from None
         if not 0 <= index < count:
             raise NoGPUError(f"KGEN_DEVICE={index} but only {count} CUDA device(s) exist")
-        dev = drv.Device(index)
-        ctx = dev.retain_primary_context()
-        ctx.push()
-        import atexit
+        _state.update(drv_module=drv, dev=drv.Device(index))
+        return drv, _state["dev"]
 
-        atexit.register(_release)
-        _state.update(drv=drv, ctx=ctx, dev=dev)
-        return drv
+
+def driver():
+    """pycuda.driver with the primary context of device 0 (or $KGEN_DEVICE) current."""
+    if "ctx" in _state:
+        if _state["drv_module"].Context.get_current() is None:
+            _state["ctx"].push()
+        return _state["drv_module"]
+    drv, dev = _probe()
+    with _lock:
+        if "ctx" not in _state:
+            ctx = dev.retain_primary_context()
+            ctx.push()
+            import atexit
+
+            atexit.register(_release)
+            _state["ctx"] = ctx
+    return drv
 
 
 def _release() -> None:
@@ -73,8 +90,7 @@ def _release() -> None:
 
 
 def device():
-    driver()
-    return _state["dev"]
+    return _probe()[1]
 
 
 def device_arch() -> str:
@@ -83,8 +99,7 @@ def device_arch() -> str:
 
 
 def device_limits() -> dict[str, int]:
-    drv = driver()
-    dev = device()
+    drv, dev = _probe()
     a = drv.device_attribute
     return {
         "max_threads_per_block": dev.get_attribute(a.MAX_THREADS_PER_BLOCK),
