@@ -13,9 +13,11 @@ from .runtime import NoGPUError, ArrayError  # noqa: E402
 from .kernel import Kernel, build, compile  # noqa: E402
 from .ops.matmul import Matmul  # noqa: E402
 from .ops.reduce import Reduce  # noqa: E402
+from .autotune import autotune  # noqa: E402
+from .dispatch import matmul, dot, reduce  # noqa: E402
 
 __all__ = [
     "__version__", "Spec", "SpecError", "spec_from_json", "spec_from_dict", "families", "render", "emit",
     "CompileError", "ToolchainError", "Compiled", "NoGPUError", "ArrayError", "Kernel", "build", "compile",
-    "Matmul", "Reduce",
+    "Matmul", "Reduce", "autotune", "matmul", "dot", "reduce",
 ]

@@ -1,0 +1,247 @@
+"""Tuned dispatch: kgen.matmul(A, B), kgen.dot(x, y), kgen.reduce(x, op=...).
+
+Each call picks a spec for its problem from the tuning database:
+  1. the result tuned for exactly this problem on this device (same nvcc and kgen);
+  2. else the nearest tuned problem on the same device (distance between the family's
+     bucket() coordinates, e.g. log2 of M, N, K), results from other kgen or nvcc
+     versions included: a tuned spec stays a sound choice across upgrades;
+  3. else the family's default_spec, a sound choice for any problem.
+A call never tunes unless asked (tune=True). The choice and the loaded kernel are
+memoised per (family, dtype, problem, layouts), so after the first call a dispatch
+costs a dictionary lookup. forget() drops the memo (autotune() calls it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import runtime
+from .runtime import ArrayError
+from .spec import Spec, spec_from_json
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The spec dispatch picked, and why: origin is "exact", "nearest" or "default"."""
+
+    spec: Spec
+    origin: str
+    tuned_problem: dict[str, Any] | None = None
+    tuned_ms: float | None = None
+    distance: float | None = None
+
+    def describe(self) -> str:
+        if self.origin == "default":
+            return f"default spec (nothing tuned on this device): {self.spec.to_json()}"
+        return (f"{self.origin} tuned entry for {self.tuned_problem} ({self.tuned_ms:.4f} ms there, "
+                f"bucket distance {self.distance:.2f}): {self.spec.to_json()}")
+
+
+_lock = threading.Lock()
+_kernels: dict[tuple, Any] = {}
+_choices: dict[tuple, Choice] = {}
+_device: list = []
+
+
+def forget() -> None:
+    """Drop memoised choices and kernels (e.g. after tuning in another process)."""
+    with _lock:
+        _kernels.clear()
+        _choices.clear()
+
+
+def _this_device():
+    if not _device:
+        from .autotune import cuda_device_info
+
+        _device.append(cuda_device_info())
+    return _device[0]
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def select(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "float32", *, device=None,
+           db: Any = None) -> Choice:
+    """The spec dispatch would use for `problem` (see the module docstring). No GPU is
+    needed when `device` (an autotune.DeviceInfo) is given."""
+    from .autotune import _family, toolchain_version
+    from .tunedb import problem_key
+
+    cls = _family(family)
+    problem = cls.normalize_problem(problem)
+    dev = device or _this_device()
+    memo = (cls.kernel, dtype, tuple(sorted(problem.items())), dev.name, dev.arch, str(db))
+    with _lock:
+        hit = _choices.get(memo)
+    if hit is not None:
+        return hit
+    choice = _lookup(cls, problem, dtype, dev, db, toolchain_version(), problem_key)
+    with _lock:
+        _choices[memo] = choice
+    return choice
+
+
+def _lookup(cls, problem, dtype, dev, db, nvcc, problem_key) -> Choice:
+    from . import __version__
+    from .tunedb import open_db
+
+    default = Choice(_default(cls, problem, dtype, dev.limits), "default")
+    if db is False:
+        return default
+    try:
+        database = db if hasattr(db, "results_for_device") else open_db(db)
+        rows = database.results_for_device(cls.kernel, dtype, dev.name, dev.arch)
+    except Exception:  # noqa: BLE001 - an unusable database means "nothing tuned", never a failed call
+        return default
+    key = problem_key(cls.kernel, dtype, problem, dev.name, dev.arch, nvcc, __version__)
+    here = tuple(cls.bucket(problem))
+    labels = {k: v for k, v in problem.items() if not _numeric(v)}
+    ranked = []
+    for row in rows:
+        # Non-numeric parts of a problem (a reduction's op) must match: a dot spec is no sum.
+        if any(row["problem"].get(k) != v for k, v in labels.items()):
+            continue
+        there = tuple(row["bucket"])
+        if len(there) != len(here):
+            continue
+        dist = math.dist(here, there)
+        stale = row["nvcc"] != nvcc or row["kgen"] != __version__
+        ranked.append((dist, row["key"] != key, stale, row["best_ms"], row))
+    ranked.sort(key=lambda t: t[:4])
+    for dist, inexact, _, _, row in ranked:
+        try:
+            spec = spec_from_json(row["best"])
+        except ValueError:
+            continue  # written by a kgen whose spec fields this one does not accept
+        if not isinstance(spec, cls) or getattr(spec, "dtype", dtype) != dtype:
+            continue
+        try:
+            if spec.prune_reason(problem, dev.limits):
+                continue
+        except Exception:  # noqa: BLE001
+            continue
+        return Choice(spec, "nearest" if inexact else "exact", row["problem"], row["best_ms"], dist)
+    return default
+
+
+def _default(cls, problem, dtype, limits) -> Spec:
+    """The family's default, or where this device rules it out, the first candidate of
+    the search space that it allows."""
+    spec = cls.default_spec(problem, dtype)
+    try:
+        if not spec.prune_reason(problem, limits):
+            return spec
+        for other in cls.search_space(problem, dtype):
+            if not other.prune_reason(problem, limits):
+                return other
+    except Exception:  # noqa: BLE001 - the default stands
+        pass
+    return spec
+
+
+def _shape_dtype(x: Any, name: str) -> tuple[tuple[int, ...], np.dtype, bool]:
+    """(shape, dtype, on the device?) without copying anything."""
+    if isinstance(x, np.ndarray):
+        return tuple(x.shape), x.dtype, False
+    if runtime.is_device_array(x):
+        v = runtime.view(x, name)
+        return v.shape, v.dtype, True
+    raise ArrayError(f"{name} is a {type(x).__name__}; expected a numpy array or a device array "
+                     "(pycuda GPUArray, torch, CuPy, Numba)")
+
+
+def _col_major(x: Any, name: str) -> bool:
+    """Whether a 2-D device array is stored column by column (e.g. a transposed view)."""
+    v = runtime.view(x, name)
+    rows, cols = v.shape
+    return rows > 1 and cols > 1 and v.strides[0] == 1 and v.strides[1] != 1
+
+
+def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dict[str, Any] | None = None):
+    from .kernel import build
+
+    memo = (cls.kernel, dtype, tuple(sorted(problem.items())), tuple(sorted((overrides or {}).items())), tune)
+    with _lock:
+        k = _kernels.get(memo)
+    if k is not None:
+        return k
+    try:
+        choice = select(cls, problem, dtype)
+    except ValueError as exc:
+        raise ArrayError(str(exc)) from None
+    if tune and choice.origin != "exact":
+        from .autotune import autotune
+
+        autotune(cls, problem, dtype)
+        choice = select(cls, problem, dtype)
+    spec = choice.spec
+    fields = {f.name for f in dataclasses.fields(spec)}
+    changes = {k: v for k, v in (overrides or {}).items() if k in fields}
+    if changes:
+        spec = spec.replace(**changes)
+    k = build(spec)
+    with _lock:
+        _kernels[memo] = k
+    return k
+
+
+def _dtype_name(dt: np.dtype, allowed: tuple[str, ...], what: str) -> str:
+    name = np.dtype(dt).name
+    if name not in allowed:
+        raise ArrayError(f"{what} has dtype {name}; kgen's tuned kernels take {', '.join(allowed)}")
+    return name
+
+
+def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool = False, stream=None):
+    """C = alpha * A @ B + beta * out with the tuned matmul for this shape and device.
+
+    numpy in, numpy out; device arrays (pycuda, torch, CuPy) in, the same library out.
+    tune=True tunes this shape first (guided) when the database has no exact entry.
+    """
+    from .ops.matmul import Matmul
+
+    sa, da, dev_a = _shape_dtype(A, "A")
+    sb, _, _ = _shape_dtype(B, "B")
+    if len(sa) != 2 or len(sb) != 2:
+        raise ArrayError(f"A and B must be 2-D, got shapes {sa} and {sb}")
+    (M, K), (K2, N) = sa, sb
+    if K != K2:
+        raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
+    dtype = _dtype_name(da, ("float32", "float64"), "A")
+    overrides = {}
+    if dev_a:
+        # A transposed device view is read in place by a column-major spec of the same tiles.
+        overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
+                     "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
+    problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
+    k = _kernel(Matmul, problem, dtype, tune, overrides)
+    return k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
+
+
+def dot(x, y, out=None, *, tune: bool = False, stream=None):
+    """sum(x * y) with the tuned dot kernel for this length and device."""
+    return reduce(x, y, op="dot", out=out, tune=tune, stream=stream)
+
+
+def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=None):  # noqa: A001
+    """op ("sum", "min", "max"; "dot" with y) of a 1-D array, with the tuned kernel."""
+    from .ops.reduce import OPS, Reduce
+
+    if op not in OPS:
+        raise ArrayError(f"op={op!r} is not allowed: one of {sorted(OPS)}")
+    arity = OPS[op][0]
+    if (y is None) != (arity == 1):
+        raise ArrayError(f"op={op!r} takes {arity} input(s): " + ("pass y" if arity == 2 else "leave y out"))
+    sx, dx, _ = _shape_dtype(x, "x")
+    if len(sx) != 1:
+        raise ArrayError(f"x must be 1-D, got shape {sx}")
+    dtype = _dtype_name(dx, ("float32", "float64") + (("int32",) if op != "dot" else ()), "x")
+    k = _kernel(Reduce, {"n": sx[0], "op": op}, dtype, tune)
+    args = (x,) if y is None else (x, y)
+    return k(*args, out=out, stream=stream)
