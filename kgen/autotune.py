@@ -541,18 +541,24 @@ class _Compiler:
             self._pool = None
 
 
-def ptxas_reason(spec: Spec, resources: dict | None, limits: dict[str, int], min_warps: int = 4) -> str | None:
+def ptxas_reason(spec: Spec, resources: dict | None, limits: dict[str, int], min_warps: int = 4,
+                 max_spill_bytes: int = 128) -> str | None:
     """Why ptxas' report rules a compiled candidate out, or None.
 
-    Spills put the accumulators in local memory; a block whose registers exceed the SM's
-    cannot launch at all; and one that leaves fewer than `min_warps` warps resident per SM
-    cannot hide memory latency. The block size comes from the spec's `threads` or
-    `block_size` (the occupancy check is skipped for a family with neither).
+    Spills put accumulators in local memory: a candidate is out when an entry point spills
+    more than `max_spill_bytes`, or when every entry point spills. (A few bytes spilled by
+    one entry point are let through: a cubin can hold a fallback path, such as matmul's
+    element-load kernel next to its vector-load one, that the problem never runs.)
+    A block whose registers exceed the SM's cannot launch at all; one that leaves fewer
+    than `min_warps` warps resident per SM cannot hide memory latency. The block size comes
+    from the spec's `threads` or `block_size` (no occupancy check for a family with neither).
     """
     if not resources:
         return None
-    for name, r in sorted(resources.items()):
-        if r.get("spill_stores", 0) or r.get("spill_loads", 0):
+    spilling = {name: r for name, r in resources.items() if r.get("spill_stores", 0) or r.get("spill_loads", 0)}
+    for name, r in sorted(spilling.items()):
+        if (max(r.get("spill_stores", 0), r.get("spill_loads", 0)) > max_spill_bytes
+                or len(spilling) == len(resources)):
             return (f"ptxas: {name} spills {r.get('spill_stores', 0)} bytes to local memory "
                     f"({r.get('registers', 0)} registers)")
     threads = getattr(spec, "threads", None) or getattr(spec, "block_size", None)
@@ -710,7 +716,8 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
              dry_run: bool = False, arch: str | None = None, workers: int | None = None,
              seed: int | None = None, progress: Callable[[dict], None] | None = None,
              compiler: Callable[[Spec, str], dict] | None = None, leaders: int = 4, screen_samples: int = 5,
-             min_warps: int = 4, save: bool = True) -> TuneResult:
+             min_warps: int = 4, save: bool = True,
+             restrict: dict[str, Iterable[Any]] | Callable[[Spec], bool] | None = None) -> TuneResult:
     """Tune `family` for `problem` and return a TuneResult (see the module docstring).
 
     strategy       "exhaustive", "random" or "guided".
@@ -728,6 +735,10 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     workers        compile processes (default: the CPU count; 0 compiles in-process).
     compiler       replaces kgen.kernel.compile (spec, arch) -> ptxas resources; runs
                    in-process. For tests.
+    restrict       keep only part of the family's space: {field: allowed values} (tuple
+                   fields as tuples) or a predicate on the spec. The result is stored
+                   under the strategy name with the restriction appended, so it never
+                   answers for an unrestricted run.
     """
     t0 = time.perf_counter()
     cls = _family(family)
@@ -760,9 +771,11 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     ident = identity(cls, problem, dtype, device)
     from .tunedb import problem_key
 
+    keep, label = _restriction(cls, restrict)
+    stored_strategy = strategy + label
     key = problem_key(cls.kernel, dtype, problem, device.name, device.arch, ident["nvcc"], __version__)
     if database is not None and not force:
-        hit = database.result(key, strategy)
+        hit = database.result(key, stored_strategy)
         if hit is not None:
             return _from_db(cls, problem, dtype, device, database, hit, t0)
 
@@ -770,14 +783,49 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
                    runner=runner, database=database if save else None, key=key, arch=arch, device=device,
                    workers=(os.cpu_count() or 1) if workers is None else workers, seed=seed, progress=progress,
                    compiler=compiler, leaders=leaders, screen_samples=screen_samples, min_warps=min_warps,
-                   dry_run=dry_run, resume=resume and database is not None, t0=t0)
+                   dry_run=dry_run, resume=resume and database is not None, t0=t0, keep=keep)
     result = tuner.run()
     if database is not None and save and result.best is not None:
-        database.put_result(key, strategy, ident, result.best.to_json(), result.best_ms, result.summary())
+        result.strategy = stored_strategy
+        database.put_result(key, stored_strategy, ident, result.best.to_json(), result.best_ms, result.summary())
         from . import dispatch
 
         dispatch.forget()  # this process' dispatch picks the new result up at once
     return result
+
+
+def _restriction(cls, restrict) -> tuple[Callable[[Spec], bool] | None, str]:
+    """(predicate, label) for a restrict= argument."""
+    if restrict is None:
+        return None, ""
+    if callable(restrict):
+        return restrict, f"[where {getattr(restrict, '__name__', 'predicate')}]"
+    if not isinstance(restrict, dict):
+        raise TuneError(f"restrict must be a dict of field -> allowed values or a predicate, got {restrict!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    allowed = {}
+    for field, values in restrict.items():
+        if field not in names:
+            raise TuneError(f"restrict names {field!r}, which is not a {cls.kernel} field; fields: {sorted(names)}")
+        # A list or set holds several allowed values; a tuple does too, except for a tuple
+        # field (tile=(128, 128, 8) is one value of tile).
+        if isinstance(values, (list, set, frozenset)) or (isinstance(values, tuple)
+                                                          and field not in _tuple_fields(cls)):
+            vals = list(values)
+        else:
+            vals = [values]
+        allowed[field] = {json.dumps(list(v) if isinstance(v, tuple) else v) for v in vals}
+
+    def keep(spec: Spec) -> bool:
+        return all(json.dumps(list(getattr(spec, f)) if isinstance(getattr(spec, f), tuple) else getattr(spec, f))
+                   in ok for f, ok in allowed.items())
+
+    label = "[where " + " ".join(f"{f}={'|'.join(sorted(v))}" for f, v in sorted(allowed.items())) + "]"
+    return keep, label
+
+
+def _tuple_fields(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls) if isinstance(f.default, tuple)}
 
 
 def _open(db: Any):
@@ -820,7 +868,7 @@ class _StopTuning(Exception):
 class _Tuner:
     def __init__(self, cls, problem, dtype, *, strategy, max_configs, time_budget_s, runner, database, key, arch,
                  device, workers, seed, progress, compiler, leaders, screen_samples, min_warps, dry_run, resume,
-                 t0):
+                 t0, keep=None):
         self.cls, self.problem, self.dtype = cls, problem, dtype
         self.strategy, self.max_configs, self.time_budget_s = strategy, max_configs, time_budget_s
         self.runner, self.db, self.key, self.arch, self.device = runner, database, key, arch, device
@@ -829,6 +877,7 @@ class _Tuner:
         self.leaders, self.screen_samples, self.min_warps = leaders, max(2, screen_samples), min_warps
         self.patience = GUIDED_PATIENCE
         self.dry_run, self.resume, self.t0 = dry_run, resume, t0
+        self.keep = keep
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.compiles = _Compiler(arch, workers, compiler)
@@ -865,6 +914,8 @@ class _Tuner:
     def run(self) -> TuneResult:
         space, seen = [], set()
         for spec in self.cls.search_space(self.problem, self.dtype):
+            if self.keep is not None and not self.keep(spec):
+                continue
             if spec.key not in seen:
                 seen.add(spec.key)
                 space.append(spec)

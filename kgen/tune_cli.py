@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", default="guided", choices=STRATEGIES)
     p.add_argument("--max-configs", type=int, help="most candidates to launch and time")
     p.add_argument("--time-budget", type=float, help="seconds after which no new candidate is started")
+    p.add_argument("--where", action="append", default=[], metavar="FIELD=V1,V2",
+                   help="restrict the space to specs whose FIELD is one of the values (repeatable); "
+                        "tuples as 128x128x8, booleans as true/false")
     p.add_argument("--force", action="store_true", help="tune again even if the database has this problem")
     p.add_argument("--no-resume", action="store_true", help="ignore candidate records of an earlier run")
     p.add_argument("--db", help="tuning database file (default: tune.sqlite3 in the cache folder)")
@@ -88,6 +91,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", help="with --dry-run: the architecture to compile for (default sm_90)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _value(text: str) -> Any:
+    t = text.strip()
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    if "x" in t and all(p.isdigit() for p in t.split("x")):
+        return tuple(int(p) for p in t.split("x"))
+    try:
+        return int(t)
+    except ValueError:
+        return t
+
+
+def _where(items: list[str]) -> dict[str, list] | None:
+    out: dict[str, list] = {}
+    for item in items:
+        field, sep, values = item.partition("=")
+        if not sep or not field.strip() or not values.strip():
+            raise TuneError(f"--where {item!r} is not allowed: use FIELD=V1,V2 (e.g. --where stages=2,3)")
+        out.setdefault(field.strip(), []).extend(_value(v) for v in values.split(","))
+    return out or None
 
 
 def _problem(args) -> dict[str, Any]:
@@ -148,7 +173,8 @@ def _tune(args) -> int:
     try:
         result = autotune(args.family, problem, args.dtype, strategy=args.strategy, max_configs=args.max_configs,
                           time_budget_s=args.time_budget, db=args.db, force=args.force, resume=not args.no_resume,
-                          dry_run=args.dry_run, arch=args.arch, workers=args.workers, seed=args.seed, progress=bar)
+                          dry_run=args.dry_run, arch=args.arch, workers=args.workers, seed=args.seed, progress=bar,
+                          restrict=_where(args.where))
     finally:
         if bar is not None:
             bar.close()

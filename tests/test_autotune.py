@@ -475,3 +475,33 @@ def test_result_round_trips_to_json(db):
     data = json.loads(json.dumps(r.to_dict()))
     assert data["best"] == r.best.to_dict() and data["counts"]["launched"] == 12
     assert isinstance(r, TuneResult) and r.top(3)[0].median_ms == r.best_ms
+
+
+def test_a_little_spilling_in_one_entry_point_is_tolerated():
+    spec = kgen.Matmul(tile=(128, 128, 8), thread_tile=(8, 8), shared_memory=True)
+    lim = ARCH_LIMITS["sm_90"]
+    two = {"kgen_matmul": {"registers": 64, "spill_stores": 16, "spill_loads": 16},
+           "kgen_matmul_vec": {"registers": 128, "spill_stores": 0, "spill_loads": 0}}
+    assert ptxas_reason(spec, two, lim) is None
+    two["kgen_matmul"]["spill_stores"] = 200
+    assert "spills 200 bytes" in ptxas_reason(spec, two, lim)
+
+
+def test_restrict_keeps_part_of_the_space_and_is_stored_apart(db):
+    r = run(db, restrict={"stages": [2, 3], "tile": (128, 128, 8)})
+    assert r.counts["space"] > 0 and all(x.spec.stages in (2, 3) and x.spec.tile == (128, 128, 8) for x in r.records)
+    assert r.strategy.startswith("exhaustive[where ") and "stages=2|3" in r.strategy
+    # An unrestricted run is not answered by the restricted result.
+    full = run(db, max_configs=5)
+    assert not full.from_db and full.strategy == "exhaustive"
+    with pytest.raises(TuneError, match="not a matmul field"):
+        run(db, restrict={"tiles": [1]})
+
+
+def test_cli_where_parses_values():
+    from kgen.tune_cli import _where
+
+    assert _where(["stages=2,3", "tile=128x128x8", "async_copy=true"]) == {
+        "stages": [2, 3], "tile": [(128, 128, 8)], "async_copy": [True]}
+    with pytest.raises(TuneError, match="FIELD=V1,V2"):
+        _where(["stages"])
