@@ -256,10 +256,13 @@ def arch_limits(arch: str) -> dict[str, int]:
 
 
 def cuda_device_info() -> DeviceInfo:
+    """Name, arch and limits of the GPU. Makes no context current (creating one costs a few
+    hundred milliseconds, too much for a tuning-database hit or a dispatch lookup)."""
     from . import runtime
 
-    drv = runtime.driver()
     dev = runtime.device()
+    import pycuda.driver as drv
+
     a = drv.device_attribute
     limits = dict(runtime.device_limits())
     limits.update(registers_per_sm=dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
@@ -277,9 +280,6 @@ class CudaRunner:
     """
 
     def __init__(self, flush_l2: bool = True, seed: int | None = None):
-        from . import runtime
-
-        runtime.driver()
         self.device = cuda_device_info()
         self.flush_l2 = flush_l2
         self._rng = np.random.default_rng(seed)
@@ -289,8 +289,10 @@ class CudaRunner:
     def prepare(self, cls: type[Spec], problem: dict[str, Any], dtype: str, seed: int | None = None) -> None:
         from pycuda import gpuarray
 
+        from . import runtime
         from .timing import L2Flusher
 
+        runtime.driver()
         rng = np.random.default_rng(seed)
         self.cls, self.problem, self.dtype = cls, problem, dtype
         self._host = tuple(np.ascontiguousarray(a) for a in cls.make_inputs(problem, dtype, rng))
@@ -715,7 +717,7 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
              db: Any = None, force: bool = False, resume: bool = True, runner: Any = None,
              dry_run: bool = False, arch: str | None = None, workers: int | None = None,
              seed: int | None = None, progress: Callable[[dict], None] | None = None,
-             compiler: Callable[[Spec, str], dict] | None = None, leaders: int = 4, screen_samples: int = 5,
+             compiler: Callable[[Spec, str], dict] | None = None, leaders: int = 6, screen_samples: int = 5,
              min_warps: int = 4, save: bool = True,
              restrict: dict[str, Iterable[Any]] | Callable[[Spec], bool] | None = None) -> TuneResult:
     """Tune `family` for `problem` and return a TuneResult (see the module docstring).
@@ -781,7 +783,7 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
 
     tuner = _Tuner(cls, problem, dtype, strategy=strategy, max_configs=max_configs, time_budget_s=time_budget_s,
                    runner=runner, database=database if save else None, key=key, arch=arch, device=device,
-                   workers=(os.cpu_count() or 1) if workers is None else workers, seed=seed, progress=progress,
+                   workers=max(1, (os.cpu_count() or 2) - 1) if workers is None else workers, seed=seed, progress=progress,
                    compiler=compiler, leaders=leaders, screen_samples=screen_samples, min_warps=min_warps,
                    dry_run=dry_run, resume=resume and database is not None, t0=t0, keep=keep)
     result = tuner.run()
