@@ -261,13 +261,19 @@ class Matmul(Spec):
                         WM, WN = wtr * TM, (32 // wtr) * TN
                         if BM % WM or BN % WN:
                             continue
-                        for async_copy, stages in pipes:
-                            for pad in (0, vec):
+                        threads = (BM // TM) * (BN // TN)
+                        # min_blocks: none, or as many blocks as fit at 128 registers a thread
+                        # (two 256-thread blocks per SM was worth ~15% on an H200).
+                        for mb in sorted({0, 512 // threads if threads <= 256 else 0}):
+                            for async_copy, stages in pipes:
                                 add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True,
-                                    warp_tile=(WM, WN), vector_loads=True, smem_pad=pad, stages=stages,
-                                    async_copy=async_copy)
-        # A kept row-major in shared memory, as a contrast to the transposed default.
+                                    warp_tile=(WM, WN), vector_loads=True, smem_pad=vec, stages=stages,
+                                    async_copy=async_copy, min_blocks=mb)
+        # Contrasts to the measured defaults: unpadded rows, and A kept row-major in shared memory.
         for async_copy, stages in pipes:
+            add(tile=(128, 128, 8), thread_tile=(8, 8) if dtype == "float32" else (4, 4),
+                shared_memory=True, warp_tile=(32, 64) if dtype == "float32" else (16, 32),
+                vector_loads=True, smem_pad=0, stages=stages, async_copy=async_copy)
             add(tile=(128, 128, 8), thread_tile=(8, 8) if dtype == "float32" else (4, 4),
                 shared_memory=True, warp_tile=(32, 64) if dtype == "float32" else (16, 32),
                 vector_loads=True, smem_pad=vec, stages=stages, async_copy=async_copy, smem_a_transposed=False)
@@ -275,14 +281,16 @@ class Matmul(Spec):
         tiles_128 = -(-p["M"] // 128) * -(-p["N"] // 128)
         if tiles_128 < 264 and p["K"] >= 512:
             for split in (2, 3, 4, 6, 8, 16):
-                for BM, BN, BK, TM, TN, WM, WN in ((128, 128, 8, 8, 8, 32, 64), (64, 128, 8, 8, 4, 32, 32),
-                                                   (128, 64, 8, 8, 4, 64, 16), (64, 64, 8, 4, 4, 16, 32),
-                                                   (64, 64, 16, 4, 4, 16, 32)):
+                for BM, BN, BK, TM, TN, WM, WN in ((128, 128, 8, 8, 8, 32, 64), (64, 128, 8, 8, 8, 32, 64),
+                                                   (128, 64, 8, 8, 8, 32, 64), (64, 64, 8, 8, 4, 32, 32),
+                                                   (64, 64, 16, 8, 4, 32, 32)):
                     if dtype == "float64":
                         TM, TN, WM, WN = 4, 4, 16, 32
+                    mb = 512 // ((BM // TM) * (BN // TN)) if dtype == "float32" else 0
                     for async_copy, stages in ((False, 2), (True, 3), (True, 4)):
                         add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True, warp_tile=(WM, WN),
-                            vector_loads=True, smem_pad=vec, stages=stages, async_copy=async_copy, split_k=split)
+                            vector_loads=True, smem_pad=vec, stages=stages, async_copy=async_copy, split_k=split,
+                            min_blocks=mb)
         return specs
 
     @classmethod
@@ -313,8 +321,15 @@ class Matmul(Spec):
         regs = self.thread_tile[0] * self.thread_tile[1] * ITEMSIZE[self.dtype] // 4
         if regs > 128:
             return f"{regs} accumulator registers per thread leave too few for the rest (spills)"
-        if self.threads * max(regs, 32) * 2 > 65536 * 2:
-            return f"{self.threads} threads x ~{2 * regs} registers exceed the register file"
+        # ptxas needs about 48 registers beyond the accumulators (fragments, addresses); below
+        # that the register cap from the block size and min_blocks forces spills.
+        cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
+        if self.shared_memory and cap < regs + 48:
+            return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
+                   f"below ~{regs + 48} needed (spills)"
+        p0 = self.normalize_problem(problem)
+        if self.tile[0] > 64 and self.tile[0] >= 2 * p0["M"] or self.tile[1] > 64 and self.tile[1] >= 2 * p0["N"]:
+            return f"tile {self.tile[:2]} is more than twice the {p0['M']}x{p0['N']} output: most threads idle"
         p = self.normalize_problem(problem)
         if self.split_k > 1:
             splits, chunk = self.split_plan(p["K"])
