@@ -511,12 +511,16 @@ class _Compiler:
             fut.set_result(self._inline(spec))
             self.done += 1
         else:
-            if self._pool is None:
-                # spawn: the parent holds a CUDA context, which a forked child must not inherit.
-                ctx = multiprocessing.get_context("spawn")
-                self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
-            fut = self._pool.submit(_compile_worker, spec.to_json(), self.arch)
-            fut.add_done_callback(self._finished)
+            try:
+                if self._pool is None:
+                    # spawn: the parent holds a CUDA context, which a forked child must not inherit.
+                    ctx = multiprocessing.get_context("spawn")
+                    self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+                fut = self._pool.submit(_compile_worker, spec.to_json(), self.arch)
+                fut.add_done_callback(self._finished)
+            except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, or no processes allowed here
+                self._give_up_pool(exc)
+                return self.submit(spec)
         self.futures[spec.key] = fut
         return fut
 
@@ -531,10 +535,27 @@ class _Compiler:
         except Exception as exc:  # noqa: BLE001
             return None, _compile_reason(exc), time.perf_counter() - t0
 
+    def _give_up_pool(self, exc: BaseException) -> None:
+        """A pool that cannot start or broke (a worker killed, a __main__ the children
+        cannot import): compile the rest in this process, slower but complete."""
+        import warnings
+
+        warnings.warn(f"kgen autotune: the compile pool failed ({_first_line(exc)}); compiling in this process",
+                      RuntimeWarning, stacklevel=4)
+        self.workers = 0
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        # Futures lost with the pool are compiled again, in-process, when asked for.
+        self.futures = {k: f for k, f in self.futures.items() if f.done() and f.exception() is None}
+
     def result(self, spec: Spec) -> tuple[dict | None, str | None, float]:
         try:
             return self.submit(spec).result()
-        except Exception as exc:  # noqa: BLE001 - a dead worker (BrokenProcessPool) fails this one
+        except cf.process.BrokenProcessPool as exc:
+            self._give_up_pool(exc)
+            return self.submit(spec).result()
+        except Exception as exc:  # noqa: BLE001 - anything else fails this candidate only
             return None, f"compile worker failed: {_first_line(exc)}", 0.0
 
     def shutdown(self) -> None:
