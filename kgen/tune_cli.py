@@ -187,14 +187,18 @@ def _tune(args) -> int:
         _print_result(result, args.top, wall)
         if args.compare:
             out["compare"] = _compare(result)
-    if args.plot and not args.dry_run:
-        title = f"{result.family} {json.dumps(result.problem)} {result.dtype} on {result.device} ({result.strategy})"
-        plot_records(result.records, args.plot, title)
-        print(f"plot written to {args.plot}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
         print(f"result written to {args.json}")
+    if args.plot and not args.dry_run:
+        title = f"{result.family} {json.dumps(result.problem)} {result.dtype} on {result.device} ({result.strategy})"
+        try:
+            plot_records(result.records, args.plot, title)
+        except TuneError as exc:  # the tune itself succeeded and is stored: say why there is no plot
+            print(f"kgen tune: no plot: {exc}", file=sys.stderr)
+            return 1
+        print(f"plot written to {args.plot}")
     return 0
 
 
