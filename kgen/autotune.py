@@ -799,7 +799,9 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     key = problem_key(cls.kernel, dtype, problem, device.name, device.arch, ident["nvcc"], __version__)
     if database is not None and not force:
         hit = database.result(key, stored_strategy)
-        if hit is not None:
+        # A run cut short (time budget, broken context) is stored for dispatch, but the
+        # next tune resumes it rather than returning it.
+        if hit is not None and hit["summary"].get("counts", {}).get("complete", 1):
             return _from_db(cls, problem, dtype, device, database, hit, t0)
 
     tuner = _Tuner(cls, problem, dtype, strategy=strategy, max_configs=max_configs, time_budget_s=time_budget_s,
@@ -911,6 +913,7 @@ class _Tuner:
         self.best_ms = math.inf
         self.target = 0
         self.stopped = ""
+        self.complete = True  # False when a time budget or a broken context cut the run short
         self.lost_context = False
         self.evaluated = 0  # candidates compiled and judged in this run
 
@@ -931,7 +934,9 @@ class _Tuner:
         return rec
 
     def _over_budget(self) -> bool:
-        return self.time_budget_s is not None and time.perf_counter() - self.t0 > self.time_budget_s
+        # Never before one candidate was timed: a run always has an answer.
+        return (self.time_budget_s is not None and self.best_ms < math.inf
+                and time.perf_counter() - self.t0 > self.time_budget_s)
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> TuneResult:
@@ -987,6 +992,7 @@ class _Tuner:
             note = f"{note}; {self.stopped}" if note else self.stopped
         records = sorted(self.records.values(), key=_order)
         self.counts["timed"] = sum(1 for r in records if r.status == "ok")
+        self.counts["complete"] = int(self.complete)
         return TuneResult(family=self.cls.kernel, dtype=self.dtype, problem=self.problem, strategy=self.strategy,
                           best=best, best_ms=best_ms, best_iqr_ms=best_iqr, decided=decided, note=note,
                           records=records, counts=dict(self.counts), elapsed_s=time.perf_counter() - self.t0,
@@ -1027,6 +1033,7 @@ class _Tuner:
             if self._over_budget():
                 left = sum(1 for f in futures if futures[f].key not in self.records)
                 self.stopped = f"time budget of {self.time_budget_s:g} s left {left} candidates untried"
+                self.complete = False
                 break
             self._evaluate(futures[fut])
 
@@ -1047,6 +1054,7 @@ class _Tuner:
         self.evaluated += 1
         self._emit("evaluate", status=rec.status)
         if self.lost_context:
+            self.complete = False
             self.stopped = f"stopped: {rec.reason}; run again to resume without this candidate"
             raise _StopTuning
         return rec
@@ -1133,6 +1141,7 @@ class _Tuner:
                 break
         if self._over_budget():
             self.stopped = f"time budget of {self.time_budget_s:g} s reached"
+            self.complete = False
 
     def _near(self, X, ok, pool, tops: int, k: int) -> list[int]:
         """Untried rows among the k nearest neighbours of each of the `tops` fastest."""

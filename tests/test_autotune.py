@@ -505,3 +505,43 @@ def test_cli_where_parses_values():
         "stages": [2, 3], "tile": [(128, 128, 8)], "async_copy": [True]}
     with pytest.raises(TuneError, match="FIELD=V1,V2"):
         _where(["stages"])
+
+
+def test_time_budget_stops_taking_candidates(db):
+    class Slow(RecordedRunner):
+        def verify(self, spec):
+            time.sleep(0.01)
+            return super().verify(spec)
+
+    r = run(db, runner=Slow(landscape), time_budget_s=1.0)
+    assert 0 < r.counts["launched"] < r.counts["candidates"]
+    assert "time budget" in r.note and r.best is not None and r.counts["complete"] == 0
+    # Stored for dispatch, but the next tune resumes instead of answering from the database.
+    assert select(kgen.Matmul, P4096, "float32", device=DEVICE, db=db).origin == "exact"
+    runner = RecordedRunner(landscape)
+    again = run(db, runner=runner)
+    assert not again.from_db and again.counts["resumed"] == r.counts["launched"] + r.counts["pruned_by_ptxas"]
+    assert again.counts["complete"] == 1 and run(db).from_db
+
+
+def test_a_broken_context_stops_the_run_and_the_next_run_resumes_past_it(db):
+    from kgen.autotune import ContextLost
+
+    bad = {}
+
+    class Faulting(RecordedRunner):
+        def verify(self, spec):
+            self.launched.append(spec.key)
+            if len(self.launched) == 5:
+                bad["key"] = spec.key
+                raise ContextLost("the CUDA context is broken: an illegal memory access was encountered")
+            return 1e-7, 1e-4, 0
+
+    r = run(db, runner=Faulting(landscape))
+    assert "stopped" in r.note and "illegal memory access" in r.note and not r.decided
+    assert r.counts["launched"] == 5 and r.best is not None
+    again_runner = RecordedRunner(landscape)
+    again = run(db, runner=again_runner)
+    assert bad["key"] not in again_runner.launched  # its launch-error record is kept
+    assert again.counts["resumed"] == 5 and again.counts["launch_errors"] == 1
+    assert [x for x in again.records if x.spec.key == bad["key"]][0].status == "launch-error"
