@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import warnings
 from pathlib import Path
@@ -63,11 +64,8 @@ class DiskCache:
         return self.dir / f"{key}.bin"
 
     def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
-        try:
-            blob = self.path(key).read_bytes()
-        except OSError:
-            return None
-        return decode(blob)
+        blob = _read_regular(self.path(key))
+        return None if blob is None else decode(blob)
 
     def put(self, key: str, payload: bytes, meta: dict[str, Any]) -> bool:
         """Write atomically; return False (after one warning) if the folder is unusable."""
@@ -123,6 +121,36 @@ class DiskCache:
                     p.unlink()
                     removed += p.suffix == ".bin"
         return removed
+
+
+# No kernel's entry comes near this; anything bigger is not ours and is not read.
+MAX_ENTRY_BYTES = 256 << 20
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of `path` if it is a regular file of sane size, else None. Opened without
+    blocking and checked after opening, so a FIFO, a device (a link to /dev/zero) or a
+    huge file planted under an entry's name is a miss, not a hang or an exhausted memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+            return None
+        chunks, left = [], st.st_size + 1  # one byte more shows a file still growing
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, blob: bytes) -> None:

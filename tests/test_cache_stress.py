@@ -166,6 +166,39 @@ def test_entry_replaced_by_a_folder_falls_back_to_memory(env):
     assert len([w for w in caught if "cannot be used" in str(w.message)]) == 1
 
 
+def _compile_with_deadline(seconds: float = 60):
+    """_fresh_compile in a thread, failing (not hanging) if it does not finish."""
+    import threading
+
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("c", _fresh_compile()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert "c" in box, f"compiling hung for {seconds} s on a hostile cache entry"
+    return box["c"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "huge sparse file", "dangling link"])
+def test_planted_special_files_are_misses(env, kind):
+    """Files no kgen writes, planted under an entry's name: a FIFO (reading would block),
+    a link to /dev/zero (reading would never end), a file far larger than any cubin."""
+    first = _fresh_compile()
+    path = _entry(env)
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link to /dev/zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "dangling link":
+        os.symlink(env.tmp / "nowhere", path)
+    else:
+        with open(path, "wb") as fh:
+            fh.truncate(cache_mod.MAX_ENTRY_BYTES + 1)
+    again = _compile_with_deadline()
+    assert again.origin == "nvcc" and again.cubin == first.cubin
+    assert path.is_file() and not path.is_symlink() and decode(path.read_bytes())[0] == first.cubin
+
+
 def test_hostile_entries_never_crash_the_reader(tmp_path):
     """Random byte strings, and every prefix of a real entry, decode to a miss or to the
     exact payload; nothing raises."""
