@@ -180,7 +180,7 @@ def spec_from_dict(data: dict[str, Any]) -> Spec:
     cls = _FAMILIES[kind]
     names = {f.name for f in dataclasses.fields(cls)}
     fields = {k: v for k, v in data.items() if k != "kernel"}
-    unknown = sorted(set(fields) - names)
+    unknown = sorted(set(fields) - names, key=str)
     if unknown:
         raise SpecError(f"{kind} spec has unknown field(s) {unknown}; allowed: {sorted(names)}")
     return cls(**fields)
@@ -191,4 +191,7 @@ def spec_from_json(text: str) -> Spec:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"the spec is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        # Not malformed but unreadable: nesting too deep, an integer of thousands of digits.
+        raise SpecError(f"the spec is not valid JSON: {type(exc).__name__}: {str(exc)[:120]}") from None
     return spec_from_dict(data)

@@ -169,6 +169,17 @@ def test_malformed_or_incomplete_json(text, message):
         kgen.spec_from_json(text)
 
 
+def test_unreadable_json_is_a_spec_error():
+    """Valid-looking JSON the parser cannot take (nesting too deep, an integer of
+    thousands of digits) is still a SpecError, not a stray RecursionError."""
+    with pytest.raises(SpecError, match="not valid JSON"):
+        kgen.spec_from_json("[" * 100000 + "]" * 100000)
+    with pytest.raises(SpecError, match="not valid JSON"):
+        kgen.spec_from_json('{"kernel": "reduce", "block_size": ' + "9" * 5000 + "}")
+    with pytest.raises(SpecError, match="unknown field"):
+        kgen.spec_from_dict({"kernel": "matmul", 1: 2, "x": 3})
+
+
 def test_unknown_family_lists_the_known_ones():
     with pytest.raises(SpecError) as info:
         kgen.spec_from_json('{"kernel": "conv2d"}')
