@@ -1287,7 +1287,9 @@ def plot_records(records: Iterable[dict[str, Any] | Record], path: str, title: s
         ax.scatter(xs[win], ys[win], s=50, color="tab:red", marker="*", label="winner")
         ax.set_yscale("log")
         ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=30 if max(len(lab) for lab in labels) > 4 else 0, fontsize=8)
+        crowded = len(labels) > 10
+        ax.set_xticklabels(labels, rotation=90 if crowded else (30 if max(len(lab) for lab in labels) > 4 else 0),
+                           fontsize=6 if crowded else 8)
         ax.set_title(f, fontsize=10)
         ax.set_ylabel("median ms")
         ax.grid(True, axis="y", alpha=0.3)
