@@ -52,7 +52,7 @@ STRATEGIES = ("exhaustive", "random", "guided")
 # The guided strategy evaluates batches of up to GUIDED_BATCH candidates (compiled in parallel)
 # and stops after GUIDED_PATIENCE batches in a row that did not improve the best by 0.5%.
 GUIDED_BATCH = 16
-GUIDED_PATIENCE = 4
+GUIDED_PATIENCE = 6
 STATUSES = ("ok", "pruned", "compile-error", "launch-error", "wrong-result", "compiled")
 
 # Limits of each architecture, for --dry-run without a GPU. With a GPU the tuner asks the
