@@ -545,3 +545,11 @@ def test_a_broken_context_stops_the_run_and_the_next_run_resumes_past_it(db):
     assert bad["key"] not in again_runner.launched  # its launch-error record is kept
     assert again.counts["resumed"] == 5 and again.counts["launch_errors"] == 1
     assert [x for x in again.records if x.spec.key == bad["key"]][0].status == "launch-error"
+
+
+@pytest.mark.nvcc
+def test_pool_compiles_feed_the_runner_with_real_ptxas_resources(db):
+    r = tune(kgen.Reduce, {"n": 1 << 20, "op": "sum"}, strategy="random", max_configs=3, seed=5, workers=2,
+             runner=RecordedRunner(lambda s: 1.0 + s.block_size / 1000), db=db)
+    assert r.counts["launched"] + r.counts["pruned_by_ptxas"] + r.counts["compile_errors"] == 3
+    assert all(x.resources and max(v["registers"] for v in x.resources.values()) > 0 for x in r.by_status("ok"))
