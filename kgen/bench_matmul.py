@@ -232,7 +232,7 @@ def tflops(shape, ms: float) -> float:
 
 
 def run(shapes, *, baselines: bool = True, repeats: int = 25, extra_specs=None, dtype: str = "float32",
-        tune: str | None = None, log=print) -> dict[str, Any]:
+        tune: str | None = None, log=print, on_shape=None) -> dict[str, Any]:
     """Time everything; returns the JSON-able record that the docs quote."""
     from . import runtime
 
@@ -291,6 +291,8 @@ def run(shapes, *, baselines: bool = True, repeats: int = 25, extra_specs=None, 
         record["shapes"].append(row)
         del inputs
         _print_row(shape, row, log)
+        if on_shape is not None:
+            on_shape(record)  # e.g. save what is measured so far: a long run cut short keeps it
     for label, key in (("kgen best", "geomean_vs_cublas"), (f"kgen tuned ({tune})", "geomean_tuned_vs_cublas")):
         ratios = [r["vs_cublas"] for row in record["shapes"] for r in row["results"]
                   if r["name"] == label and "vs_cublas" in r]
@@ -383,16 +385,21 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tune", choices=["guided", "random", "exhaustive"], default=None,
                     help="also time the autotuner's pick for each shape (tuned now, or read from the database)")
     args = ap.parse_args(argv)
+
+    def save(record):
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(record, fh, indent=1)
+
     try:
-        record = run(args.shapes or SHAPES, baselines=not args.no_baselines, repeats=args.repeats, tune=args.tune)
+        record = run(args.shapes or SHAPES, baselines=not args.no_baselines, repeats=args.repeats, tune=args.tune,
+                     on_shape=save)
     except Exception as exc:  # noqa: BLE001 - the CLI reports, it does not trace back
         if type(exc).__name__ == "NoGPUError":
             print(f"kgen bench matmul: {exc}", file=sys.stderr)
             return 2
         raise
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(record, fh, indent=1)
+    save(record)
     if args.plot:
         try:
             plot(record, args.plot)
