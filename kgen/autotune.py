@@ -368,7 +368,7 @@ class CudaRunner:
         except Exception as exc:  # noqa: BLE001
             self._check_context()
             raise LaunchFailure(f"launch failed: {_first_line(exc)}") from None
-        tol = float(spec.tolerance_for(self.problem))
+        tol = float(spec.tolerance_for(self.problem, self._host))
         if self._sumsq is not None:
             sq = float(self._sumsq(self._out.reshape(-1), self._ref_gpu).get())
             if math.isfinite(sq):

@@ -558,13 +558,21 @@ class Reduce(Spec):
     def output_shape(cls, problem):
         return ()
 
-    def tolerance_for(self, problem):
-        # Relative error bound of a float fold of length n of random-sign terms; min/max
-        # and int32 are exact. (The absolute bound in tolerance_abs is the sharper one.)
+    def tolerance_for(self, problem, inputs=None):
+        # min/max and int32 are exact. Without the data: a relative bound for a fold of
+        # length n of random-sign terms. With it: the absolute bound of tolerance_abs
+        # (which scales with the terms' magnitudes, so a cancelling sum is no false
+        # failure) plus the float64 reference's own rounding, relative to the result.
         if self.combine_kind in ("min", "max") or self.dtype == "int32":
             return 0.0
         eps = float(np.finfo(self.dtype).eps)
-        return 64 * eps * max(1.0, math.sqrt(problem["n"]))
+        n = problem["n"]
+        if inputs is None:
+            return 64 * eps * max(1.0, math.sqrt(n))
+        scale = float(np.abs(self.mapped(*inputs)).sum())
+        ref = abs(float(self.reference(*inputs)))
+        reference_error = math.log2(n + 2) * float(np.finfo(np.float64).eps) * scale
+        return (self.tolerance_abs(n, scale) + reference_error) / max(ref, 1e-300)
 
     def tolerance_abs(self, n: int, scale: float, multiprocessors: int = 132) -> float:
         """Absolute error allowed for a length-n fold whose terms' magnitudes sum to `scale`:
