@@ -256,6 +256,49 @@ def evaluate(tree, env: dict[str, Any]):
         return FUNCTIONS[tree[1]][1](*(evaluate(a, env) for a in tree[2]))
 
 
+def rounding_bound(tree, env: dict[str, Any]):
+    """(value, bound): the expression's float64 value and a first-order bound on its
+    rounding error in units of eps. Leaves are exact; each arithmetic step adds its own
+    result's magnitude and propagates its operands' bounds. The GPU may contract a*b+c
+    into one FMA where the reference rounds twice, so a check must allow this much."""
+    kind = tree[0]
+    if kind in ("num", "const", "var"):
+        v = np.asarray(evaluate(tree, env), dtype=np.float64)
+        return v, np.zeros_like(v)
+    if kind == "paren":
+        return rounding_bound(tree[1], env)
+    if kind == "un":
+        v, e = rounding_bound(tree[2], env)
+        if tree[1] == "!":
+            return np.asarray(evaluate(tree, env), dtype=np.float64), np.zeros_like(v)
+        return (-v if tree[1] == "-" else v), e
+    if kind == "bin" and tree[1] in ("+", "-", "*", "/"):
+        (a, ea), (b, eb) = rounding_bound(tree[2], env), rounding_bound(tree[3], env)
+        with np.errstate(all="ignore"):
+            v = np.asarray(evaluate(tree, env), dtype=np.float64)
+            if tree[1] in ("+", "-"):
+                e = ea + eb
+            elif tree[1] == "*":
+                e = np.abs(b) * ea + np.abs(a) * eb
+            else:
+                e = ea / np.abs(b) + np.abs(a) * eb / (b * b)
+            return v, np.nan_to_num(e + np.abs(v), nan=np.inf)
+    v = np.asarray(evaluate(tree, env), dtype=np.float64)
+    if kind == "bin" and tree[1] != "%":
+        return v, np.zeros_like(v)  # comparisons and logic: exact away from ties
+    # Functions, %, ?: : their own rounding plus, as a crude but safe propagation, the
+    # largest argument bound scaled by the result's size relative to the argument's.
+    args = tree[2] if kind == "call" else tree[1:]
+    bounds = [rounding_bound(a, env) for a in args if isinstance(a, tuple)]
+    extra = np.zeros_like(v)
+    with np.errstate(all="ignore"):
+        for av, ae in bounds:
+            extra = np.maximum(extra, np.nan_to_num(ae * np.maximum(1.0, np.abs(v) / np.maximum(np.abs(av), 1e-300)),
+                                                    nan=np.inf))
+    exact = kind == "call" and tree[1] in ("abs", "fabs", "min", "max", "fmin", "fmax")
+    return v, extra if exact else extra + np.abs(v)
+
+
 def _canonical_text(tree) -> str:
     return render_c(tree, False, False).replace(" ", "")
 
@@ -563,16 +606,25 @@ class Reduce(Spec):
         # length n of random-sign terms. With it: the absolute bound of tolerance_abs
         # (which scales with the terms' magnitudes, so a cancelling sum is no false
         # failure) plus the float64 reference's own rounding, relative to the result.
-        if self.combine_kind in ("min", "max") or self.dtype == "int32":
+        if self.dtype == "int32":
             return 0.0
         eps = float(np.finfo(self.dtype).eps)
         n = problem["n"]
         if inputs is None:
-            return 64 * eps * max(1.0, math.sqrt(n))
-        scale = float(np.abs(self.mapped(*inputs)).sum())
+            return 0.0 if self.combine_kind in ("min", "max") else 64 * eps * max(1.0, math.sqrt(n))
         ref = abs(float(self.reference(*inputs)))
+        # The map's own rounding (an FMA on the GPU against two roundings here, say).
+        env = {"x": np.asarray(inputs[0], dtype=np.float64)}
+        if len(inputs) > 1:
+            env["y"] = np.asarray(inputs[1], dtype=np.float64)
+        _, bound = rounding_bound(self._parsed()[0], env)
+        bound = np.broadcast_to(bound, env["x"].shape)
+        if self.combine_kind in ("min", "max"):
+            return 2 * eps * float(bound.max(initial=0.0)) / max(ref, 1e-300)
+        scale = float(np.abs(self.mapped(*inputs)).sum())
         reference_error = math.log2(n + 2) * float(np.finfo(np.float64).eps) * scale
-        return (self.tolerance_abs(n, scale) + reference_error) / max(ref, 1e-300)
+        map_error = 2 * eps * float(bound.sum())
+        return (self.tolerance_abs(n, scale) + reference_error + map_error) / max(ref, 1e-300)
 
     def tolerance_abs(self, n: int, scale: float, multiprocessors: int = 132) -> float:
         """Absolute error allowed for a length-n fold whose terms' magnitudes sum to `scale`:
