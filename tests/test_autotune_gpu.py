@@ -47,7 +47,7 @@ def test_real_tune_verifies_times_and_stores(tmp_path):
 def test_wrong_results_are_caught_by_verification(tmp_path, monkeypatch):
     # With a zero tolerance every candidate's (tiny, honest) rounding error is "wrong":
     # each must be recorded as such, with its measured error, and the run must say none passed.
-    monkeypatch.setattr(kgen.Matmul, "tolerance_for", lambda self, problem: 0.0)
+    monkeypatch.setattr(kgen.Matmul, "tolerance_for", lambda self, problem, inputs=None: 0.0)
     with pytest.raises(TuneError, match="no candidate"):
         tune(kgen.Matmul, ODD, strategy="random", max_configs=4, seed=1, db=str(tmp_path / "w.sqlite3"))
 
