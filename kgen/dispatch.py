@@ -233,8 +233,11 @@ def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=N
     """op ("sum", "min", "max"; "dot" with y) of a 1-D array, with the tuned kernel."""
     from .ops.reduce import OPS, Reduce
 
+    if op == "custom":
+        raise ArrayError("op='custom' needs its expressions: build it with kgen.build(kgen.Reduce(op='custom', "
+                         "map_expr=..., combine=..., identity=...)) and call that kernel")
     if op not in OPS:
-        raise ArrayError(f"op={op!r} is not allowed: one of {sorted(OPS)}")
+        raise ArrayError(f"op={op!r} is not allowed: one of {sorted(o for o in OPS if o != 'custom')}")
     arity = OPS[op][0]
     if (y is None) != (arity == 1):
         raise ArrayError(f"op={op!r} takes {arity} input(s): " + ("pass y" if arity == 2 else "leave y out"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import jinja2
@@ -57,5 +58,14 @@ def emit(spec: Spec, path, standalone: bool = False) -> Path:
     path = Path(path)
     if path.is_dir():
         path = path / f"{spec.kernel}_{spec.key}{'_standalone' if standalone else ''}.cu"
-    path.write_text(render(spec, standalone=standalone))
+    # Rendered first, then written beside the target and renamed over it: a failure
+    # (a bad spec, a full disk) never leaves a half-written file over an existing one.
+    text = render(spec, standalone=standalone)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return path

@@ -393,7 +393,7 @@ class Reduce(Spec):
             i = parse_expression(self.identity, "identity", ())
             if "y" in uses(m) and "x" not in uses(m):
                 raise ExpressionError(f"map_expr={self.map_expr!r} uses y but not x; name the single input x")
-            if not uses(c) <= {"a", "b"} or not uses(c):
+            if uses(c) != {"a", "b"}:
                 raise ExpressionError(f"combine={self.combine!r} must use a and b")
             if self.dtype == "int32":
                 for tree, what, text in ((m, "map_expr", self.map_expr), (c, "combine", self.combine)):
