@@ -29,6 +29,8 @@ _F32 = dict(shared_memory=True, vector_loads=True, smem_pad=4)
 # cp.async pipeline (A staged through registers), 128x128x8 block, 8x8 thread tile.
 _ASYNC = dict(tile=(128, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), stages=3, async_copy=True, **_F32)
 
+_WIDE = dict(tile=(128, 256, 8), thread_tile=(8, 16), warp_tile=(32, 128), stages=4, async_copy=True, **_F32)
+
 # Hand-picked per-shape best specs, from the sweeps (scripts/matmul_sweep.py rounds 1-3 on an
 # H200; docs/benchmarks-matmul.md). Keys are "MxNxK"; shapes not listed use DEFAULT.
 DEFAULT: dict[str, Any] = dict(_ASYNC)
@@ -36,11 +38,12 @@ BEST: dict[str, dict[str, Any]] = {
     # Too few 128x128 tiles to fill 132 SMs twice: split K four ways, two blocks per SM.
     "1024x1024x1024": dict(_ASYNC, min_blocks=2, split_k=4),
     "1000x1000x1000": dict(_ASYNC, min_blocks=2, split_k=4),
-    "2048x2048x2048": dict(_ASYNC),
-    "4096x4096x4096": dict(_ASYNC),
+    # 8x16 thread tiles, one 256-thread block per SM (scripts/matmul_wide_sweep.py).
+    "2048x2048x2048": dict(_WIDE),
+    "4096x4096x4096": dict(_WIDE),
     # Unaligned leading dimensions: the element-load entry point runs.
     "4097x4097x4097": dict(_ASYNC),
-    "8192x8192x8192": dict(_ASYNC, warp_tile=(64, 32), stages=4, min_blocks=2),
+    "8192x8192x8192": dict(_WIDE),
     # Short K: register-staged double buffering, 64x128 tiles, four blocks per SM.
     "3000x5000x700": dict(tile=(64, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), stages=2, min_blocks=4, **_F32),
     # One row of tiles: split K eight ways.
