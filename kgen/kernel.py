@@ -5,6 +5,8 @@ import os
 import threading
 from typing import Any
 
+import numpy as np
+
 from . import runtime
 from .compiler import DEFAULT_ARCH, CompileError, Compiled, check_arch, compile_cuda
 from .render import render
@@ -23,6 +25,18 @@ class Kernel:
         self.source = source
         self.compiled = compiled
         self.module = runtime.Module(compiled.cubin)
+        self._np_dtype = np.dtype(spec.dtype)
+
+    def _check_dtype(self, dtype, name: str) -> None:
+        """An argument's dtype (a numpy dtype or its name) must be the spec's. A numpy
+        dtype compares equal to its name, so the hot path builds no dtype object."""
+        if dtype != self._np_dtype:
+            try:
+                got = np.dtype(dtype).name
+            except TypeError:  # a library dtype numpy does not know (bfloat16, say)
+                got = str(dtype)
+            raise runtime.ArrayError(f"{name} has dtype {got} but this kernel was built for {self._np_dtype}; "
+                                     f"build a spec with dtype={got!r} or convert {name}")
 
     @property
     def resources(self) -> dict[str, dict[str, int]]:

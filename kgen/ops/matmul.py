@@ -392,7 +392,6 @@ class MatmulKernel(Kernel):
 
     def __init__(self, spec, source, compiled):
         super().__init__(spec, source, compiled)
-        self._np_dtype = np.dtype(spec.dtype)
         self._scalar = self._np_dtype.type
         fmt_scalar = "f" if spec.dtype == "float32" else "d"
         shared = spec.shared_bytes
@@ -500,11 +499,6 @@ class MatmulKernel(Kernel):
         self._check_dtype(x.dtype, name)
         # Host data is copied anyway, so copy it in the storage order the spec expects.
         return np.ascontiguousarray(x) if layout == "row" else np.asfortranarray(x)
-
-    def _check_dtype(self, dtype, name):
-        if np.dtype(dtype) != self._np_dtype:
-            raise ArrayError(f"{name} has dtype {np.dtype(dtype)} but this kernel was built for {self._np_dtype}; "
-                             f"build a spec with dtype={np.dtype(dtype).name!r} or convert {name}")
 
     def _operand(self, v: runtime.DeviceView, name: str, layout: str) -> tuple[int, int, int]:
         """(rows, cols, leading dimension) of a 2-D operand stored as `layout`."""

@@ -724,7 +724,6 @@ class ReduceKernel(Kernel):
     def __init__(self, spec, source, compiled):
         super().__init__(spec, source, compiled)
         self._drv = runtime.driver()
-        self._np_dtype = np.dtype(spec.dtype)
         self._itemsize = self._np_dtype.itemsize
         self._sms = runtime.device_limits()["multiprocessors"]
         self._arity = spec.arity
@@ -910,11 +909,6 @@ class ReduceKernel(Kernel):
 
         launch.keep = (inputs, out)  # the arrays must outlive the launcher
         return launch
-
-    def _check_dtype(self, dtype: str, name: str) -> None:
-        if dtype != self._np_dtype.name:
-            raise ArrayError(f"{name} has dtype {dtype} but this kernel was built for {self._np_dtype}; "
-                             f"build a spec with dtype={dtype!r} or convert {name}")
 
 
 Reduce.kernel_class = ReduceKernel
