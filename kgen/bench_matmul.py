@@ -30,26 +30,30 @@ _F32 = dict(shared_memory=True, vector_loads=True, smem_pad=4)
 _ASYNC = dict(tile=(128, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), stages=3, async_copy=True, **_F32)
 
 _WIDE = dict(tile=(128, 256, 8), thread_tile=(8, 16), warp_tile=(32, 128), stages=4, async_copy=True, **_F32)
+# 128x256x16 blocks of 8x16 thread tiles, 3 cp.async stages, interior tiles copied without
+# bounds arithmetic, unaligned operands repacked for the vector kernel.
+_W16 = dict(_WIDE, tile=(128, 256, 16), stages=3, interior_fast_path=True, repack=True)
 
-# Hand-picked per-shape best specs, from the sweeps (scripts/matmul_sweep.py rounds 1-3 on an
-# H200; docs/benchmarks-matmul.md). Keys are "MxNxK"; shapes not listed use DEFAULT.
-DEFAULT: dict[str, Any] = dict(_ASYNC)
+# Hand-picked per-shape best specs, from the sweeps on an H200 (scripts/matmul_sweep.py rounds
+# 1-3, scripts/matmul_wide_sweep.py, scripts/matmul_pipeline_sweep.py rounds 1-3;
+# docs/benchmarks-matmul.md). Keys are "MxNxK"; shapes not listed use DEFAULT.
+DEFAULT: dict[str, Any] = dict(_W16, tail_split_k=4)
 BEST: dict[str, dict[str, Any]] = {
     # Too few 128x128 tiles to fill 132 SMs twice: split K four ways, two blocks per SM.
     "1024x1024x1024": dict(_ASYNC, min_blocks=2, split_k=4),
     "1000x1000x1000": dict(_ASYNC, min_blocks=2, split_k=4),
-    # 8x16 thread tiles, one 256-thread block per SM (scripts/matmul_wide_sweep.py).
-    "2048x2048x2048": dict(_WIDE),
-    "4096x4096x4096": dict(_WIDE),
-    # Unaligned leading dimensions: the element-load entry point runs.
-    "4097x4097x4097": dict(_ASYNC),
-    "8192x8192x8192": dict(_WIDE),
-    # Short K: register-staged double buffering, 64x128 tiles, four blocks per SM.
-    "3000x5000x700": dict(tile=(64, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), stages=2, min_blocks=4, **_F32),
-    # One row of tiles: split K eight ways.
-    "127x4096x4096": dict(_ASYNC, min_blocks=2, split_k=8),
+    "2048x2048x2048": dict(_W16),
+    "4096x4096x4096": dict(_W16),
+    "8192x8192x8192": dict(_W16),
+    # Unaligned leading dimensions: repacked; 33x17 tiles are 4.25 waves of 132, so the last
+    # two tile rows run as a second launch split 3 ways in K.
+    "4097x4097x4097": dict(_W16, tail_split_k=4),
+    # 24x20 tiles are 3.6 waves: the last tile rows split in K.
+    "3000x5000x700": dict(_W16, tail_split_k=4),
+    # One row of tiles: split K eight ways over 128x256 blocks (one wave of 128 blocks).
+    "127x4096x4096": dict(_WIDE, split_k=8),
     "4096x64x4096": dict(tile=(64, 64, 16), thread_tile=(8, 4), warp_tile=(32, 32), stages=2, min_blocks=4,
-                         split_k=8, **_F32),
+                         split_k=8, interior_fast_path=True, **_F32),
 }
 
 # The articles' kernels, as kgen specs.

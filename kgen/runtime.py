@@ -109,6 +109,31 @@ def device_limits() -> dict[str, int]:
     }
 
 
+_sm_limits: dict[str, int] = {}
+
+
+def resident_blocks(fn, threads: int, dynamic_shared: int = 0) -> int:
+    """How many blocks of `fn` (threads each, plus dynamic_shared bytes) one SM holds at
+    once: the least of the register, shared-memory, thread and block limits."""
+    if not _sm_limits:
+        drv, dev = _probe()
+        a = drv.device_attribute
+        _sm_limits.update(
+            regs=dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
+            shared=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            reserved=dev.get_attribute(a.RESERVED_SHARED_MEMORY_PER_BLOCK),
+            threads=dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
+            blocks=dev.get_attribute(a.MAX_BLOCKS_PER_MULTIPROCESSOR))
+    lim = _sm_limits
+    fa = driver().function_attribute
+    warps = -(-threads // 32)
+    # Registers are handed out per warp in units of 256.
+    regs_per_warp = -(-max(fn.get_attribute(fa.NUM_REGS), 1) * 32 // 256) * 256
+    shared = fn.get_attribute(fa.SHARED_SIZE_BYTES) + dynamic_shared + lim["reserved"]
+    return max(0, min(lim["blocks"], lim["threads"] // (warps * 32), lim["regs"] // (regs_per_warp * warps),
+                      lim["shared"] // shared))
+
+
 def gpu_available() -> tuple[bool, str]:
     """(True, device name) or (False, the reason)."""
     try:

@@ -141,7 +141,7 @@ def test_representative_variants_compile_for_sm90():
     with cf.ThreadPoolExecutor(2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, compiled in zip(specs, results):
-        assert "kgen_matmul" in compiled.resources, spec.to_json()
+        assert "kgen_matmul" in compiled.resources or spec.repack, spec.to_json()
         if spec.vector_loads:
             assert "kgen_matmul_vec" in compiled.resources
 

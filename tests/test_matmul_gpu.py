@@ -26,9 +26,10 @@ SIZE = st.one_of(st.sampled_from([1, 2, 3, 5, 7, 31, 127, 129, 131, 257, 263, 50
 
 
 def _space(dtype):
-    # The union of the spaces of a square and a skinny problem (the latter adds split-K).
     specs, must = {}, set()
-    for problem in ({"M": 512, "N": 512, "K": 512}, {"M": 127, "N": 4096, "K": 4096}):
+    # The union of the spaces of a square, a skinny (split-K) and an unaligned (repack) problem.
+    for problem in ({"M": 512, "N": 512, "K": 512}, {"M": 127, "N": 4096, "K": 4096},
+                    {"M": 1000, "N": 1001, "K": 999}):
         for s in Matmul.search_space(problem, dtype):
             if s.prune_reason(problem, LIMITS) is None:
                 specs[s.key] = s
@@ -145,3 +146,4 @@ def test_split_k_is_deterministic():
     C2 = k(A, B)
     assert torch.equal(C1, C2)
     assert rel_error(C1.cpu().numpy(), (A.double() @ B.double()).cpu().numpy()) <= spec.tolerance(3000)
+

@@ -19,9 +19,15 @@ from ..spec import Spec, fail, register_family
 MAX_SHARED_BYTES = 227 * 1024
 ITEMSIZE = {"float32": 4, "float64": 8}
 
-# The float32 kernel default_spec() starts from (the bench's per-shape table refines it).
-DEFAULT_F32 = dict(tile=(128, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), shared_memory=True,
-                   vector_loads=True, smem_pad=4, stages=3, async_copy=True)
+# float32 defaults when nothing was tuned (the bench's per-shape table refines them): a
+# 128x256x16 block of 8x16 thread tiles, interior tiles unchecked, unaligned operands
+# repacked, a short last wave split in K (0.93x cuBLAS at 4096^3, 0.91x at 4097^3, H200);
+# and for few C tiles with a long K, 128x128 blocks, two per SM, split in K.
+DEFAULT_F32 = dict(tile=(128, 256, 16), thread_tile=(8, 16), warp_tile=(32, 128), shared_memory=True,
+                   vector_loads=True, smem_pad=4, stages=3, async_copy=True, interior_fast_path=True,
+                   repack=True, tail_split_k=4)
+SPLIT_F32 = dict(tile=(128, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), shared_memory=True,
+                 vector_loads=True, smem_pad=4, stages=3, async_copy=True, min_blocks=2, repack=True)
 
 
 @register_family
@@ -47,6 +53,17 @@ class Matmul(Spec):
     async_copy   fill the stages with cp.async (sm_80+) instead of through registers.
     split_k      split K over up to this many blocks per C tile (deterministic reduction).
     min_blocks   the second __launch_bounds__ argument (0: leave it out).
+    prefetch_fragments: double-buffer the register fragments: read k-slice kk+1 from shared
+                 memory while multiplying slice kk, and the next tile's first slice right
+                 after its barrier (needs stages >= 2 and an even BK).
+    interior_fast_path: copy tiles that lie wholly inside the matrix (most of them) with no
+                 bounds checks or zero-fill arithmetic; edge tiles keep the checked copies.
+    repack       with vector_loads: copy an operand whose pointer or leading dimension rules
+                 out 16-byte loads into an aligned buffer first, then run the vector kernel
+                 (instead of the element-load one).
+    tail_split_k when the C tiles fill the GPU's block slots a whole number of times plus a
+                 partial last wave, compute the last C tile rows in a second launch with K
+                 split up to this many ways (1: off), so the last wave is short, not idle.
     """
 
     kernel: ClassVar[str] = "matmul"
@@ -68,6 +85,10 @@ class Matmul(Spec):
     async_copy: bool = False
     split_k: int = 1
     min_blocks: int = 0
+    prefetch_fragments: bool = False
+    interior_fast_path: bool = False
+    repack: bool = False
+    tail_split_k: int = 1
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -100,7 +121,8 @@ class Matmul(Spec):
         if not self.shared_memory:
             # The global-memory kernel is the textbook baseline: the pipeline knobs need tiles.
             for name, off in (("warp_tile", (0, 0)), ("vector_loads", False), ("stages", 1),
-                              ("async_copy", False), ("split_k", 1)):
+                              ("async_copy", False), ("split_k", 1), ("prefetch_fragments", False), ("interior_fast_path", False),
+                              ("repack", False), ("tail_split_k", 1)):
                 if getattr(self, name) != off:
                     fail(name, getattr(self, name), f"{off!r} without shared memory (set shared_memory=true)")
             return
@@ -126,6 +148,15 @@ class Matmul(Spec):
             fail("stages", self.stages, "1 or 2 without async_copy (more stages need cp.async)")
         if not 1 <= self.split_k <= 64:
             fail("split_k", self.split_k, "an integer from 1 to 64")
+        if not 1 <= self.tail_split_k <= 16:
+            fail("tail_split_k", self.tail_split_k, "an integer from 1 (off) to 16")
+        if self.tail_split_k > 1 and self.split_k > 1:
+            fail("tail_split_k", self.tail_split_k, "1 when split_k > 1 (every tile is split already)")
+        if self.prefetch_fragments and (self.stages < 2 or BK % 2):
+            fail("prefetch_fragments", True, f"false unless stages >= 2 and BK is even "
+                 f"(got stages={self.stages}, BK={BK})")
+        if self.repack and not self.vector_loads:
+            fail("repack", True, "false unless vector_loads is true (repacking feeds the vector kernel)")
         if self.shared_bytes > MAX_SHARED_BYTES:
             fail("tile", self.tile, f"needs {self.shared_bytes} bytes of shared memory "
                  f"({self.stages} stage(s)); the device limit is {MAX_SHARED_BYTES}")
@@ -187,17 +218,44 @@ class Matmul(Spec):
             frag_vec_a=sub_m > 1 and self.smem_a_transposed and as_ld % sub_m == 0,
             frag_vec_b=sub_n > 1 and (BN + pad) % sub_n == 0,
             c_store_vec=self.vector_loads and sub_n > 1,
+            prefetch_fragments=self.prefetch_fragments, interior_fast_path=self.interior_fast_path,
+            repack=self.repack, tail_split_k=self.tail_split_k,
             shared_bytes=self.shared_bytes,
             tolerance_per_sqrt_k=tolerance_per_sqrt_k(self.dtype))
 
-    def split_plan(self, K: int) -> tuple[int, int]:
-        """(number of K slices, K elements per slice) for a product with inner size K."""
+    def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
+        """(number of K slices, K elements per slice) for a product with inner size K, split
+        at most `ways` ways (default: split_k). Slices are whole BK tiles."""
         BK = self.tile[2]
-        if not self.shared_memory or self.split_k == 1 or K <= BK:
+        ways = self.split_k if ways is None else ways
+        if not self.shared_memory or ways <= 1 or K <= BK:
             return 1, K
         tiles = -(-K // BK)
-        per = -(-tiles // self.split_k)
+        per = -(-tiles // ways)
         return -(-tiles // per), per * BK
+
+    def tail_plan(self, M: int, N: int, K: int, slots: int) -> tuple[int, int]:
+        """(C tile rows computed by the tail launch, its K ways) for tail_split_k, given how
+        many blocks the GPU runs at once; (0, 1) when a tail launch would not help. Pure.
+
+        The first launch keeps whole waves: the rows it covers hold at most as many tiles as
+        the full waves do. The rest of the rows go to a second launch whose split blocks fit
+        in one wave (so it costs a fraction of a wave, where the partial wave cost a whole)."""
+        if self.tail_split_k <= 1 or slots < 1:
+            return 0, 1
+        BM, BN, BK = self.tile
+        tiles_n, tiles_m = -(-N // BN), -(-M // BM)
+        total = tiles_n * tiles_m
+        full_waves = total // slots
+        if full_waves == 0 or total % slots == 0:
+            return 0, 1
+        rows = tiles_m - (full_waves * slots) // tiles_n
+        ways = min(self.tail_split_k, slots // (rows * tiles_n)) if rows < tiles_m else 0
+        splits, chunk = self.split_plan(K, ways)
+        # Worth it when each split slice stays a few tiles deep.
+        if ways < 2 or splits < 2 or chunk < 4 * BK:
+            return 0, 1
+        return rows, splits
 
     def launch_geometry(self, M: int, N: int, K: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """(grid, block, dynamic shared bytes) for an M x N x K product. Pure; unit-tested."""
@@ -252,6 +310,10 @@ class Matmul(Spec):
             for stages in (1, 2):
                 add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True, stages=stages)
         vec = 16 // ITEMSIZE[dtype]
+        # Operands whose rows are not whole 16-byte chunks: the tuned family repacks them for
+        # the vector kernel (4097^3: 0.91x cuBLAS against 0.75x with element loads, H200).
+        unaligned = any(p[d] % vec for d in ("M", "N", "K"))
+        tuned = dict(shared_memory=True, vector_loads=True, smem_pad=vec, interior_fast_path=True, repack=unaligned)
         pipes = ((False, 1), (False, 2), (True, 2), (True, 3), (True, 4))
         thread_tiles = ((8, 8), (8, 4), (4, 8), (4, 4)) if dtype == "float32" else ((4, 4), (4, 2), (2, 4))
         # 128 accumulators a thread (one 256-thread block per SM at ~220 registers) beat 8x8
@@ -269,50 +331,58 @@ class Matmul(Spec):
                         # (two 256-thread blocks per SM was worth ~15% on an H200).
                         for mb in sorted({0, 512 // threads if threads <= 256 else 0}):
                             for async_copy, stages in pipes:
-                                add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True,
-                                    warp_tile=(WM, WN), vector_loads=True, smem_pad=vec, stages=stages,
-                                    async_copy=async_copy, min_blocks=mb)
-        # Contrasts to the measured defaults: unpadded rows, and A kept row-major in shared memory.
+                                kw = dict(tile=(BM, BN, BK), thread_tile=(TM, TN), warp_tile=(WM, WN), stages=stages,
+                                          async_copy=async_copy, min_blocks=mb, **tuned)
+                                add(**kw)
+                                # A short last wave of C tiles, split in K (the wide tiles fill
+                                # the GPU fewest times, so their last wave costs most).
+                                if (TM, TN) in wide.get((BM, BN), ()) and async_copy and stages >= 3:
+                                    add(**dict(kw, tail_split_k=4))
+        # Contrasts to the measured defaults: unpadded rows, A kept row-major in shared memory,
+        # edge checks on every tile, element loads for unaligned operands.
+        base = dict(tile=(128, 128, 8), thread_tile=(8, 8) if dtype == "float32" else (4, 4),
+                    warp_tile=(32, 64) if dtype == "float32" else (16, 32), **dict(tuned, interior_fast_path=False))
         for async_copy, stages in pipes:
-            add(tile=(128, 128, 8), thread_tile=(8, 8) if dtype == "float32" else (4, 4),
-                shared_memory=True, warp_tile=(32, 64) if dtype == "float32" else (16, 32),
-                vector_loads=True, smem_pad=0, stages=stages, async_copy=async_copy)
-            add(tile=(128, 128, 8), thread_tile=(8, 8) if dtype == "float32" else (4, 4),
-                shared_memory=True, warp_tile=(32, 64) if dtype == "float32" else (16, 32),
-                vector_loads=True, smem_pad=vec, stages=stages, async_copy=async_copy, smem_a_transposed=False)
+            add(**dict(base, smem_pad=0, stages=stages, async_copy=async_copy))
+            add(**dict(base, stages=stages, async_copy=async_copy, smem_a_transposed=False))
+            add(**dict(base, stages=stages, async_copy=async_copy, repack=False))
+        if dtype == "float32":
+            add(tile=(128, 256, 16), thread_tile=(8, 16), warp_tile=(32, 128), stages=3, async_copy=True,
+                **dict(tuned, interior_fast_path=False))
         # Split-K when few C tiles exist but K is long.
         tiles_128 = -(-p["M"] // 128) * -(-p["N"] // 128)
         if tiles_128 < 264 and p["K"] >= 512:
+            blocks = [(128, 128, 8, 8, 8, 32, 64), (64, 128, 8, 8, 8, 32, 64), (128, 64, 8, 8, 8, 32, 64),
+                      (64, 64, 8, 8, 4, 32, 32), (64, 64, 16, 8, 4, 32, 32)]
+            if dtype == "float32":
+                blocks.append((128, 256, 8, 8, 16, 32, 128))  # 127x4096x4096: 0.875x with split 8
             for split in (2, 3, 4, 6, 8, 16):
-                for BM, BN, BK, TM, TN, WM, WN in ((128, 128, 8, 8, 8, 32, 64), (64, 128, 8, 8, 8, 32, 64),
-                                                   (128, 64, 8, 8, 8, 32, 64), (64, 64, 8, 8, 4, 32, 32),
-                                                   (64, 64, 16, 8, 4, 32, 32)):
+                for BM, BN, BK, TM, TN, WM, WN in blocks:
                     if dtype == "float64":
                         TM, TN, WM, WN = 4, 4, 16, 32
-                    mb = 512 // ((BM // TM) * (BN // TN)) if dtype == "float32" else 0
+                    threads = (BM // TM) * (BN // TN)
+                    # Two or more blocks an SM unless the thread tile needs > 128 registers.
+                    mb = 512 // threads if dtype == "float32" and TM * TN <= 64 else 0
                     for async_copy, stages in ((False, 2), (True, 3), (True, 4)):
-                        add(tile=(BM, BN, BK), thread_tile=(TM, TN), shared_memory=True, warp_tile=(WM, WN),
-                            vector_loads=True, smem_pad=vec, stages=stages, async_copy=async_copy, split_k=split,
-                            min_blocks=mb)
+                        add(tile=(BM, BN, BK), thread_tile=(TM, TN), warp_tile=(WM, WN), stages=stages,
+                            async_copy=async_copy, split_k=split, min_blocks=mb, **tuned)
         return specs
 
     @classmethod
     def default_spec(cls, problem, dtype):
         p = cls.normalize_problem(problem)
         if dtype == "float64":
-            base = cls(dtype=dtype, tile=(64, 64, 8), thread_tile=(4, 4), warp_tile=(16, 32), shared_memory=True,
-                       vector_loads=True, smem_pad=2, stages=3, async_copy=True)
-        else:
-            base = cls(dtype=dtype, **DEFAULT_F32)
-        # Fewer C tiles than SMs and a long K: split K so every SM gets work (about two blocks
-        # per SM), keeping each slice at least 256 long. Measured on an H200: split 4 at 1024^3,
-        # 8 at 127x4096x4096 and 4096x64x4096 (docs/benchmarks-matmul.md).
-        tiles = -(-p["M"] // base.tile[0]) * -(-p["N"] // base.tile[1])
+            return cls(dtype=dtype, tile=(64, 64, 8), thread_tile=(4, 4), warp_tile=(16, 32), shared_memory=True,
+                       vector_loads=True, smem_pad=2, stages=3, async_copy=True, repack=True)
+        # Fewer 128x128 C tiles than SMs and a long K: split K so every SM gets work (about
+        # two blocks per SM), keeping each slice at least 256 long. Measured on an H200:
+        # split 4 at 1024^3, 8 at 4096x64x4096 (docs/benchmarks-matmul.md).
+        tiles = -(-p["M"] // 128) * -(-p["N"] // 128)
         if tiles < 132 and p["K"] >= 512:
             split = min(8, -(-264 // tiles), p["K"] // 256)
             if split > 1:
-                base = base.replace(split_k=split, min_blocks=2 if dtype == "float32" else 0)
-        return base
+                return cls(dtype=dtype, **dict(SPLIT_F32, split_k=split))
+        return cls(dtype=dtype, **DEFAULT_F32)
 
     def prune_reason(self, problem, limits):
         if self.threads > limits.get("max_threads_per_block", 1024):
@@ -381,11 +451,13 @@ def tolerance_per_sqrt_k(dtype: str) -> float:
 class MatmulKernel(Kernel):
     """k(A, B, out=None, alpha=1.0, beta=0.0) -> C = alpha * A @ B + beta * out.
 
-    Entry points: kgen_matmul (element loads, any alignment), kgen_matmul_vec (16-byte
-    loads, chosen when every pointer and leading dimension allows it) and, with split_k,
-    kgen_matmul_splitk_reduce, which folds the K slices from a workspace into C.
-    The split-K workspace belongs to this kernel object: calls on different streams that
-    overlap in time would share it, so split-K kernels serialise through one stream.
+    Entry points: kgen_matmul (element loads, any alignment; absent with repack),
+    kgen_matmul_vec (16-byte loads, chosen when A, B and their leading dimensions allow
+    it), kgen_matmul_vec_cs (the same with element stores, for an unaligned C), with split_k or
+    tail_split_k kgen_matmul_splitk_reduce, which folds the K slices from a workspace into
+    C, and with repack kgen_matmul_repack, which aligns an operand for the vector kernel.
+    The workspaces belong to this kernel object: calls on different streams that overlap
+    in time would share them, so such kernels serialise through one stream.
     """
 
     spec: Matmul
@@ -395,40 +467,83 @@ class MatmulKernel(Kernel):
         self._scalar = self._np_dtype.type
         fmt_scalar = "f" if spec.dtype == "float32" else "d"
         shared = spec.shared_bytes
-        self._fn = self.function("kgen_matmul", shared)
-        self._fn.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
+        # With repack every call takes a vector entry point: no element-load kernel exists.
+        self._fn = None
+        if not spec.repack:
+            self._fn = self.function("kgen_matmul", shared)
+            self._fn.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
         self._fn_vec = None
         if spec.vector_loads:
             self._fn_vec = self.function("kgen_matmul_vec", shared)
             self._fn_vec.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
         self._fn_reduce = None
-        if spec.split_k > 1:
+        if spec.split_k > 1 or spec.tail_split_k > 1:
             self._fn_reduce = self.function("kgen_matmul_splitk_reduce")
             self._fn_reduce.prepare("PP" + "q" * 5 + "i" + fmt_scalar * 2)
-        self._workspace = None
-        self._workspace_bytes = 0
-        self._geometry: dict[tuple[int, int, int], tuple] = {}
+        self._fn_repack = self._fn_vec_cs = None
+        if spec.repack:
+            self._fn_repack = self.function("kgen_matmul_repack")
+            self._fn_repack.prepare("PP" + "q" * 4)
+            self._fn_vec_cs = self.function("kgen_matmul_vec_cs", shared)
+            self._fn_vec_cs.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
+        self._buffers: dict[str, Any] = {}
+        self._plans: dict[tuple, tuple] = {}
+        self._slots: dict[str, int] = {}
 
-    def _plan(self, M: int, N: int, K: int) -> tuple:
-        """Launch geometry and split plan per shape, computed once (calls repeat shapes)."""
-        key = (M, N, K)
-        plan = self._geometry.get(key)
-        if plan is None:
-            grid, block, shared = self.spec.launch_geometry(M, N, K)
+    def _plan(self, M: int, N: int, K: int, entry: str) -> tuple:
+        """The launches of one product, computed once per shape (calls repeat shapes): a
+        tuple of (first C row, rows, grid, K slices, K per slice). One part, or two with a
+        tail split."""
+        key = (M, N, K, entry)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        spec = self.spec
+        BM, BN, _ = spec.tile
+        tail_rows, tail_ways = 0, 1
+        if spec.tail_split_k > 1:
+            tail_rows, tail_ways = spec.tail_plan(M, N, K, self._resident_slots(entry))
+        head = M if not tail_rows else (-(-M // BM) - tail_rows) * BM
+        parts = []
+        for m0, rows, ways in ((0, head, None), (head, M - head, tail_ways)):
+            if rows <= 0:
+                continue
+            splits, chunk = spec.split_plan(K, ways)
+            grid = (-(-N // BN), -(-rows // BM), splits)
             if grid[1] > 65535:
                 raise ArrayError(f"M={M} needs {grid[1]} row blocks; at most 65535 fit in the grid "
                                  f"(use a larger tile[0] or split the product)")
-            splits, chunk = self.spec.split_plan(K)
-            plan = (grid, block, shared, splits, chunk)
-            if len(self._geometry) < 256:
-                self._geometry[key] = plan
+            parts.append((m0, rows, grid, splits, chunk))
+        plan = tuple(parts)
+        if len(self._plans) < 256:
+            self._plans[key] = plan
         return plan
 
-    def _workspace_for(self, nbytes: int):
-        if nbytes > self._workspace_bytes:
-            self._workspace = runtime.driver().mem_alloc(nbytes)
-            self._workspace_bytes = nbytes
-        return self._workspace
+    def _resident_slots(self, entry: str) -> int:
+        """Blocks the whole GPU runs at once for the entry point `entry`."""
+        slots = self._slots.get(entry)
+        if slots is None:
+            sms = runtime.device_limits()["multiprocessors"]
+            slots = sms * runtime.resident_blocks(self.function(entry), self.spec.threads, self.spec.shared_bytes)
+            self._slots[entry] = slots
+        return slots
+
+    def _buffer(self, name: str, nbytes: int):
+        """A device workspace of at least nbytes, kept and grown per name."""
+        held = self._buffers.get(name)
+        if held is None or held[1] < nbytes:
+            held = (runtime.driver().mem_alloc(max(nbytes, 16)), nbytes)
+            self._buffers[name] = held
+        return held[0]
+
+    def _repacked(self, name: str, ptr: int, ld: int, rows: int, cols: int, stream) -> tuple[int, int]:
+        """Copy a rows x cols operand (row stride ld) to an aligned buffer: (pointer, ld)."""
+        vec, item = self.spec.vec, self._np_dtype.itemsize
+        ldd = -(-cols // vec) * vec
+        dst = int(self._buffer(name, rows * ldd * item))
+        grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
+        self._fn_repack.prepared_async_call(grid, (256, 1, 1), stream, ptr, dst, rows, cols, ld, ldd)
+        return dst, ldd
 
     def __call__(self, A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, stream=None):
         spec = self.spec
@@ -463,35 +578,56 @@ class MatmulKernel(Kernel):
         return c.owner
 
     def _launch(self, pa, pb, pc, M, N, K, lda, ldb, ldc, alpha, beta, stream):
-        grid, block, shared, splits, chunk = self._plan(M, N, K)
-        vec = self.spec.vec
-        item = self._np_dtype.itemsize
-        scalar = self._scalar
-        if splits > 1:
-            # Slices go to a workspace with a 16-byte-aligned row stride; the reduce kernel
-            # applies alpha and beta once.
-            ldw = -(-N // vec) * vec
-            stride = M * ldw
-            ws = int(self._workspace_for(splits * stride * item))
-            target, ldt, t_stride, a_, b_ = ws, ldw, stride, 1.0, 0.0
-        else:
-            target, ldt, t_stride, a_, b_ = pc, ldc, 0, alpha, beta
-        fn = self._fn
-        if self._fn_vec is not None and not (pa % 16 or pb % 16 or target % 16 or lda % vec or ldb % vec
-                                             or ldt % vec):
-            fn = self._fn_vec
+        spec = self.spec
+        vec, item, scalar = spec.vec, self._np_dtype.itemsize, self._scalar
+        block, shared = spec.launch_geometry(M, N, K)[1:]
         drv = runtime.driver()
         try:
-            fn.prepared_async_call(grid, block, stream, pa, pb, target, M, N, K, lda, ldb, ldt, chunk, t_stride,
-                                   scalar(a_), scalar(b_), shared_size=shared)
-            if splits > 1:
-                total = M * N
+            # 16-byte loads when A and B allow them (after repacking, they do); 16-byte
+            # stores when the part's target (C, or the aligned split-K workspace) does.
+            vec_loads = c_ok = False
+            if self._fn_vec is not None:
+                a_ok = not (pa % 16 or lda % vec)
+                b_ok = not (pb % 16 or ldb % vec)
+                c_ok = not (pc % 16 or ldc % vec)
+                if self._fn_repack is not None:
+                    # Storage rows x contiguous columns of each operand, as the kernel reads it.
+                    if not a_ok:
+                        dims = (M, K) if spec.layout_a == "row" else (K, M)
+                        pa, lda = self._repacked("A", pa, lda, *dims, stream)
+                    if not b_ok:
+                        dims = (K, N) if spec.layout_b == "row" else (N, K)
+                        pb, ldb = self._repacked("B", pb, ldb, *dims, stream)
+                    a_ok = b_ok = True
+                vec_loads = a_ok and b_ok
+            entry = "kgen_matmul_vec" if vec_loads else "kgen_matmul"
+            for m0, rows, grid, splits, chunk in self._plan(M, N, K, entry):
+                fn = self._fn
+                if vec_loads and (splits > 1 or c_ok):
+                    fn = self._fn_vec
+                elif vec_loads and self._fn_vec_cs is not None:
+                    fn = self._fn_vec_cs
+                # C rows m0.. of the product: A's rows m0.. (a column offset when A is stored
+                # column-major) times all of B.
+                a0 = pa + m0 * (lda if spec.layout_a == "row" else 1) * item
+                c0 = pc + m0 * ldc * item
+                if splits == 1:
+                    fn.prepared_async_call(grid, block, stream, a0, pb, c0, rows, N, K, lda, ldb, ldc, chunk, 0,
+                                           scalar(alpha), scalar(beta), shared_size=shared)
+                    continue
+                # Slices go to a workspace with a 16-byte-aligned row stride; the reduce kernel
+                # applies alpha and beta once, summing the slices in a fixed order.
+                ldw = -(-N // vec) * vec
+                stride = rows * ldw
+                ws = int(self._buffer("split", splits * stride * item))
+                fn.prepared_async_call(grid, block, stream, a0, pb, ws, rows, N, K, lda, ldb, ldw, chunk, stride,
+                                       scalar(1.0), scalar(0.0), shared_size=shared)
+                total = rows * N
                 rgrid = (max(1, min(-(-total // 256), 132 * 16)), 1, 1)
-                self._fn_reduce.prepared_async_call(rgrid, (256, 1, 1), stream, target, pc, M, N, ldt, ldc, t_stride,
+                self._fn_reduce.prepared_async_call(rgrid, (256, 1, 1), stream, ws, c0, rows, N, ldw, ldc, stride,
                                                     splits, scalar(alpha), scalar(beta))
         except drv.Error as exc:
-            raise RuntimeError(f"kernel launch failed (grid={grid}, block={block}, shared={shared} bytes): "
-                               f"{exc}") from None
+            raise RuntimeError(f"kernel launch failed (spec {spec.to_json()}, M={M} N={N} K={K}): {exc}") from None
 
     def _host_layout(self, x, name, layout):
         if not isinstance(x, np.ndarray) or x.ndim != 2:
