@@ -51,8 +51,18 @@ from .spec import Spec, families, spec_from_json
 STRATEGIES = ("exhaustive", "random", "guided")
 # The guided strategy evaluates batches of up to GUIDED_BATCH candidates (compiled in parallel)
 # and stops after GUIDED_PATIENCE batches in a row that did not improve the best by 0.5%.
+# (Replayed on the recorded exhaustive 3000x5000x700 tune of an H200, where two basins lie
+# 3% apart, patience 6 settled in the wrong one for 7 seeds of 20; 16 with spread guesses
+# for 1 of 20, launching 14% of the space on average.)
 GUIDED_BATCH = 16
-GUIDED_PATIENCE = 6
+GUIDED_PATIENCE = 16
+# The space-filling start covers GUIDED_START_BATCHES batches (at most a third of the budget);
+# later batches give GUIDED_NEAR_SHARE of their places to neighbours of the leaders and the
+# rest to the model's best guesses anywhere.
+GUIDED_START_BATCHES = 3
+GUIDED_NEAR_SHARE = 0.5
+# The model's guesses in one batch differ pairwise in more than GUIDED_SPREAD fields.
+GUIDED_SPREAD = 2
 STATUSES = ("ok", "pruned", "compile-error", "launch-error", "wrong-result", "compiled")
 
 # Limits of each architecture, for --dry-run without a GPU. With a GPU the tuner asks the
@@ -661,6 +671,17 @@ def _feature_matrix(specs: Sequence[Spec]) -> np.ndarray:
     return X
 
 
+def _code_matrix(specs: Sequence[Spec]) -> np.ndarray:
+    """The specs' flattened field values as integer codes, one column per field."""
+    rows = [[json.dumps(v) for _, v in _leaves(s)] for s in specs]
+    cols = list(zip(*rows)) if rows else []
+    codes = []
+    for col in cols:
+        lookup = {v: n for n, v in enumerate(sorted(set(col)))}
+        codes.append([lookup[v] for v in col])
+    return np.array(codes, dtype=np.int64).T if codes else np.zeros((len(specs), 0), dtype=np.int64)
+
+
 def _quadratic(X: np.ndarray) -> np.ndarray:
     n, d = X.shape
     cols = [np.ones(n)] + [X[:, i] for i in range(d)]
@@ -1096,6 +1117,7 @@ class _Tuner:
         budget = self._budget(n)
         self.target = budget
         X = _feature_matrix(survivors)
+        self._codes = _code_matrix(survivors)
         keys = [s.key for s in survivors]  # spec.key hashes the JSON each time: compute once
         index = {k: i for i, k in enumerate(keys)}
         batch = max(4, min(GUIDED_BATCH, budget // 4))
@@ -1113,7 +1135,7 @@ class _Tuner:
         if default.key in index and default.key not in self.records:
             start.append(index[default.key])
         known = [index[k] for k in self.records if k in index]
-        n0 = min(max(batch, min(budget // 3, 3 * batch)), budget) - launched()
+        n0 = min(max(batch, min(budget // 3, GUIDED_START_BATCHES * batch)), budget) - launched()
         start += _maximin(X, [i for i in untried() if i not in start], n0 - len(start), known + start, self.rng)
         self._run_batch([survivors[i] for i in start])
         stale, best_seen = 0, self.best_ms
@@ -1134,9 +1156,9 @@ class _Tuner:
             else:
                 stale += 1
             # Converged: `patience` batches in a row without a gain beyond the timing noise
-            # (0.5%), or no untried near neighbour of the leader left after three.
+            # (0.5%), or no untried near neighbour of the leaders left after three.
             if launched() - first >= 4 * batch and (stale >= self.patience
-                                                     or stale >= 3 and not self._near(X, ok, pool, 1, 4)):
+                                                     or stale >= 3 and not self._near(X, ok, pool, 3, 4)):
                 self.stopped = f"guided search converged after launching {launched()} of {n} candidates"
                 break
         if self._over_budget():
@@ -1144,10 +1166,19 @@ class _Tuner:
             self.complete = False
 
     def _near(self, X, ok, pool, tops: int, k: int) -> list[int]:
-        """Untried rows among the k nearest neighbours of each of the `tops` fastest."""
+        """Untried rows among the k nearest neighbours of `tops` leaders: the fastest, then
+        the good ones (within 10% of it) farthest from the leaders already chosen, so that
+        a second basin (say, another tile shape a few % behind) is refined too rather than
+        only the neighbourhood of the first."""
         if not pool:
             return []
-        leaders = [i for i, _ in sorted(ok, key=lambda t: t[1])[:tops]]
+        ranked = sorted(ok, key=lambda t: t[1])
+        good = [i for i, t in ranked if t <= ranked[0][1] * 1.10]
+        leaders = [good[0]]
+        while len(leaders) < min(tops, len(good)):
+            rest = [i for i in good if i not in leaders]
+            far = [float(np.min(np.linalg.norm(X[leaders] - X[i], axis=1))) for i in rest]
+            leaders.append(rest[int(np.argmax(far))])
         near: list[int] = []
         P = X[pool]
         for i in leaders:
@@ -1164,8 +1195,22 @@ class _Tuner:
         # Half of the batch near the three leaders (ranked by the model), half the model's
         # best guesses anywhere: local refinement without losing sight of other basins.
         near = sorted(self._near(X, ok, pool, 3, 6), key=lambda i: pred[i])
-        pick = near[: (count + 1) // 2]
+        pick = near[: max(1, round(count * GUIDED_NEAR_SHARE))]
+        # The model's guesses are spread out: each differs from the guesses already in the
+        # batch in more than GUIDED_SPREAD fields, so one batch probes several basins (say,
+        # two tile shapes a few % apart) instead of one basin's close variants.
+        guesses: list[int] = []
         for i in by_pred:
+            if len(pick) + len(guesses) >= count:
+                break
+            if i in pick:
+                continue
+            if GUIDED_SPREAD and guesses and \
+                    np.min((self._codes[guesses] != self._codes[i]).sum(axis=1)) <= GUIDED_SPREAD:
+                continue
+            guesses.append(i)
+        pick += guesses
+        for i in by_pred:  # too few distinct guesses: fill up in the model's order
             if len(pick) >= count:
                 break
             if i not in pick:

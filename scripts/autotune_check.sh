@@ -28,3 +28,5 @@ for i in 1 2; do
     { time python3 -m kgen tune matmul --shape 4096x4096x4096 --strategy exhaustive --quiet; } >> "$out/db_hit.log" 2>&1
 done
 tail -n 40 "$out/db_hit.log"
+# One file to bring back: every log and JSON record of this run.
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
