@@ -51,11 +51,12 @@ from .spec import Spec, families, spec_from_json
 STRATEGIES = ("exhaustive", "random", "guided")
 # The guided strategy evaluates batches of up to GUIDED_BATCH candidates (compiled in parallel)
 # and stops after GUIDED_PATIENCE batches in a row that did not improve the best by 0.5%.
-# (Replayed on the recorded exhaustive 3000x5000x700 tune of an H200, where two basins lie
-# 3% apart, patience 6 settled in the wrong one for 7 seeds of 20; 16 with spread guesses
-# for 1 of 20, launching 14% of the space on average.)
+# Replayed on recorded exhaustive tunes of an H200 (scripts/guided_replay.py), where two
+# basins of 3000x5000x700 lie 3% apart, patience 6 settled in the wrong one for 7 seeds of
+# 20; patience 24 with spread guesses for none of 60 over three recordings, launching 15-20%
+# of the space on average.
 GUIDED_BATCH = 16
-GUIDED_PATIENCE = 16
+GUIDED_PATIENCE = 24
 # The space-filling start covers GUIDED_START_BATCHES batches (at most a third of the budget);
 # later batches give GUIDED_NEAR_SHARE of their places to neighbours of the leaders and the
 # rest to the model's best guesses anywhere.

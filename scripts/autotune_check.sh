@@ -15,11 +15,11 @@ tune() {  # tune NAME ARGS...: one logged, timed `kgen tune matmul` run
     tail -n 25 "$out/$name.log"
 }
 tune t4096_exhaustive --shape 4096x4096x4096 --strategy exhaustive --compare
-for seed in 1 2; do
+for seed in 1 2 3; do
     tune t4096_guided_$seed --shape 4096x4096x4096 --strategy guided --seed $seed --db /tmp/kgen-g4096-$seed.sqlite3
 done
 tune t3000_exhaustive --shape 3000x5000x700 --strategy exhaustive --compare
-for seed in 1 2; do
+for seed in 1 2 3; do
     tune t3000_guided_$seed --shape 3000x5000x700 --strategy guided --seed $seed --db /tmp/kgen-g3000-$seed.sqlite3
 done
 # The same problem again: answered from the database.
