@@ -121,8 +121,8 @@ class Matmul(Spec):
         if not self.shared_memory:
             # The global-memory kernel is the textbook baseline: the pipeline knobs need tiles.
             for name, off in (("warp_tile", (0, 0)), ("vector_loads", False), ("stages", 1),
-                              ("async_copy", False), ("split_k", 1), ("prefetch_fragments", False), ("interior_fast_path", False),
-                              ("repack", False), ("tail_split_k", 1)):
+                              ("async_copy", False), ("split_k", 1), ("prefetch_fragments", False),
+                              ("interior_fast_path", False), ("repack", False), ("tail_split_k", 1)):
                 if getattr(self, name) != off:
                     fail(name, getattr(self, name), f"{off!r} without shared memory (set shared_memory=true)")
             return
