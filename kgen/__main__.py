@@ -1,3 +1,3 @@
-from .cli import main
+from .cli.main import main
 import sys
 sys.exit(main())

@@ -16,8 +16,8 @@ import sys
 import tempfile
 
 import kgen
-from kgen.autotune import RecordedRunner
-from kgen.spec import families, spec_from_dict
+from kgen.tune.tuner import RecordedRunner
+from kgen.core.spec import families, spec_from_dict
 
 
 def load(path):

@@ -2,7 +2,7 @@
 shape, in one run: prefetch_fragments (register fragments double-buffered across the tile
 barrier), repack (unaligned operands copied to an aligned buffer for the vector kernel) and
 tail_split_k (a partial last wave computed with K split). All specs compile in parallel
-first; every spec is checked against float64 before it is timed (kgen.bench_matmul.run).
+first; every spec is checked against float64 before it is timed (kgen.bench.matmul.run).
 
     python3 scripts/matmul_pipeline_sweep.py ROUND OUT.json [MxNxK ...]
 
@@ -15,8 +15,9 @@ import json
 import sys
 
 import kgen
-from kgen import bench_matmul, runtime
-from kgen.bench_matmul import _ASYNC, _F32, _WIDE
+from kgen.bench import matmul as bench_matmul
+from kgen.core import runtime
+from kgen.bench.matmul import _ASYNC, _F32, _WIDE
 
 PF = dict(prefetch_fragments=True)
 _REG2 = dict(tile=(64, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), stages=2, min_blocks=4, **_F32)

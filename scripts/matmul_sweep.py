@@ -12,8 +12,8 @@ import sys
 import time
 
 import kgen
-from kgen import bench_matmul as bm
-from kgen import runtime
+from kgen.bench import matmul as bm
+from kgen.core import runtime
 
 F = dict(shared_memory=True, vector_loads=True)
 
@@ -135,7 +135,7 @@ def main():
     # Start CUDA here, in the main thread: worker threads must never be the first to touch
     # pycuda (they would push the context on their own stack).
     runtime.driver()
-    arch = kgen.kernel.default_arch()
+    arch = kgen.core.kernel.default_arch()
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(lambda s: kgen.compile(s, arch), big + split + [bm._spec(f, "float32") for f in bm.BASELINES.values()]))
     print(f"compiled {len(big) + len(split)} specs in {time.time() - t0:.1f} s", flush=True)

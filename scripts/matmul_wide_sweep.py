@@ -5,7 +5,8 @@ import json
 import sys
 
 import kgen
-from kgen import bench_matmul, runtime
+from kgen.bench import matmul as bench_matmul
+from kgen.core import runtime
 
 base = dict(shared_memory=True, vector_loads=True, smem_pad=4)
 specs = []

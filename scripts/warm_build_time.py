@@ -7,7 +7,7 @@ import sys
 import time
 
 import kgen
-from kgen import compiler, runtime
+from kgen.core import compiler, runtime
 
 spec = kgen.Matmul(shared_memory=True, tile=(64, 64, 16), thread_tile=(4, 4))
 runtime.driver()  # context creation is not part of the build

@@ -12,7 +12,7 @@ import pytest
 
 def _gpu_reason() -> str | None:
     try:
-        from kgen import runtime
+        from kgen.core import runtime
 
         ok, why = runtime.gpu_available()
     except Exception as exc:  # noqa: BLE001 - any failure means "no GPU here"

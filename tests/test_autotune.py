@@ -17,12 +17,12 @@ import time
 import pytest
 
 import kgen
-from kgen.autotune import (ARCH_LIMITS, DeviceInfo, RecordedRunner, TuneError, TuneResult, arch_limits,
+from kgen.tune.tuner import (ARCH_LIMITS, DeviceInfo, RecordedRunner, TuneError, TuneResult, arch_limits,
                            plot_records, ptxas_reason, separated, toolchain_version)
-from kgen.autotune import autotune as tune
-from kgen.compiler import CompileError, clear_memory_cache
-from kgen.dispatch import forget, select
-from kgen.tunedb import TuneDB, problem_key
+from kgen.tune.tuner import autotune as tune
+from kgen.core.compiler import CompileError, clear_memory_cache
+from kgen.tune.dispatch import forget, select
+from kgen.tune.db import TuneDB, problem_key
 
 P4096 = {"M": 4096, "N": 4096, "K": 4096}
 DEVICE = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
@@ -323,9 +323,9 @@ def test_bad_requests_name_what_is_allowed(db):
 # -- dispatch -------------------------------------------------------------------------------
 
 def _store(db, problem, spec, ms, device=DEVICE, family="matmul", nvcc=None, version=None):
-    from kgen.autotune import identity
+    from kgen.tune.tuner import identity
 
-    cls = kgen.spec.families()[family]
+    cls = kgen.core.spec.families()[family]
     ident = identity(cls, cls.normalize_problem(problem), "float32", device)
     if nvcc:
         ident["nvcc"] = nvcc
@@ -398,16 +398,16 @@ def test_autotune_result_feeds_dispatch(db):
 
 @pytest.fixture
 def recorded_gpu(monkeypatch):
-    import kgen.autotune as _  # noqa: F401
+    import kgen.tune.tuner as _  # noqa: F401
     import sys
 
-    mod = sys.modules["kgen.autotune"]
+    mod = sys.modules["kgen.tune.tuner"]
     monkeypatch.setattr(mod, "CudaRunner", lambda seed=None: RecordedRunner(landscape, noise=0.005))
     return mod
 
 
 def test_cli_tunes_prints_table_and_plots_then_hits_the_database(tmp_path, recorded_gpu, capsys, monkeypatch):
-    from kgen import tune_cli
+    from kgen.cli import tune as tune_cli
 
     monkeypatch.setattr(kgen.Reduce, "search_space", classmethod(small_space))
     dbp, plot, js = str(tmp_path / "t.sqlite3"), str(tmp_path / "p.svg"), str(tmp_path / "r.json")
@@ -428,7 +428,7 @@ def test_cli_tunes_prints_table_and_plots_then_hits_the_database(tmp_path, recor
 
 
 def test_cli_errors_are_one_line(capsys):
-    from kgen import tune_cli
+    from kgen.cli import tune as tune_cli
 
     assert tune_cli.main(["matmul"]) == 2
     assert "needs --shape" in capsys.readouterr().err
@@ -442,7 +442,7 @@ def test_cli_errors_are_one_line(capsys):
 def test_cli_dry_run_compiles_in_a_pool_without_a_gpu(tmp_path, capsys, monkeypatch):
     """--dry-run --arch sm_90: enumerate, prune, compile the survivors in worker processes,
     print counts and ptxas resources; the cubins land in the shared disk cache."""
-    from kgen import tune_cli
+    from kgen.cli import tune as tune_cli
 
     assert tune_cli.main(["reduce", "--op", "dot", "--n", "16777216", "--dry-run", "--arch", "sm_90",
                           "--max-configs", "3", "--workers", "2", "--strategy", "exhaustive", "--quiet"]) == 0
@@ -499,7 +499,7 @@ def test_restrict_keeps_part_of_the_space_and_is_stored_apart(db):
 
 
 def test_cli_where_parses_values():
-    from kgen.tune_cli import _where
+    from kgen.cli.tune import _where
 
     assert _where(["stages=2,3", "tile=128x128x8", "async_copy=true"]) == {
         "stages": [2, 3], "tile": [(128, 128, 8)], "async_copy": [True]}
@@ -525,7 +525,7 @@ def test_time_budget_stops_taking_candidates(db):
 
 
 def test_a_broken_context_stops_the_run_and_the_next_run_resumes_past_it(db):
-    from kgen.autotune import ContextLost
+    from kgen.tune.tuner import ContextLost
 
     bad = {}
 

@@ -10,9 +10,9 @@ import pytest
 
 import kgen
 from conftest import rel_error
-from kgen.autotune import TuneError
-from kgen.autotune import autotune as tune
-from kgen.dispatch import forget, select
+from kgen.tune.tuner import TuneError
+from kgen.tune.tuner import autotune as tune
+from kgen.tune.dispatch import forget, select
 
 pytestmark = pytest.mark.gpu
 
@@ -54,7 +54,7 @@ def test_wrong_results_are_caught_by_verification(tmp_path, monkeypatch):
 
 def test_verification_on_the_gpu_matches_the_host(tmp_path):
     """Large outputs are compared on the GPU; the error must agree with a host comparison."""
-    from kgen.autotune import CudaRunner
+    from kgen.tune.tuner import CudaRunner
 
     p = {"M": 512, "N": 512, "K": 256}
     runner = CudaRunner(seed=0)
@@ -102,7 +102,7 @@ def test_matmul_dispatch_numpy_and_transposed_device_views():
 
 
 def test_cli_tune_and_database_hit(tmp_path, capsys):
-    from kgen import tune_cli
+    from kgen.cli import tune as tune_cli
 
     argv = ["matmul", "--shape", "300x200x100", "--strategy", "guided", "--max-configs", "12",
             "--db", str(tmp_path / "c.sqlite3"), "--plot", str(tmp_path / "p.svg"), "--quiet"]

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import kgen
-from kgen import cache as cache_mod
-from kgen import compiler
-from kgen.cache import DiskCache, decode, encode
+from kgen.core import cache as cache_mod
+from kgen.core import compiler
+from kgen.core.cache import DiskCache, decode, encode
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCH = "sm_90"

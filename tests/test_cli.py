@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import kgen
-from kgen import compiler
+from kgen.core import compiler
 
 
 def run(*args, **kw):
@@ -66,7 +66,7 @@ def test_info_and_cache_commands(tmp_path):
 
 @pytest.mark.nvcc
 def test_demo_without_gpu_compiles_and_says_where(tmp_path):
-    from kgen import runtime
+    from kgen.core import runtime
 
     if runtime.gpu_available()[0]:
         pytest.skip("a GPU is present: the demo runs kernels instead")

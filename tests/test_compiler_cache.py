@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import kgen
-from kgen import cache, compiler
+from kgen.core import cache, compiler
 
 SRC = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 
@@ -89,7 +89,7 @@ def test_cache_entries_are_checked(tmp_path):
 
 
 def test_build_without_pycuda_or_gpu_says_what_is_missing():
-    from kgen import runtime
+    from kgen.core import runtime
 
     ok, why = runtime.gpu_available()
     if ok:

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import kgen
-from kgen import ArrayError, NoGPUError, SpecError, ToolchainError, compiler, runtime
-from kgen.cli import main as cli_main
+from kgen import ArrayError, NoGPUError, SpecError, ToolchainError
+from kgen.core import compiler, runtime
+from kgen.cli.main import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -215,7 +216,7 @@ def test_nvcc_failure_of_a_custom_reduction_names_the_expressions(monkeypatch):
     (from kgen.compile and kgen.build alike) says which expressions were in it."""
     if _custom_field() != "map_expr":
         pytest.skip("this Reduce has no map_expr field")
-    from kgen import kernel as kernel_mod
+    from kgen.core import kernel as kernel_mod
 
     spec = kgen.Reduce(op="custom", dtype="float32", map_expr="x * x", combine="a + b", identity="0")
 
@@ -232,7 +233,7 @@ def test_nvcc_failure_of_a_custom_reduction_names_the_expressions(monkeypatch):
 # ---------------------------------------------------------------------------------
 
 class GPUArray:
-    """Looks like a pycuda GPUArray to kgen.runtime (type name and gpudata), backed by
+    """Looks like a pycuda GPUArray to kgen.core.runtime (type name and gpudata), backed by
     host memory so tests can see whether anything was written."""
 
     def __init__(self, array: np.ndarray):
@@ -534,8 +535,8 @@ def test_nvcc_missing_from_path(no_nvcc, tmp_path, monkeypatch):
 def test_nvcc_missing_in_the_cli_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     env.update(PATH=str(tmp_path), KGEN_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
-    code = ("import sys; import kgen.compiler as c; c.CUDA_ROOTS = (); "
-            "from kgen.cli import main; sys.exit(main(sys.argv[1:]))")
+    code = ("import sys; import kgen.core.compiler as c; c.CUDA_ROOTS = (); "
+            "from kgen.cli.main import main; sys.exit(main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, "demo", "--out", str(tmp_path / "demo")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode != 0
@@ -561,7 +562,7 @@ def test_bad_arch(arch, monkeypatch):
         kgen.compile(kgen.Reduce(), arch or "x")
     monkeypatch.setenv("KGEN_ARCH", arch or "sm 90")
     with pytest.raises(ValueError, match="arch="):
-        kgen.kernel.default_arch()
+        kgen.core.kernel.default_arch()
 
 
 def test_not_a_spec():
@@ -589,7 +590,7 @@ class _FakePycuda:
         monkeypatch.setitem(sys.modules, "pycuda", pkg)
         monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
         monkeypatch.setattr(runtime, "_state", {})
-        kgen.kernel._built.clear()
+        kgen.core.kernel._built.clear()
 
 
 def test_no_pycuda(monkeypatch):
@@ -627,7 +628,7 @@ def test_gpu_commands_without_a_gpu_are_one_line(argv, tmp_path):
     """With pycuda unavailable (as on a machine without CUDA), the commands that need a
     GPU exit with status 2 and one line saying what is missing."""
     code = ("import sys; sys.modules['pycuda'] = None; sys.modules['pycuda.driver'] = None; "
-            "from kgen.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from kgen.cli.main import main; sys.exit(main(sys.argv[1:]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KGEN_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
                           timeout=300, cwd=tmp_path)
@@ -709,7 +710,7 @@ def test_dispatch_refuses_bad_calls_before_building(monkeypatch):
     def no_build(*a, **k):
         raise AssertionError("a kernel was built for a call that should have been refused")
 
-    monkeypatch.setattr(kgen.kernel, "build", no_build)
+    monkeypatch.setattr(kgen.core.kernel, "build", no_build)
     a = np.ones((3, 4), np.float32)
     with pytest.raises(ArrayError, match="inner dimensions"):
         kgen.matmul(a, np.ones((5, 2), np.float32))

@@ -8,9 +8,9 @@ import concurrent.futures as cf
 import pytest
 
 import kgen
-from kgen import bench_matmul
+from kgen.bench import matmul as bench_matmul
 from kgen.ops.matmul import Matmul
-from kgen.spec import SpecError
+from kgen.core.spec import SpecError
 
 LIMITS = {"max_threads_per_block": 1024, "max_shared_per_block_optin": 227 * 1024, "multiprocessors": 132,
           "l2_bytes": 50 << 20}

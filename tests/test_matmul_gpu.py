@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kgen
-from kgen import bench_matmul
+from kgen.bench import matmul as bench_matmul
 from kgen.ops.matmul import Matmul
 from conftest import rel_error
 
@@ -58,8 +58,8 @@ def _prebuild():
     """Compile every spec (in both layouts) up front, in parallel: nvcc dominates otherwise."""
     specs = [s.replace(layout_a=a, layout_b=b) for sp in SPACE.values() for s in sp
              for a in ("row", "col") for b in ("row", "col")]
-    from kgen import runtime
-    from kgen.kernel import default_arch
+    from kgen.core import runtime
+    from kgen.core.kernel import default_arch
 
     runtime.driver()  # CUDA starts in this thread, never in a compile worker
     arch = default_arch()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 import kgen
-from kgen import bench_matmul
+from kgen.bench import matmul as bench_matmul
 from kgen.ops.matmul import Matmul
-from kgen.spec import SpecError
+from kgen.core.spec import SpecError
 
 W16 = Matmul(**bench_matmul._W16)
 SMALL = Matmul(tile=(64, 64, 8), thread_tile=(4, 4), warp_tile=(16, 32), shared_memory=True, vector_loads=True,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import kgen
-from kgen import bench_matmul
+from kgen.bench import matmul as bench_matmul
 from kgen.ops.matmul import Matmul
 from conftest import rel_error
 from test_matmul_gpu import SIZE, _device

@@ -208,7 +208,7 @@ def test_compile_error_of_custom_expression_names_it(monkeypatch):
     """An expression the Python checks accept but nvcc refuses comes back naming it."""
     spec = Reduce(op="custom", map_expr="x * 2", combine="a + b", identity="0")
     # Break the rendered source behind the spec's back to force nvcc to fail.
-    import kgen.kernel as kk
+    import kgen.core.kernel as kk
 
     real_render = kk.render
     monkeypatch.setattr(kk, "render", lambda s, standalone=False: real_render(s) + "\n#error forced\n")

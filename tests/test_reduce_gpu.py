@@ -65,7 +65,7 @@ def kernels():
     # Compile the whole pool in parallel first (nvcc is the slow part), then load. The
     # arch is found here, in the main thread: worker threads must not touch CUDA (pycuda
     # aborts at exit if a thread ends with a context pushed).
-    from kgen.kernel import default_arch
+    from kgen.core.kernel import default_arch
 
     arch = default_arch()
     with concurrent.futures.ThreadPoolExecutor(16) as ex:
@@ -134,7 +134,7 @@ def _check(spec: Reduce, got: float, inputs: list[np.ndarray], sms: int) -> None
 def test_random_specs_match_float64(kernels, which, n, lib, off_x, off_y, seed):
     if lib == "torch":
         pytest.importorskip("torch")
-    from kgen import runtime
+    from kgen.core import runtime
 
     spec, k = POOL[which], kernels[which]
     rng = np.random.default_rng(seed)

@@ -9,8 +9,8 @@ import jinja2
 import pytest
 
 import kgen
-from kgen import compiler
-from kgen.render import environment
+from kgen.core import compiler
+from kgen.core.render import environment
 
 
 def test_render_is_byte_identical_in_and_across_processes():

@@ -1,1 +1,2 @@
-"""Kernel families: one module and one template each."""
+"""Kernel families: one module and one template each. Importing this package registers them all."""
+from . import matmul, reduce  # noqa: F401

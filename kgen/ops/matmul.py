@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import runtime
-from ..kernel import Kernel
-from ..runtime import ArrayError
-from ..spec import Spec, fail, register_family
+from ..core import runtime
+from ..core.kernel import Kernel
+from ..core.runtime import ArrayError
+from ..core.spec import Spec, fail, register_family
 
 # Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
 MAX_SHARED_BYTES = 227 * 1024

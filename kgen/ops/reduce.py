@@ -27,11 +27,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import runtime
-from ..compiler import CompileError
-from ..kernel import Kernel
-from ..runtime import ArrayError
-from ..spec import DTYPES, Spec, SpecError, fail, register_family
+from ..core import runtime
+from ..core.compiler import CompileError
+from ..core.kernel import Kernel
+from ..core.runtime import ArrayError
+from ..core.spec import DTYPES, Spec, SpecError, fail, register_family
 
 STRATEGIES = ("shared_tree", "warp_shuffle", "two_pass", "atomic", "single_pass")
 ACCUMULATE = ("native", "float64", "kahan")

@@ -13,7 +13,8 @@ import sys
 import time
 from typing import Any
 
-from .autotune import STRATEGIES, TuneError, TuneResult, autotune, plot_records
+from .. import ops as _families  # noqa: F401 - registers every family
+from ..tune.tuner import STRATEGIES, TuneError, TuneResult, autotune, plot_records
 
 
 class ProgressBar:
@@ -147,7 +148,7 @@ def main(argv: list[str]) -> int:
 
 
 def _list(args) -> int:
-    from .tunedb import open_db
+    from ..tune.db import open_db
 
     db = open_db(args.db)
     rows = db.all_results()
@@ -161,7 +162,7 @@ def _list(args) -> int:
 
 
 def _tune(args) -> int:
-    from .spec import families
+    from ..core.spec import families
 
     if args.family not in families():
         raise TuneError(f"unknown family {args.family!r}; allowed: {sorted(families())} or 'list'")
@@ -211,7 +212,7 @@ def _counts_line(c: dict[str, int]) -> str:
 
 
 def _print_result(r: TuneResult, top: int, wall: float) -> None:
-    from .spec import families
+    from ..core.spec import families
 
     head = f"{r.family} {r.dtype} {json.dumps(r.problem)} on {r.device} ({r.arch}), strategy {r.strategy}"
     print(head)
@@ -236,7 +237,7 @@ def _print_dry(r: TuneResult) -> None:
     print(_counts_line(r.counts) + f"; {r.elapsed_s:.1f} s")
     compiled = r.by_status("compiled")
     print(f"{len(compiled)} compiled and kept:")
-    from .autotune import _field_text, _varying_fields
+    from ..tune.tuner import _field_text, _varying_fields
 
     varying = _varying_fields([x.spec for x in r.records]) or []
     print(f"  {'regs':>5} {'smem B':>7} {'stack':>6} {'spill':>6}  " + "  ".join(varying))
@@ -261,9 +262,9 @@ def _compare(r: TuneResult) -> dict[str, Any]:
     """Time the winner and torch's equivalent (cuBLAS for matmul) the same way, same process."""
     import numpy as np
 
-    from .kernel import build
-    from .spec import families
-    from .timing import time_calls
+    from ..core.kernel import build
+    from ..core.spec import families
+    from ..core.timing import time_calls
 
     try:
         import torch

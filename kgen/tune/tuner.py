@@ -4,7 +4,7 @@
                            strategy="guided")
     result.best, result.best_ms, result.records, print(result.table())
 
-The tuner knows families only through the interface in kgen.spec (search_space,
+The tuner knows families only through the interface in kgen.core.spec (search_space,
 prune_reason, make_inputs, reference_output, tolerance_for, ...). A run:
 
  1. enumerates the space and prunes it before compiling (the family's prune_reason
@@ -23,7 +23,7 @@ prune_reason, make_inputs, reference_output, tolerance_for, ...). A run:
     winner is separated from the runner-up by more than the noise, or a cap is hit
     (the result then says the top two are tied);
  7. writes every record as it goes, and the result at the end, to the tuning
-    database (kgen.tunedb), so a second run returns at once and an interrupted
+    database (kgen.tune.db), so a second run returns at once and an interrupted
     run resumes.
 
 Strategies: "exhaustive" (every candidate), "random" (a uniform sample), and
@@ -45,8 +45,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import __version__
-from .spec import Spec, families, spec_from_json
+from .. import __version__
+from .. import ops as _families  # noqa: F401 - registers every family
+from ..core.spec import Spec, families, spec_from_json
 
 STRATEGIES = ("exhaustive", "random", "guided")
 # The guided strategy evaluates batches of up to GUIDED_BATCH candidates (compiled in parallel)
@@ -269,7 +270,7 @@ def arch_limits(arch: str) -> dict[str, int]:
 def cuda_device_info() -> DeviceInfo:
     """Name, arch and limits of the GPU. Makes no context current (creating one costs a few
     hundred milliseconds, too much for a tuning-database hit or a dispatch lookup)."""
-    from . import runtime
+    from ..core import runtime
 
     dev = runtime.device()
     import pycuda.driver as drv
@@ -300,8 +301,8 @@ class CudaRunner:
     def prepare(self, cls: type[Spec], problem: dict[str, Any], dtype: str, seed: int | None = None) -> None:
         from pycuda import gpuarray
 
-        from . import runtime
-        from .timing import L2Flusher
+        from ..core import runtime
+        from ..core.timing import L2Flusher
 
         runtime.driver()
         rng = np.random.default_rng(seed)
@@ -350,7 +351,7 @@ class CudaRunner:
         return got
 
     def _call(self, spec: Spec) -> Callable[[], object]:
-        from .kernel import build
+        from ..core.kernel import build
 
         try:
             k = build(spec)
@@ -360,7 +361,7 @@ class CudaRunner:
         return lambda: k(*ins, out=out)
 
     def _check_context(self) -> None:
-        from . import runtime
+        from ..core import runtime
 
         try:
             runtime.driver().Context.synchronize()
@@ -369,7 +370,7 @@ class CudaRunner:
 
     def verify(self, spec: Spec) -> tuple[float, float, int]:
         """(relative error, tolerance, count of non-finite outputs) of one launch."""
-        from . import runtime
+        from ..core import runtime
 
         call = self._call(spec)
         self._out.fill(self._poison)
@@ -393,7 +394,7 @@ class CudaRunner:
     def time(self, specs: Sequence[Spec], samples: int, warmup: int = 1) -> list[list[float]]:
         """`samples` milliseconds per spec, taken in rounds; each round runs every spec once,
         in a fresh random order, with the L2 flushed before each launch."""
-        from . import runtime
+        from ..core import runtime
 
         drv = runtime.driver()
         calls = [self._call(s) for s in specs]
@@ -479,7 +480,8 @@ def _compile_worker(spec_json: str, arch: str) -> tuple[dict | None, str | None,
     cache). Returns (ptxas resources, None) or (None, why it failed), and the seconds."""
     t0 = time.perf_counter()
     try:
-        from .kernel import compile as kcompile
+        from .. import ops  # noqa: F401 - a fresh process registers the families before reading a spec
+        from ..core.kernel import compile as kcompile
 
         compiled = kcompile(spec_from_json(spec_json), arch)
         return compiled.resources, None, time.perf_counter() - t0
@@ -488,7 +490,7 @@ def _compile_worker(spec_json: str, arch: str) -> tuple[dict | None, str | None,
 
 
 def _compile_reason(exc: BaseException) -> str:
-    from .compiler import CompileError
+    from ..core.compiler import CompileError
 
     if isinstance(exc, CompileError):
         errors = [ln.strip() for ln in exc.output.splitlines() if "error" in ln.lower()]
@@ -540,7 +542,7 @@ class _Compiler:
         try:
             if self.custom is not None:
                 return self.custom(spec, self.arch), None, time.perf_counter() - t0
-            from .kernel import compile as kcompile
+            from ..core.kernel import compile as kcompile
 
             return kcompile(spec, self.arch).resources, None, time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
@@ -740,7 +742,7 @@ def _family(family: type[Spec] | str) -> type[Spec]:
 
 
 def toolchain_version() -> str:
-    from .compiler import ToolchainError, nvcc_version
+    from ..core.compiler import ToolchainError, nvcc_version
 
     try:
         return nvcc_version()
@@ -770,7 +772,7 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
                    third of the pruned space; exhaustive to all of it).
     time_budget_s  stop taking new candidates after this many seconds (leaders are still
                    re-timed).
-    db             a kgen.tunedb.TuneDB, a path, None for the default database, or False
+    db             a kgen.tune.db.TuneDB, a path, None for the default database, or False
                    for none.
     force          tune again even if the database holds a result for this problem.
     resume         reuse the candidate records the database holds for this problem.
@@ -778,7 +780,7 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     dry_run        no GPU: enumerate, prune, compile for `arch` (default sm_90) and
                    report ptxas' resources.
     workers        compile processes (default: the CPU count; 0 compiles in-process).
-    compiler       replaces kgen.kernel.compile (spec, arch) -> ptxas resources; runs
+    compiler       replaces kgen.core.kernel.compile (spec, arch) -> ptxas resources; runs
                    in-process. For tests.
     restrict       keep only part of the family's space: {field: allowed values} (tuple
                    fields as tuples) or a predicate on the spec. The result is stored
@@ -798,7 +800,7 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     cls.default_spec(problem, dtype)  # a bad dtype fails here, naming the field
 
     if dry_run:
-        from .compiler import check_arch
+        from ..core.compiler import check_arch
 
         arch = check_arch(arch or "sm_90")
         device = DeviceInfo(f"(dry run for {arch})", arch, arch_limits(arch))
@@ -808,13 +810,13 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
             runner = CudaRunner(seed=seed)
         device = runner.device
         if arch is None:
-            from .kernel import default_arch
+            from ..core.kernel import default_arch
 
             arch = device.arch if isinstance(runner, RecordedRunner) else default_arch()
         database = _open(db)
 
     ident = identity(cls, problem, dtype, device)
-    from .tunedb import problem_key
+    from .db import problem_key
 
     keep, label = _restriction(cls, restrict)
     stored_strategy = strategy + label
@@ -876,7 +878,7 @@ def _tuple_fields(cls) -> set[str]:
 
 
 def _open(db: Any):
-    from .tunedb import TuneDB, open_db
+    from .db import TuneDB, open_db
 
     if db is False:
         return None

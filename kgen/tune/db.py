@@ -52,7 +52,7 @@ def default_path() -> Path:
     env = os.environ.get("KGEN_TUNE_DB")
     if env:
         return Path(env).expanduser()
-    from .cache import default_dir
+    from ..core.cache import default_dir
 
     return default_dir() / "tune.sqlite3"
 

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from .. import __version__
 from .cache import DiskCache, disabled
 
 # Bump when the cache entry's layout or meaning changes: old entries become misses.

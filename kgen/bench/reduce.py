@@ -50,7 +50,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 # Candidates
 # ---------------------------------------------------------------------------------
 def candidates(op: str, mode: str):
-    from .ops.reduce import Reduce
+    from ..ops.reduce import Reduce
 
     out = []
     if mode == "small":
@@ -69,7 +69,7 @@ def candidates(op: str, mode: str):
 def articles_dot():
     """The articles' dot: 32 blocks of 512 threads, a shared-memory tree, one scalar
     load per step (here the 32 partials are finished by a second kernel)."""
-    from .ops.reduce import Reduce
+    from ..ops.reduce import Reduce
 
     return Reduce(op="dot", strategy="shared_tree", block_size=512, grid_size=32, items_per_thread=1,
                   vector_loads=False)
@@ -85,7 +85,7 @@ def _batch_size(nbytes: float, sets: int) -> int:
 
 def time_batched(calls: list[Callable[[], Any]], nbytes: float, repeats: int) -> float:
     """Median microseconds per call over batches of back-to-back calls (rotating inputs)."""
-    from .timing import time_calls
+    from ..core.timing import time_calls
 
     it = itertools.cycle(calls)
     inner = _batch_size(nbytes, len(calls))
@@ -95,7 +95,7 @@ def time_batched(calls: list[Callable[[], Any]], nbytes: float, repeats: int) ->
 
 def time_single(call: Callable[[], Any], repeats: int = 50) -> float:
     """Median microseconds of one call started on an idle GPU (events around it)."""
-    from . import runtime
+    from ..core import runtime
 
     drv = runtime.driver()
     start, stop = drv.Event(), drv.Event()
@@ -114,8 +114,8 @@ def time_single(call: Callable[[], Any], repeats: int = 50) -> float:
 
 def copy_bandwidth(repeats: int) -> float:
     """Device-to-device copy of 1 GiB (cuMemcpyDtoDAsync), counting read + write bytes."""
-    from . import runtime
-    from .timing import time_calls
+    from ..core import runtime
+    from ..core.timing import time_calls
 
     drv = runtime.driver()
     nbytes = 1 << 30
@@ -166,9 +166,9 @@ def _kgen_row(spec, k, inp: Inputs, torch, repeats: int, sms: int) -> dict[str, 
 def run(args) -> dict[str, Any]:
     import torch
 
-    from . import runtime
-    from .kernel import build, compile as kcompile, default_arch
-    from .ops.reduce import Reduce
+    from ..core import runtime
+    from ..core.kernel import build, compile as kcompile, default_arch
+    from ..ops.reduce import Reduce
 
     drv = runtime.driver()
     limits = runtime.device_limits()
@@ -367,7 +367,7 @@ def main(argv: list[str]) -> int:
             plot(result, args.plot)
             print(f"wrote {args.plot}")
         except ImportError:
-            print("matplotlib is missing: no plot (python -m kgen.bench_reduce --replot JSON PNG draws it later)")
+            print("matplotlib is missing: no plot (python -m kgen.bench.reduce --replot JSON PNG draws it later)")
     return 0
 
 

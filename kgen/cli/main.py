@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 
 
 class CLIError(Exception):
@@ -16,7 +16,8 @@ class CLIError(Exception):
 
 
 def _load_spec(text: str):
-    from .spec import spec_from_json
+    from .. import ops  # noqa: F401 - registers the families a spec may name
+    from ..core.spec import spec_from_json
 
     text = text.strip()
     if not text.startswith("{"):
@@ -33,14 +34,14 @@ def _load_spec(text: str):
 
 
 def cmd_render(args) -> int:
-    from .render import render
+    from ..core.render import render
 
     sys.stdout.write(render(_load_spec(args.spec), standalone=args.standalone))
     return 0
 
 
 def cmd_emit(args) -> int:
-    from .render import emit
+    from ..core.render import emit
 
     spec = _load_spec(args.spec)
     out = Path(args.output)
@@ -52,7 +53,7 @@ def cmd_emit(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from . import cache, compiler, runtime
+    from ..core import cache, compiler, runtime
 
     print(f"kgen      {__version__}")
     try:
@@ -79,7 +80,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from .cache import DiskCache, disabled
+    from ..core.cache import DiskCache, disabled
 
     store = DiskCache()
     if args.action == "info":
@@ -96,11 +97,11 @@ def cmd_cache(args) -> int:
 def cmd_demo(args) -> int:
     import numpy as np
 
-    from . import runtime
-    from .kernel import build, compile
-    from .ops.matmul import Matmul
-    from .ops.reduce import Reduce
-    from .render import emit
+    from ..core import runtime
+    from ..core.kernel import build, compile
+    from ..ops.matmul import Matmul
+    from ..ops.reduce import Reduce
+    from ..core.render import emit
 
     mm = Matmul.default_spec({"M": 2048, "N": 2048, "K": 2048}, "float32")
     dot = Reduce.default_spec({"n": 1 << 24, "op": "dot"}, "float32")
@@ -117,7 +118,7 @@ def cmd_demo(args) -> int:
             print(f"  {spec.kernel:7s} -> {path}  ({c.arch}; {res})")
         print(f"Build and run one anywhere with CUDA: nvcc -arch=sm_90 -o matmul {out / 'matmul.cu'} && ./matmul")
         return 0
-    from .timing import time_calls
+    from ..core.timing import time_calls
     from pycuda import gpuarray
 
     rng = np.random.default_rng()
@@ -204,17 +205,17 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmark a family against the vendor library (kgen bench matmul --help)")
     b.add_argument("family", choices=["matmul", "reduce"])
     b.add_argument("rest", nargs=argparse.REMAINDER)
-    b.set_defaults(func=lambda a: _delegate(f"kgen.bench_{a.family}", a.rest))
+    b.set_defaults(func=lambda a: _delegate(f"kgen.bench.{a.family}", a.rest))
 
     t = sub.add_parser("tune", help="autotune a family for a problem (kgen tune matmul --help)")
     t.add_argument("rest", nargs=argparse.REMAINDER)
-    t.set_defaults(func=lambda a: _delegate("kgen.tune_cli", a.rest))
+    t.set_defaults(func=lambda a: _delegate("kgen.cli.tune", a.rest))
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .compiler import CompileError, ToolchainError
-    from .runtime import NoGPUError
+    from ..core.compiler import CompileError, ToolchainError
+    from ..core.runtime import NoGPUError
 
     args = build_parser().parse_args(argv)
     try:

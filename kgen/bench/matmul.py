@@ -95,10 +95,10 @@ extern "C" __global__ void __launch_bounds__(256) ffma_peak(float* out, int iter
 
 def measure_fp32_peak() -> float:
     """Measured FFMA throughput in TFLOP/s (2 flops per FFMA)."""
-    from . import runtime
-    from .compiler import compile_cuda
-    from .kernel import default_arch
-    from .timing import time_calls
+    from ..core import runtime
+    from ..core.compiler import compile_cuda
+    from ..core.kernel import default_arch
+    from ..core.timing import time_calls
 
     drv = runtime.driver()
     mod = runtime.Module(compile_cuda(_PEAK_SRC, default_arch()).cubin)
@@ -173,8 +173,8 @@ class Inputs:
 
 def time_op(call, inputs: Inputs, *, target_ms: float = 2.0, repeats: int = 25) -> float:
     """Median milliseconds per call; each sample holds enough calls to last ~target_ms."""
-    from . import runtime
-    from .timing import time_calls
+    from ..core import runtime
+    from ..core.timing import time_calls
 
     drv = runtime.driver()
     for _ in range(2):
@@ -241,7 +241,7 @@ def tflops(shape, ms: float) -> float:
 def run(shapes, *, baselines: bool = True, repeats: int = 25, extra_specs=None, dtype: str = "float32",
         tune: str | None = None, log=print, on_shape=None) -> dict[str, Any]:
     """Time everything; returns the JSON-able record that the docs quote."""
-    from . import runtime
+    from ..core import runtime
 
     ok, name = runtime.gpu_available()
     if not ok:

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from . import runtime
-from .runtime import ArrayError
-from .spec import Spec, spec_from_json
+from ..core import runtime
+from ..core.runtime import ArrayError
+from ..core.spec import Spec, spec_from_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,7 @@ def forget() -> None:
 
 def _this_device():
     if not _device:
-        from .autotune import cuda_device_info
+        from .tuner import cuda_device_info
 
         _device.append(cuda_device_info())
     return _device[0]
@@ -70,8 +70,8 @@ def select(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "floa
            db: Any = None) -> Choice:
     """The spec dispatch would use for `problem` (see the module docstring). No GPU is
     needed when `device` (an autotune.DeviceInfo) is given."""
-    from .autotune import _family, toolchain_version
-    from .tunedb import problem_key
+    from .tuner import _family, toolchain_version
+    from .db import problem_key
 
     cls = _family(family)
     problem = cls.normalize_problem(problem)
@@ -88,8 +88,8 @@ def select(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "floa
 
 
 def _lookup(cls, problem, dtype, dev, db, nvcc, problem_key) -> Choice:
-    from . import __version__
-    from .tunedb import open_db
+    from .. import __version__
+    from .db import open_db
 
     default = Choice(_default(cls, problem, dtype, dev.limits), "default")
     if db is False:
@@ -164,7 +164,7 @@ def _col_major(x: Any, name: str) -> bool:
 
 
 def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dict[str, Any] | None = None):
-    from .kernel import build
+    from ..core.kernel import build
 
     memo = (cls.kernel, dtype, tuple(sorted(problem.items())), tuple(sorted((overrides or {}).items())), tune)
     with _lock:
@@ -176,7 +176,7 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
     except ValueError as exc:
         raise ArrayError(str(exc)) from None
     if tune and choice.origin != "exact":
-        from .autotune import autotune
+        from .tuner import autotune
 
         autotune(cls, problem, dtype)
         choice = select(cls, problem, dtype)
@@ -204,7 +204,7 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     numpy in, numpy out; device arrays (pycuda, torch, CuPy) in, the same library out.
     tune=True tunes this shape first (guided) when the database has no exact entry.
     """
-    from .ops.matmul import Matmul
+    from ..ops.matmul import Matmul
 
     sa, da, dev_a = _shape_dtype(A, "A")
     sb, _, _ = _shape_dtype(B, "B")
@@ -231,7 +231,7 @@ def dot(x, y, out=None, *, tune: bool = False, stream=None):
 
 def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=None):  # noqa: A001
     """op ("sum", "min", "max"; "dot" with y) of a 1-D array, with the tuned kernel."""
-    from .ops.reduce import OPS, Reduce
+    from ..ops.reduce import OPS, Reduce
 
     if op == "custom":
         raise ArrayError("op='custom' needs its expressions: build it with kgen.build(kgen.Reduce(op='custom', "

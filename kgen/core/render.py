@@ -7,17 +7,17 @@ from pathlib import Path
 
 import jinja2
 
-from . import __version__
+from .. import __version__
 from .spec import Spec
 
 
 def template_dir() -> Path:
     """The templates folder: kgen/templates in an installed wheel, ../templates in a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "templates", here.parent / "templates"):
+    package = Path(__file__).resolve().parent.parent  # kgen/
+    for candidate in (package / "templates", package.parent / "templates"):
         if (candidate / "common.cuh.j2").is_file():
             return candidate
-    raise FileNotFoundError(f"kgen's templates were not found next to {here}; reinstall kgen")
+    raise FileNotFoundError(f"kgen's templates were not found next to {package}; reinstall kgen")
 
 
 @functools.lru_cache(maxsize=1)
