@@ -1,6 +1,7 @@
 """build(): spec -> rendered source -> cubin -> loaded, callable kernel."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from typing import Any
@@ -17,7 +18,8 @@ class Kernel:
     """A compiled, loaded kernel for one spec. Families subclass it and define __call__.
 
     Attributes: spec, source (the CUDA C), compiled (cubin, arch, ptxas report),
-    resources (ptxas' registers / shared memory / spills per entry point).
+    resources (per entry point: registers, spills, and shared memory per block as the
+    launch uses it, static and dynamic; see launch_resources).
     """
 
     def __init__(self, spec: Spec, source: str, compiled: Compiled):
@@ -67,7 +69,7 @@ def compile(spec: Spec, arch: str | None = None) -> Compiled:  # noqa: A001 - th
 
 def _compile_spec(spec: Spec, source: str, arch: str) -> Compiled:
     try:
-        return compile_cuda(source, arch, spec.compile_options())
+        compiled = compile_cuda(source, arch, spec.compile_options())
     except CompileError as exc:
         # A family may know which of the user's inputs (a map expression, say) the
         # failure comes from; its explain_compile_error hook puts that first.
@@ -75,6 +77,20 @@ def _compile_spec(spec: Spec, source: str, arch: str) -> Compiled:
         if explain is None:
             raise
         raise explain(exc) from None
+    return dataclasses.replace(compiled, resources=launch_resources(spec, compiled.resources))
+
+
+def launch_resources(spec: Spec, resources: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """ptxas' report per entry point with shared memory as a launch of `spec` uses it:
+    static_shared_bytes (what ptxas counts), dynamic_shared_bytes (what the launch asks
+    for) and shared_bytes, their sum per block. Applying it twice changes nothing."""
+    out = {}
+    for name, res in resources.items():
+        static = res.get("static_shared_bytes", res.get("shared_bytes", 0))
+        dynamic = spec.dynamic_shared_bytes(name)
+        out[name] = {**res, "static_shared_bytes": static, "dynamic_shared_bytes": dynamic,
+                     "shared_bytes": static + dynamic}
+    return out
 
 
 _built: dict[tuple[str, str, str], Kernel] = {}

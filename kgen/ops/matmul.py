@@ -199,6 +199,11 @@ class Matmul(Spec):
         a, b = self._tile_elems()
         return self.stages * (a + b) * ITEMSIZE[self.dtype]
 
+    def dynamic_shared_bytes(self, entry: str) -> int:
+        # The product kernels stage A and B tiles in dynamic shared memory; the split-K
+        # reduce and the repack kernels use none.
+        return self.shared_bytes if entry in ("kgen_matmul", "kgen_matmul_vec", "kgen_matmul_vec_cs") else 0
+
     def template_context(self) -> dict[str, Any]:
         BM, BN, BK = self.tile
         TM, TN = self.thread_tile
