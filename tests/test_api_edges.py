@@ -2,6 +2,8 @@
 degenerate combine expressions, and emit's all-or-nothing write."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -23,10 +25,11 @@ def test_emit_failure_leaves_the_old_file_whole(tmp_path, monkeypatch):
     target = tmp_path / "k.cu"
     target.write_text("previous contents\n")
 
-    def broken(*a, **k):
+    def broken(fd, text):
+        os.close(fd)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("pathlib.Path.write_text", broken)
+    monkeypatch.setattr("kgen.core.render._write_text", broken)
     with pytest.raises(OSError):
         kgen.emit(kgen.Matmul(), target)
     monkeypatch.undo()

@@ -118,16 +118,17 @@ def _damage(kind: str, path: Path) -> None:
         i = len(blob) - 7
         path.write_bytes(blob[:i] + bytes([blob[i] ^ 0x40]) + blob[i + 1:])
     elif kind == "not a cubin":
-        path.write_bytes(encode(b"#!/bin/sh\necho not a cubin\n", meta))
+        path.write_bytes(encode(b"#!/bin/sh\necho not a cubin\n", meta, path.stem))
     elif kind == "wrong arch":
-        path.write_bytes(encode(payload, {**meta, "arch": "sm_80"}))
+        path.write_bytes(encode(payload, {**meta, "arch": "sm_80"}, path.stem))
     elif kind == "meta not an object":
         # A header whose size and hash are right (they cover only the payload) but whose
         # metadata is a list: the reader must check the shape, not trust it.
-        header = {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "meta": [meta]}
+        header = {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "meta": [meta],
+                  "key": path.stem}
         path.write_bytes(cache_mod.MAGIC + json.dumps(header).encode() + b"\n" + payload)
     elif kind == "resources wrong type":
-        path.write_bytes(encode(payload, {**meta, "resources": "lots"}))
+        path.write_bytes(encode(payload, {**meta, "resources": "lots"}, path.stem))
     elif kind == "old magic":
         path.write_bytes(b"KGEN-CACHE-0\n" + blob[len(cache_mod.MAGIC):])
     elif kind == "a folder":

@@ -1,8 +1,11 @@
 """Rendering: a pure function from a spec to CUDA C source text."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import stat
+import tempfile
 from pathlib import Path
 
 import jinja2
@@ -54,18 +57,66 @@ def render(spec: Spec, standalone: bool = False) -> str:
 
 
 def emit(spec: Spec, path, standalone: bool = False) -> Path:
-    """Write the rendered source to `path` (a file, or a folder to put `<family>_<key>.cu` in)."""
+    """Write the rendered source to `path` and return the path written.
+
+    `path` is a file, or an existing folder to put `<family>_<key>.cu` in. An existing
+    target must be a regular file; a symbolic link to a regular file is followed and the
+    file it points to is replaced (the link stays). Anything else (a device, a FIFO, a
+    socket, a dangling link) is refused with a ValueError, so emitting never turns a
+    special file into a regular one. The write is atomic: rendered first, written to a
+    short temporary name beside the target and renamed over it, so a failure (a bad spec,
+    a full disk) never leaves a half-written file, and names up to the system's limit work.
+    """
+    if isinstance(path, str) and not path.strip():
+        raise ValueError("the output path is empty: name a .cu file or a folder")
     path = Path(path)
     if path.is_dir():
         path = path / f"{spec.kernel}_{spec.key}{'_standalone' if standalone else ''}.cu"
-    # Rendered first, then written beside the target and renamed over it: a failure
-    # (a bad spec, a full disk) never leaves a half-written file over an existing one.
+    target = _regular_target(path)
     text = render(spec, standalone=standalone)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        from .cache import shareable_mode
+
+        mode = shareable_mode(0o666)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".kgen-", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        _write_text(fd, text)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path
+
+
+def _regular_target(path: Path) -> Path:
+    """The file to replace for `path`: itself, or the regular file a symlink points to."""
+    try:
+        st = os.stat(path)  # follows links
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ValueError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                             "emit writes only to regular files (or to a link to one)") from None
+        if not path.parent.is_dir():
+            raise FileNotFoundError(2, "the folder does not exist", str(path.parent)) from None
+        return path
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        via = f" (through the link {path})" if path.is_symlink() else ""
+        raise ValueError(f"{os.path.realpath(path)}{via} is {kind}; emit replaces only regular files: "
+                         "name a new file, a regular file or a folder")
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
+          stat.S_IFSOCK: "a socket"}
+
+
+def _write_text(fd: int, text: str) -> None:
+    """Write `text` to the open temporary file and close it (a function of its own, so tests
+    can make it fail like a full disk)."""
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)

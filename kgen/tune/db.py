@@ -49,10 +49,11 @@ CREATE INDEX IF NOT EXISTS results_by_device ON results (family, dtype, device, 
 
 
 def default_path() -> Path:
+    from ..core.cache import default_dir, expand_path
+
     env = os.environ.get("KGEN_TUNE_DB")
     if env:
-        return Path(env).expanduser()
-    from ..core.cache import default_dir
+        return expand_path(env, "KGEN_TUNE_DB")
 
     return default_dir() / "tune.sqlite3"
 
