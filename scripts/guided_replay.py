@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 import kgen
-from kgen.tune.tuner import RecordedRunner
+from kgen.tune.runners import RecordedRunner
 from kgen.core.spec import families, spec_from_dict
 
 

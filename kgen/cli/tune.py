@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from .. import ops as _families  # noqa: F401 - registers every family
-from ..tune.tuner import STRATEGIES, TuneError, TuneResult, autotune, plot_records
+from ..tune.plot import plot_records
+from ..tune.records import TuneError, TuneResult
+from ..tune.tuner import STRATEGIES, autotune
 
 
 class ProgressBar:
@@ -237,7 +239,7 @@ def _print_dry(r: TuneResult) -> None:
     print(_counts_line(r.counts) + f"; {r.elapsed_s:.1f} s")
     compiled = r.by_status("compiled")
     print(f"{len(compiled)} compiled and kept:")
-    from ..tune.tuner import _field_text, _varying_fields
+    from ..tune.records import _field_text, _varying_fields
 
     varying = _varying_fields([x.spec for x in r.records]) or []
     print(f"  {'regs':>5} {'smem B':>7} {'stack':>6} {'spill':>6}  " + "  ".join(varying))

@@ -31,7 +31,22 @@ def register_family(cls: type["Spec"]) -> type["Spec"]:
 
 
 def families() -> dict[str, type["Spec"]]:
+    """Every registered family by name ("matmul", "reduce", ...)."""
     return dict(_FAMILIES)
+
+
+def family(name_or_cls: "str | type[Spec]") -> type["Spec"]:
+    """The spec class of a family, given its name ("matmul") or the class itself (kgen.Matmul).
+
+    Raises SpecError naming the registered families. A family registers when its module
+    is imported (kgen's own: kgen.ops)."""
+    if isinstance(name_or_cls, str):
+        if name_or_cls not in _FAMILIES:
+            raise SpecError(f"family={name_or_cls!r} is not a known kernel family; allowed: {sorted(_FAMILIES)}")
+        return _FAMILIES[name_or_cls]
+    if isinstance(name_or_cls, type) and issubclass(name_or_cls, Spec) and name_or_cls.kernel:
+        return name_or_cls
+    raise SpecError(f"family must be a spec class such as kgen.Matmul or a family name, got {name_or_cls!r}")
 
 
 def _canonical(value: Any) -> Any:

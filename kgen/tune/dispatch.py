@@ -56,7 +56,7 @@ def forget() -> None:
 
 def _this_device():
     if not _device:
-        from .tuner import cuda_device_info
+        from .device import cuda_device_info
 
         _device.append(cuda_device_info())
     return _device[0]
@@ -70,7 +70,8 @@ def select(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "floa
            db: Any = None) -> Choice:
     """The spec dispatch would use for `problem` (see the module docstring). No GPU is
     needed when `device` (an autotune.DeviceInfo) is given."""
-    from .tuner import _family, toolchain_version
+    from ..core.spec import family as _family
+    from .device import toolchain_version
     from .db import problem_key
 
     cls = _family(family)

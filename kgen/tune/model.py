@@ -1,0 +1,179 @@
+"""The guided strategy's model: specs as numeric features, a quadratic model of log(time)
+fitted by ridge regression, a space-filling start, and the choice of each next batch
+(half near the current leaders, half the model's best guesses anywhere).
+
+Every function here is pure (numpy in, indices out): the tuner (kgen.tune.tuner) owns the
+loop, the records and the budget.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..core.spec import Spec
+
+# The guided strategy evaluates batches of up to GUIDED_BATCH candidates (compiled in parallel)
+# and stops after GUIDED_PATIENCE batches in a row that did not improve the best by 0.5%.
+# Replayed on recorded exhaustive tunes of an H200 (scripts/guided_replay.py), where two
+# basins of 3000x5000x700 lie 3% apart, patience 6 settled in the wrong one for 7 seeds of
+# 20; patience 24 with spread guesses for none of 60 over three recordings, launching 15-20%
+# of the space on average.
+GUIDED_BATCH = 16
+GUIDED_PATIENCE = 24
+# The space-filling start covers GUIDED_START_BATCHES batches (at most a third of the budget);
+# later batches give GUIDED_NEAR_SHARE of their places to neighbours of the leaders and the
+# rest to the model's best guesses anywhere.
+GUIDED_START_BATCHES = 3
+GUIDED_NEAR_SHARE = 0.5
+# The model's guesses in one batch differ pairwise in more than GUIDED_SPREAD fields.
+GUIDED_SPREAD = 2
+
+# (row index into the feature matrix, median ms) of each candidate timed so far
+Timed = Sequence[tuple[int, float]]
+
+
+def _leaves(spec: Spec) -> list[tuple[str, Any]]:
+    """The spec's fields flattened: tuples become name[i]."""
+    out = []
+    for f in dataclasses.fields(spec):
+        v = getattr(spec, f.name)
+        if isinstance(v, tuple):
+            out.extend((f"{f.name}[{i}]", x) for i, x in enumerate(v))
+        else:
+            out.append((f.name, v))
+    return out
+
+
+def feature_matrix(specs: Sequence[Spec]) -> np.ndarray:
+    """Standardised numeric features of the specs: log2 of integer fields, 0/1 for
+    booleans, one-hot for strings; fields that never vary are dropped."""
+    rows = [_leaves(s) for s in specs]
+    names = [n for n, _ in rows[0]]
+    cols = []
+    for j, name in enumerate(names):
+        vals = [r[j][1] for r in rows]
+        if all(isinstance(v, bool) for v in vals):
+            cols.append([float(v) for v in vals])
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            shift = 1.0 if min(vals) <= 0 else 0.0
+            cols.append([math.log2(max(v + shift, 1e-9)) for v in vals])
+        else:
+            for cat in sorted({json.dumps(v) for v in vals}):
+                cols.append([1.0 if json.dumps(v) == cat else 0.0 for v in vals])
+    X = np.array(cols, dtype=np.float64).T if cols else np.zeros((len(specs), 0))
+    keep = X.std(axis=0) > 1e-12
+    X = X[:, keep]
+    if X.shape[1]:
+        X = (X - X.mean(axis=0)) / X.std(axis=0)
+    return X
+
+
+def code_matrix(specs: Sequence[Spec]) -> np.ndarray:
+    """The specs' flattened field values as integer codes, one column per field."""
+    rows = [[json.dumps(v) for _, v in _leaves(s)] for s in specs]
+    cols = list(zip(*rows)) if rows else []
+    codes = []
+    for col in cols:
+        lookup = {v: n for n, v in enumerate(sorted(set(col)))}
+        codes.append([lookup[v] for v in col])
+    return np.array(codes, dtype=np.int64).T if codes else np.zeros((len(specs), 0), dtype=np.int64)
+
+
+def _quadratic(X: np.ndarray) -> np.ndarray:
+    n, d = X.shape
+    cols = [np.ones(n)] + [X[:, i] for i in range(d)]
+    cols += [X[:, i] * X[:, j] for i in range(d) for j in range(i, d)]
+    return np.stack(cols, axis=1)
+
+
+def fit_predict(X: np.ndarray, known: Sequence[int], y: Sequence[float], ridge: float = 1.0) -> np.ndarray:
+    """Ridge regression of y on quadratic features of X[known]; predictions for every row."""
+    Q = _quadratic(X)
+    A = Q[list(known)]
+    reg = ridge * np.eye(Q.shape[1])
+    reg[0, 0] = 0.0  # the intercept is not shrunk
+    w = np.linalg.solve(A.T @ A + reg, A.T @ np.asarray(y, dtype=np.float64))
+    return Q @ w
+
+
+def maximin(X: np.ndarray, pool: Sequence[int], count: int, start: Sequence[int], rng) -> list[int]:
+    """Pick `count` rows of `pool` far from each other (and from `start`): a space-filling start."""
+    chosen: list[int] = []
+    pool = list(pool)
+    if not pool or count <= 0:
+        return chosen
+    ref = list(start)
+    if not ref:
+        first = pool[int(rng.integers(len(pool)))]
+        chosen.append(first)
+        ref.append(first)
+    dist = np.min(np.linalg.norm(X[pool][:, None, :] - X[ref][None, :, :], axis=2), axis=1)
+    for c in chosen:
+        dist[pool.index(c)] = -1.0
+    while len(chosen) < count:
+        i = int(np.argmax(dist))
+        if dist[i] < 0:
+            break
+        chosen.append(pool[i])
+        dist = np.minimum(dist, np.linalg.norm(X[pool] - X[pool[i]], axis=1))
+        dist[i] = -1.0
+    return chosen
+
+
+def near_leaders(X: np.ndarray, ok: Timed, pool: Sequence[int], tops: int, k: int) -> list[int]:
+    """Untried rows among the k nearest neighbours of `tops` leaders: the fastest, then
+    the good ones (within 10% of it) farthest from the leaders already chosen, so that
+    a second basin (say, another tile shape a few % behind) is refined too rather than
+    only the neighbourhood of the first."""
+    if not pool:
+        return []
+    ranked = sorted(ok, key=lambda t: t[1])
+    good = [i for i, t in ranked if t <= ranked[0][1] * 1.10]
+    leaders = [good[0]]
+    while len(leaders) < min(tops, len(good)):
+        rest = [i for i in good if i not in leaders]
+        far = [float(np.min(np.linalg.norm(X[leaders] - X[i], axis=1))) for i in rest]
+        leaders.append(rest[int(np.argmax(far))])
+    near: list[int] = []
+    P = X[pool]
+    for i in leaders:
+        d = np.linalg.norm(P - X[i], axis=1)
+        for j in np.argsort(d, kind="stable")[:k]:
+            if pool[j] not in near:
+                near.append(pool[j])
+    return near
+
+
+def choose_batch(X: np.ndarray, codes: np.ndarray, ok: Timed, pool: Sequence[int], count: int) -> list[int]:
+    """The next batch of `count` rows of `pool`, given the rows timed so far (`ok`)."""
+    idx, times = zip(*ok)
+    pred = fit_predict(X, idx, [math.log(t) for t in times])
+    by_pred = sorted(pool, key=lambda i: pred[i])
+    # Half of the batch near the three leaders (ranked by the model), half the model's
+    # best guesses anywhere: local refinement without losing sight of other basins.
+    near = sorted(near_leaders(X, ok, pool, 3, 6), key=lambda i: pred[i])
+    pick = near[: max(1, round(count * GUIDED_NEAR_SHARE))]
+    # The model's guesses are spread out: each differs from the guesses already in the
+    # batch in more than GUIDED_SPREAD fields, so one batch probes several basins (say,
+    # two tile shapes a few % apart) instead of one basin's close variants.
+    guesses: list[int] = []
+    for i in by_pred:
+        if len(pick) + len(guesses) >= count:
+            break
+        if i in pick:
+            continue
+        if GUIDED_SPREAD and guesses and \
+                np.min((codes[guesses] != codes[i]).sum(axis=1)) <= GUIDED_SPREAD:
+            continue
+        guesses.append(i)
+    pick += guesses
+    for i in by_pred:  # too few distinct guesses: fill up in the model's order
+        if len(pick) >= count:
+            break
+        if i not in pick:
+            pick.append(i)
+    return pick
