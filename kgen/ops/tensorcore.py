@@ -1,0 +1,745 @@
+"""Tensor-core matrix multiplication: C = alpha * A @ B + beta * C on the MMA units.
+
+One spec class (TensorMatmul), one template (templates/tensorcore.cu.j2), one kernel class.
+The kernels use the warp-level `mma.sync` instruction: m16n8k16 for float16 and bfloat16
+(float32 accumulation), m16n8k8 TF32 for float32 inputs (only when the spec says tf32=True),
+m8n8k4 for float64; operand tiles come through a cp.async pipeline into padded or
+XOR-swizzled shared memory, 16-bit fragments through ldmatrix. docs/tensorcore.md explains
+every field.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..core import runtime
+from ..core.kernel import Kernel
+from ..core.launch import Launch, LaunchError, ensure_context
+from ..core.runtime import ArrayError
+from ..core.spec import Spec, fail, register_family
+
+# Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
+MAX_SHARED_BYTES = 227 * 1024
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+# Unit roundoff of each number format (half the gap between 1 and the next number).
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "tf32": 2.0 ** -11, "float32": 2.0 ** -24,
+                 "float64": 2.0 ** -53}
+# C types: (input as stored, the same bits as an unsigned integer).
+_C_IN = {"float16": ("__half", "unsigned short"), "bfloat16": ("__nv_bfloat16", "unsigned short"),
+         "float32": ("float", "unsigned int"), "float64": ("double", "unsigned long long")}
+_C_OUT = {"float16": ("__half", "__half2", "f16"), "bfloat16": ("__nv_bfloat16", "__nv_bfloat162", "bf16"),
+          "float32": ("float", "float2", "f32"), "float64": ("double", "double2", "f64")}
+# torch's dtype names for the ones kgen knows.
+_TORCH_NAMES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32",
+                "torch.float64": "float64"}
+
+
+def _mma_kind(dtype: str) -> str:
+    return {"float16": "f16", "bfloat16": "bf16", "float32": "tf32", "float64": "f64"}[dtype]
+
+
+# (M, N, K) of one MMA instruction per input type.
+MMA_SHAPE = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "f64": (8, 8, 4)}
+
+# Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
+# types, four stages, swizzled; TF32 and float64 read fragments element by element, for which
+# padded rows avoid bank conflicts in both operand orders.
+_DEFAULTS = {
+    "float16": dict(tile=(128, 256, 32), warp_tile=(64, 64), stages=4, smem_layout="swizzle"),
+    "bfloat16": dict(tile=(128, 256, 32), warp_tile=(64, 64), stages=4, smem_layout="swizzle"),
+    "float32": dict(tile=(128, 128, 32), warp_tile=(64, 64), stages=3, smem_layout="pad", tf32=True),
+    "float64": dict(tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad"),
+}
+
+
+@register_family
+@dataclasses.dataclass(frozen=True)
+class TensorMatmul(Spec):
+    """A tensor-core matmul kernel (warp-level mma.sync). docs/tensorcore.md explains each field.
+
+    dtype        input type: float16, bfloat16 (float32 accumulation), float32 (computed as
+                 TF32: needs tf32=True), float64 (float64 tensor cores).
+    out_dtype    "" (the input type) or "float32" (16-bit inputs only).
+    tf32         compute float32 inputs as TF32 (inputs rounded to 10 mantissa bits). Must
+                 be true for float32 (kgen.Matmul is the IEEE float32 kernel), false otherwise.
+    tile         (BM, BN, BK): the C block one thread block computes, and the K step.
+    warp_tile    (WM, WN): the C block one warp computes; BM/WM x BN/WN warps per block.
+    stages       shared-memory buffers in the cp.async pipeline (2-6): stages-1 K steps are
+                 in flight while one is multiplied.
+    smem_layout  "swizzle": 16-byte chunks XOR-permuted per row; "pad": spare elements after
+                 each row. Both keep fragment reads free of bank conflicts for 16-bit types;
+                 for TF32/float64 element reads "pad" is the conflict-free one.
+    raster       "row" or "col": blocks walk bands of raster_group tile rows (columns)
+                 across the columns (rows), so blocks running together share tiles in L2.
+    raster_group tile rows (columns) per band; 1 is plain row-major (column-major) order.
+    split_k      split K over up to this many blocks per C tile (float32/float64 workspace,
+                 a deterministic reduction kernel applies alpha and beta).
+    layout_a/b   "row" or "col": storage of A and B ("col" takes a transposed view as is).
+    min_blocks   the second __launch_bounds__ argument (0: leave it out).
+    repack       when an operand's pointer or leading dimension rules out 16-byte copies,
+                 copy it to an aligned buffer and run the cp.async kernel (else the
+                 element-load entry point runs on it as it is).
+    """
+
+    kernel: ClassVar[str] = "tensor_matmul"
+    template: ClassVar[str] = "tensorcore.cu.j2"
+
+    dtype: str = "float16"
+    out_dtype: str = ""
+    tf32: bool = False
+    tile: tuple[int, int, int] = (128, 128, 32)
+    warp_tile: tuple[int, int] = (64, 64)
+    stages: int = 3
+    smem_layout: str = "swizzle"
+    raster: str = "row"
+    raster_group: int = 8
+    split_k: int = 1
+    layout_a: str = "row"
+    layout_b: str = "row"
+    min_blocks: int = 0
+    repack: bool = True
+
+    def __post_init__(self) -> None:
+        # The output type spelled as the input type is the default: one spec, one key.
+        if self.out_dtype == self.dtype:
+            object.__setattr__(self, "out_dtype", "")
+        super().__post_init__()
+
+    def validate(self) -> None:
+        if self.dtype not in ITEMSIZE:
+            fail("dtype", self.dtype, f"one of {sorted(ITEMSIZE)}")
+        if self.dtype == "float32" and not self.tf32:
+            fail("tf32", self.tf32, "true for dtype='float32' (the tensor cores read float32 as TF32; "
+                 "kgen.Matmul computes in IEEE float32)")
+        if self.dtype != "float32" and self.tf32:
+            fail("tf32", self.tf32, f"false for dtype={self.dtype!r} (TF32 applies to float32 inputs)")
+        if self.out_dtype not in ("", "float32"):
+            fail("out_dtype", self.out_dtype, f"'' (the input type, {self.dtype}) or 'float32'")
+        if self.out_dtype == "float32" and self.dtype == "float64":
+            fail("out_dtype", self.out_dtype, "'' for float64 inputs (a float64 product is stored as float64)")
+        mm, mn, mk = MMA_SHAPE[_mma_kind(self.dtype)]
+        BM, BN, BK = self.tile
+        WM, WN = self.warp_tile
+        for name, v in (("tile[0] (BM)", BM), ("tile[1] (BN)", BN)):
+            if v < 16 or v > 256 or v % 16:
+                fail(name, v, "a multiple of 16 from 16 to 256")
+        item = ITEMSIZE[self.dtype]
+        if BK < mk or BK % mk or BK * item > 256:
+            fail("tile[2] (BK)", BK, f"a multiple of {mk} (the MMA's K for {self.dtype}) of at most "
+                 f"{256 // item} elements (256 bytes)")
+        for name, v, block in (("warp_tile[0] (WM)", WM, BM), ("warp_tile[1] (WN)", WN, BN)):
+            if v < 16 or v % 16 or block % v:
+                fail(name, v, f"a multiple of 16 that divides the block tile's {block}")
+        warps = (BM // WM) * (BN // WN)
+        if warps > 16:
+            fail("warp_tile", self.warp_tile, f"{warps} warps per block; at most 16 (512 threads) allowed")
+        acc_regs = self.accumulator_registers
+        if acc_regs > 128:
+            fail("warp_tile", self.warp_tile, f"{acc_regs} accumulator registers per thread; at most 128 "
+                 f"(the fragments and addresses need the rest of the 255)")
+        if not 2 <= self.stages <= 6:
+            fail("stages", self.stages, "an integer from 2 to 6")
+        if self.smem_layout not in ("swizzle", "pad"):
+            fail("smem_layout", self.smem_layout, "'swizzle' or 'pad'")
+        if self.smem_layout == "swizzle":
+            for operand, (_, length) in (("A", self._tile_dims("A")), ("B", self._tile_dims("B"))):
+                ch = length * item // 16
+                if ch not in (1, 2, 4) and ch % 8:
+                    fail("smem_layout", "swizzle", f"'pad' here: {operand}'s shared rows are {ch} chunks of 16 bytes; "
+                         "the swizzle needs 1, 2, 4 or a multiple of 8")
+        if self.raster not in ("row", "col"):
+            fail("raster", self.raster, "'row' or 'col'")
+        if not 1 <= self.raster_group <= 32:
+            fail("raster_group", self.raster_group, "an integer from 1 to 32")
+        if not 1 <= self.split_k <= 64:
+            fail("split_k", self.split_k, "an integer from 1 to 64")
+        for name in ("layout_a", "layout_b"):
+            if getattr(self, name) not in ("row", "col"):
+                fail(name, getattr(self, name), "'row' or 'col'")
+        if not 0 <= self.min_blocks <= 8:
+            fail("min_blocks", self.min_blocks, "an integer from 0 (left out) to 8")
+        if self.shared_bytes > MAX_SHARED_BYTES:
+            fail("tile", self.tile, f"needs {self.shared_bytes} bytes of shared memory ({self.stages} stages); "
+                 f"the device limit is {MAX_SHARED_BYTES}")
+
+    # -- derived sizes --------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return _mma_kind(self.dtype)
+
+    @property
+    def ctype(self) -> str:
+        return _C_IN[self.dtype][0]
+
+    @property
+    def output_dtype(self) -> str:
+        return self.out_dtype or self.dtype
+
+    @property
+    def accumulator(self) -> str:
+        return "float64" if self.dtype == "float64" else "float32"
+
+    @property
+    def threads(self) -> int:
+        return 32 * (self.tile[0] // self.warp_tile[0]) * (self.tile[1] // self.warp_tile[1])
+
+    @property
+    def vec(self) -> int:
+        """Elements in 16 bytes: the unit of every copy."""
+        return 16 // ITEMSIZE[self.dtype]
+
+    @property
+    def accumulator_registers(self) -> int:
+        mm, mn, _ = MMA_SHAPE[self.kind]
+        WM, WN = self.warp_tile
+        per_tile = mm * mn // 32  # accumulators a lane holds per MMA tile
+        return (WM // mm) * (WN // mn) * per_tile * (2 if self.dtype == "float64" else 1)
+
+    def k_major(self, operand: str) -> bool:
+        """Whether the operand's rows in memory run along K (row-major A, column-major B)."""
+        return (self.layout_a == "row") if operand == "A" else (self.layout_b == "col")
+
+    def _tile_dims(self, operand: str) -> tuple[int, int]:
+        """(rows, contiguous length) of the operand's shared tile, in its storage order."""
+        BM, BN, BK = self.tile
+        other = BM if operand == "A" else BN
+        return (other, BK) if self.k_major(operand) else (BK, other)
+
+    def _pad(self, operand: str) -> int:
+        """Spare elements after each shared row in the "pad" layout, chosen so that the rows
+        a fragment read touches at once fall in distinct banks (16-bit ldmatrix: one 16-byte
+        chunk; TF32: one chunk along K, two along M/N; float64: two chunks)."""
+        if self.smem_layout != "pad":
+            return 0
+        if self.kind in ("f16", "bf16"):
+            return 8
+        if self.kind == "tf32":
+            return 4 if self.k_major(operand) else 8
+        return 4
+
+    def _stride(self, operand: str) -> int:
+        return self._tile_dims(operand)[1] + self._pad(operand)
+
+    def _tile_elems(self, operand: str) -> int:
+        return self._tile_dims(operand)[0] * self._stride(operand)
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
+
+    def _swizzle(self, operand: str) -> tuple[int, int]:
+        """(DIV, MASK) of the XOR swizzle: chunk c of row r goes to c ^ ((r / DIV) & MASK)."""
+        ch = self._tile_dims(operand)[1] // self.vec
+        span = min(ch, 8)
+        return 8 // span, span - 1
+
+    def template_context(self) -> dict[str, Any]:
+        BM, BN, BK = self.tile
+        WM, WN = self.warp_tile
+        mm, mn, mk = MMA_SHAPE[self.kind]
+        out_t, out2_t, out_kind = _C_OUT[self.output_dtype]
+        a_rows, a_len = self._tile_dims("A")
+        b_rows, b_len = self._tile_dims("B")
+        a_div, a_mask = self._swizzle("A")
+        b_div, b_mask = self._swizzle("B")
+        return dict(
+            kind=self.kind, ldmatrix=self.kind in ("f16", "bf16"), ptx_in=self.kind,
+            mma_shape=f"m{mm}n{mn}k{mk}", MMA_M=mm, MMA_N=mn, MMA_K=mk,
+            in_t=_C_IN[self.dtype][0], bits_t=_C_IN[self.dtype][1],
+            acc_t="double" if self.dtype == "float64" else "float", out_t=out_t, out2_t=out2_t, out_kind=out_kind,
+            out_name=self.output_dtype,
+            BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WARPS_M=BM // WM, WARPS_N=BN // WN, THREADS=self.threads,
+            STAGES=self.stages, VEC=self.vec, MI=WM // mm, NI=WN // mn, ACC=mm * mn // 32,
+            a_kmajor=self.k_major("A"), b_kmajor=self.k_major("B"), swizzle=self.smem_layout == "swizzle",
+            A_ROWS=a_rows, A_CH=a_len // self.vec, A_STRIDE=self._stride("A"), A_PAD=self._pad("A"),
+            B_ROWS=b_rows, B_CH=b_len // self.vec, B_STRIDE=self._stride("B"), B_PAD=self._pad("B"),
+            A_TILE=self._tile_elems("A"), B_TILE=self._tile_elems("B"),
+            A_SW_DIV=a_div, A_SW_MASK=a_mask, B_SW_DIV=b_div, B_SW_MASK=b_mask,
+            shared_bytes=self.shared_bytes)
+
+    def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
+        """(number of K slices, K elements per slice) for inner size K split at most `ways`
+        ways (default: split_k). Slices are whole BK steps; none is empty."""
+        BK = self.tile[2]
+        ways = self.split_k if ways is None else ways
+        if ways <= 1 or K <= BK:
+            return 1, K
+        steps = -(-K // BK)
+        per = -(-steps // ways)
+        return -(-steps // per), per * BK
+
+    def launch_geometry(self, M: int, N: int, K: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        """(grid, block, dynamic shared bytes) for an M x N x K product. Pure."""
+        BM, BN, _ = self.tile
+        splits, _ = self.split_plan(K)
+        tiles = -(-M // BM) * -(-N // BN)
+        return (tiles, 1, splits), (self.threads, 1, 1), self.shared_bytes
+
+    # -- the family interface (see Spec) ----------------------------------------------
+    @classmethod
+    def normalize_problem(cls, problem):
+        out = {}
+        for key in ("M", "N", "K"):
+            v = problem.get(key) if isinstance(problem, dict) else None
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"tensor matmul problem needs {key} as a positive integer, got {v!r}")
+            out[key] = int(v)
+        return out
+
+    @classmethod
+    def _check_dtype_name(cls, dtype: str) -> None:
+        if dtype not in ITEMSIZE:
+            raise ValueError(f"dtype={dtype!r} is not allowed for tensor-core matmul: one of {sorted(ITEMSIZE)}")
+
+    @classmethod
+    def default_spec(cls, problem, dtype):
+        """A sound spec for any shape: the dtype's default block, narrowed to 64 along a
+        side of at most 64, and K split when the C tiles alone leave SMs idle (fewer than
+        the 132 SMs of an H100/H200) and K is long enough to give each slice 256 or more."""
+        cls._check_dtype_name(dtype)
+        p = cls.normalize_problem(problem)
+        kw = dict(_DEFAULTS[dtype])
+        BM, BN, BK = kw["tile"]
+        WM, WN = kw["warp_tile"]
+        if dtype in ("float16", "bfloat16") and -(-p["M"] // BM) * -(-p["N"] // BN) < 264:
+            BN, WN = 128, 64  # fewer, smaller blocks: 128x128 fills the GPU sooner
+        if p["M"] <= 64 and BM > 64:
+            BM, WM = 64, min(WM, 32)
+        if p["N"] <= 64 and BN > 64:
+            BN, WN = 64, min(WN, 32)
+        kw.update(tile=(BM, BN, BK), warp_tile=(WM, WN))
+        tiles = -(-p["M"] // BM) * -(-p["N"] // BN)
+        if tiles < 132 and p["K"] >= 512:
+            split = min(16, -(-264 // tiles), p["K"] // 256)
+            if split > 1:
+                kw["split_k"] = split
+        return cls(dtype=dtype, **kw)
+
+    @classmethod
+    def search_space(cls, problem, dtype):
+        """Block x warp tiles, BK, pipeline depth, shared layout and raster band, plus split-K
+        where the C tiles alone cannot fill the GPU. Invalid combinations are left out."""
+        cls._check_dtype_name(dtype)
+        p = cls.normalize_problem(problem)
+        seen, specs = set(), []
+
+        def add(**kw):
+            kw.setdefault("tf32", dtype == "float32")
+            try:
+                s = cls(dtype=dtype, **kw)
+            except ValueError:
+                return
+            if s.key not in seen:
+                seen.add(s.key)
+                specs.append(s)
+
+        item = ITEMSIZE[dtype]
+        bks = [b // item for b in (32, 64, 128)]
+        blocks = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+        warps = ((32, 32), (32, 64), (64, 32), (64, 64))
+        layouts = ("swizzle", "pad")
+        for BM, BN in blocks:
+            for WM, WN in warps:
+                for BK in bks:
+                    for stages in (2, 3, 4, 5):
+                        for layout in layouts:
+                            add(tile=(BM, BN, BK), warp_tile=(WM, WN), stages=stages, smem_layout=layout)
+        base = cls.default_spec(p, dtype)
+        for group in (1, 4, 16):
+            for raster in ("row", "col"):
+                add(**dict(_fields(base), raster=raster, raster_group=group))
+        tiles = -(-p["M"] // 128) * -(-p["N"] // 128)
+        if tiles < 264 and p["K"] >= 512:
+            for split in (2, 3, 4, 6, 8, 12, 16):
+                for BM, BN in ((64, 64), (64, 128), (128, 64), (128, 128)):
+                    for WM, WN in ((32, 32), (32, 64), (64, 32), (64, 64)):
+                        add(tile=(BM, BN, bks[0]), warp_tile=(WM, WN), stages=4, split_k=split,
+                            smem_layout=_DEFAULTS[dtype]["smem_layout"])
+        return specs
+
+    def prune_reason(self, problem, limits):
+        if self.threads > limits.get("max_threads_per_block", 1024):
+            return f"{self.threads} threads per block exceed the device's {limits['max_threads_per_block']}"
+        if self.shared_bytes > limits.get("max_shared_per_block_optin", MAX_SHARED_BYTES):
+            return f"{self.shared_bytes} bytes of shared memory exceed the device's limit"
+        # Fragments and addresses take ~64 registers beyond the accumulators; a cap below
+        # that (block size x min_blocks) spills.
+        cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
+        if cap < self.accumulator_registers + 64:
+            return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
+                   f"below ~{self.accumulator_registers + 64} needed (spills)"
+        p = self.normalize_problem(problem)
+        BM, BN, _ = self.tile
+        if BM > 64 and BM >= 2 * p["M"] or BN > 64 and BN >= 2 * p["N"]:
+            return f"tile {self.tile[:2]} is more than twice the {p['M']}x{p['N']} output: most warps idle"
+        if self.split_k > 1:
+            splits, chunk = self.split_plan(p["K"])
+            if splits < 2:
+                return f"K={p['K']} is too short to split"
+            if chunk < 4 * self.tile[2]:
+                return f"each of the {splits} K slices is only {chunk} long"
+        return None
+
+    @classmethod
+    def make_inputs(cls, problem, dtype, rng):
+        """Standard normal A and B rounded to dtype (bfloat16 needs the ml_dtypes package)."""
+        p = cls.normalize_problem(problem)
+        np_dtype = host_dtype(dtype)
+        A = rng.standard_normal((p["M"], p["K"])).astype(np_dtype)
+        B = rng.standard_normal((p["K"], p["N"])).astype(np_dtype)
+        return A, B
+
+    @classmethod
+    def reference_output(cls, problem, inputs):
+        """The float64 product of the inputs as given (already rounded to their type)."""
+        A, B = inputs
+        return np.asarray(A).astype(np.float64) @ np.asarray(B).astype(np.float64)
+
+    @classmethod
+    def output_shape(cls, problem):
+        return (problem["M"], problem["N"])
+
+    def tolerance_for(self, problem, inputs=None):
+        """Relative (Frobenius) error bound: the rounding of the inputs to the type the MMA
+        reads (TF32 only; 16-bit products are exact in float32), the accumulation (the tensor
+        cores truncate partial sums, so the bound grows faster than sqrt(K)), and the
+        rounding of the output."""
+        K = max(int(problem["K"]), 1)
+        u_in = UNIT_ROUNDOFF["tf32"] if self.tf32 else (UNIT_ROUNDOFF["float64"] if self.dtype == "float64" else 0.0)
+        u_acc = 2 * UNIT_ROUNDOFF[self.accumulator]  # round toward zero: twice round-to-nearest's
+        u_out = UNIT_ROUNDOFF[self.output_dtype]
+        return 4 * u_in + u_acc * (K / 4 + 16 * math.sqrt(K) + 64) + 2 * u_out
+
+    def elementwise_bound(self, K: int) -> tuple[float, float]:
+        """(a, b): |C - C_ref| <= a * (|A| @ |B|) + b * |C_ref| elementwise, with a factor 2
+        of headroom over the rounding bound gamma_K of a dot product (split-K adds its slices
+        in the accumulator type, one more rounding per slice)."""
+        u_in = UNIT_ROUNDOFF["tf32"] if self.tf32 else 0.0
+        u_acc = 2 * UNIT_ROUNDOFF[self.accumulator]
+        return 2 * (2 * u_in + (max(K, 1) + 64) * u_acc), 2 * UNIT_ROUNDOFF[self.output_dtype]
+
+    @classmethod
+    def work(cls, problem, dtype):
+        M, N, K = problem["M"], problem["N"], problem["K"]
+        item = ITEMSIZE[dtype]
+        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * item}
+
+    @classmethod
+    def bucket(cls, problem):
+        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+
+
+def _fields(spec: Spec) -> dict[str, Any]:
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "dtype"}
+
+
+def host_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a host array of `dtype` (bfloat16 through ml_dtypes)."""
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ArrayError("bfloat16 host arrays need the ml_dtypes package (pip install ml_dtypes); "
+                             "or pass torch bfloat16 tensors on the GPU") from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """A dtype's kgen name from a numpy dtype (ml_dtypes' bfloat16 included) or a torch dtype."""
+    text = str(dtype)
+    if text in _TORCH_NAMES:
+        return _TORCH_NAMES[text]
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return text
+
+
+class TensorMatmulKernel(Kernel):
+    """k(A, B, out=None, alpha=1.0, beta=0.0, stream=None) -> C = alpha * A @ B + beta * out.
+
+    A and B: torch CUDA tensors (float16, bfloat16, float32, float64), CuPy or pycuda
+    device arrays, or numpy host arrays (bfloat16 as ml_dtypes.bfloat16), of the spec's
+    dtype and layouts. Device inputs give a device result on the caller's stream (torch's
+    or CuPy's current one unless stream= names another); host inputs a numpy result.
+    Entry points: kgen_tc_matmul (16-byte cp.async; A, B and their leading dimensions must
+    be 16-byte aligned), kgen_tc_matmul_elem (element loads, any alignment), with split_k
+    kgen_tc_splitk_reduce and with repack kgen_tc_repack, which copies an unaligned operand
+    to an aligned buffer for the cp.async entry point. Workspaces belong to this kernel
+    object: calls on different streams that overlap in time would share them.
+    """
+
+    spec: TensorMatmul
+
+    def __init__(self, spec, source, compiled):
+        # Not Kernel.__init__: numpy has no bfloat16, so the dtype stays a name here.
+        self.spec = spec
+        self.source = source
+        self.compiled = compiled
+        self.module = runtime.Module(compiled.cubin)
+        shared = spec.shared_bytes
+        self._fn = self.function("kgen_tc_matmul", shared)
+        self._fn_elem = self.function("kgen_tc_matmul_elem", shared)
+        self._fn_reduce = self.function("kgen_tc_splitk_reduce") if spec.split_k > 1 else None
+        self._fn_repack = self.function("kgen_tc_repack") if spec.repack else None
+        scalar = "d" if spec.dtype == "float64" else "f"
+        self._fmt = "PPP" + "q" * 8 + "i" + scalar * 2
+        self._fmt_reduce = "PP" + "q" * 5 + "i" + scalar * 2
+        self._item = ITEMSIZE[spec.dtype]
+        self._out_item = ITEMSIZE[spec.output_dtype]
+        self._acc_item = 8 if spec.dtype == "float64" else 4
+        self._buffers: dict[str, Any] = {}
+        self._retired: list[Any] = []  # outgrown workspaces, still named by older launch plans
+        self._plans: dict[tuple, tuple] = {}
+        self._torch_calls: dict[tuple, tuple] = {}
+
+    def _check_dtype(self, dtype, name: str, want: str | None = None) -> None:
+        want = want or self.spec.dtype
+        got = _dtype_name(dtype)
+        if got != want:
+            raise ArrayError(f"{name} has dtype {got} but this kernel was built for {want}; "
+                             f"build a spec with dtype={got!r} or convert {name}")
+
+    # -- launch plans -------------------------------------------------------------------
+    def _buffer(self, name: str, nbytes: int) -> int:
+        held = self._buffers.get(name)
+        if held is None or held[1] < nbytes:
+            if held is not None:
+                self._retired.append(held[0])
+            held = (runtime.driver().mem_alloc(max(nbytes, 16)), nbytes)
+            self._buffers[name] = held
+        return int(held[0])
+
+    def _plan(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int, a_ok: bool, b_ok: bool,
+              c_pairs: bool) -> tuple:
+        """Everything a call of this shape, layout and alignment launches, decided once:
+        (repack of A or None, repack of B or None, main launch, its arguments after the
+        pointers, workspace or 0, reduce launch or None, its arguments). `a_ok`/`b_ok`: the
+        operand allows 16-byte copies; `c_pairs`: C allows stores of two elements."""
+        key = (M, N, K, lda, ldb, ldc, a_ok, b_ok, c_pairs)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        spec = self.spec
+        vec = spec.vec
+        repacks: list[Any] = [None, None]
+        if spec.repack:
+            dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),
+                    ((K, N) if spec.layout_b == "row" else (N, K), ldb, b_ok))
+            for i, ((rows, cols), ld, ok) in enumerate(dims):
+                if ok or rows * cols == 0:
+                    continue
+                ldd = -(-cols // vec) * vec
+                dst = self._buffer("AB"[i], rows * ldd * self._item)
+                grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
+                repacks[i] = (Launch(self._fn_repack, "kgen_tc_repack", grid, (256, 1, 1), 0, "PP" + "q" * 4),
+                              dst, (rows, cols, ld, ldd))
+                if i == 0:
+                    lda = ldd
+                else:
+                    ldb = ldd
+            a_ok = a_ok or repacks[0] is not None
+            b_ok = b_ok or repacks[1] is not None
+        aligned = a_ok and b_ok
+        fn, name = (self._fn, "kgen_tc_matmul") if aligned else (self._fn_elem, "kgen_tc_matmul_elem")
+        grid, block, shared = spec.launch_geometry(M, N, K)
+        if grid[0] >= 2 ** 31:
+            raise ArrayError(f"a {M}x{N} product needs {grid[0]} blocks; at most 2^31-1 fit in the grid")
+        splits, chunk = spec.split_plan(K)
+        main = Launch(fn, name, grid, block, shared, self._fmt)
+        flags = 2 if c_pairs else 0
+        if splits == 1:
+            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, ())
+        else:
+            # Slices go to a workspace in the accumulator type; the reduce kernel applies
+            # alpha and beta once, summing the slices in a fixed order.
+            ldw = N
+            stride = M * ldw
+            ws = self._buffer("split", splits * stride * self._acc_item)
+            rgrid = (max(1, min(-(-(M * N) // 256), 132 * 16)), 1, 1)
+            reduce = Launch(self._fn_reduce, "kgen_tc_splitk_reduce", rgrid, (256, 1, 1), 0, self._fmt_reduce)
+            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldw, chunk, stride, 1), ws, reduce,
+                    (M, N, ldw, ldc, stride, splits))
+        if len(self._plans) >= 256:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
+
+    def _run(self, plan: tuple, pa: int, pb: int, pc: int, alpha: float, beta: float, stream: int) -> None:
+        repack_a, repack_b, main, args, ws, reduce, reduce_args = plan
+        if repack_a is not None:
+            go, dst, rargs = repack_a
+            go(stream, pa, dst, *rargs)
+            pa = dst
+        if repack_b is not None:
+            go, dst, rargs = repack_b
+            go(stream, pb, dst, *rargs)
+            pb = dst
+        if not ws:
+            main(stream, pa, pb, pc, *args, alpha, beta)
+        else:
+            main(stream, pa, pb, ws, *args, 1.0, 0.0)
+            reduce(stream, ws, pc, *reduce_args, alpha, beta)
+
+    def _aligned(self, ptr: int, ld: int) -> bool:
+        return not (ptr % 16 or ld % self.spec.vec)
+
+    def _pairs(self, ptr: int, ldc: int, N: int) -> bool:
+        return not (ptr % (2 * self._out_item) or (ldc % 2 and N > 1))
+
+    # -- calls -------------------------------------------------------------------------
+    def __call__(self, A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, stream=None):
+        if beta != 0 and out is None:
+            raise ArrayError("beta != 0 needs out= (the C that is scaled by beta and added to)")
+        tensor = runtime.torch_tensor_type()
+        if tensor is not None and type(A) is tensor and type(B) is tensor and (out is None or type(out) is tensor):
+            return self._call_torch(A, B, out, alpha, beta, stream)
+        if runtime.split_host_device({"A": A, "B": B, "out": out}):
+            return self._call_host(A, B, out, alpha, beta)
+        a, b = runtime.view(A, "A"), runtime.view(B, "B")
+        M, K, lda = self._operand(a.shape, a.strides, a.dtype, "A", self.spec.layout_a)
+        K2, N, ldb = self._operand(b.shape, b.strides, b.dtype, "B", self.spec.layout_b)
+        if K != K2:
+            raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
+        if out is None:
+            out = runtime.empty_like_library(A, (M, N), host_dtype(self.spec.output_dtype))
+        c = runtime.view(out, "out")
+        ldc = self._output(c.shape, c.strides, c.dtype, M, N)
+        if M and N:
+            plan = self._plan(M, N, K, lda, ldb, ldc, self._aligned(a.ptr, lda), self._aligned(b.ptr, ldb),
+                              self._pairs(c.ptr, ldc, N))
+            self._go(plan, a.ptr, b.ptr, c.ptr, alpha, beta, runtime.library_stream(A, stream), M, N, K)
+        return out
+
+    def _go(self, plan, pa, pb, pc, alpha, beta, stream, M, N, K) -> None:
+        ensure_context()
+        try:
+            self._run(plan, pa, pb, pc, alpha, beta, stream)
+        except LaunchError as exc:
+            raise LaunchError(f"{exc} (spec {self.spec.to_json()}, M={M} N={N} K={K})") from None
+
+    def _call_torch(self, A, B, out, alpha, beta, stream):
+        """torch tensors through their own accessors (torch's bfloat16 has no
+        __cuda_array_interface__), with one memo per shape, strides, dtype and alignment
+        class: a repeat call is a dictionary lookup and the launches."""
+        pa, pb = A.data_ptr(), B.data_ptr()
+        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+               pa % 16, pb % 16,
+               None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16))
+        hit = self._torch_calls.get(key)
+        if hit is None:
+            hit = self._torch_plan(A, B, out, key)
+        shape, out_dtype, plan, device = hit
+        if out is None:
+            out = A.new_empty(shape, dtype=out_dtype)
+        if plan is not None:
+            handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
+            self._go(plan, pa, pb, out.data_ptr(), alpha, beta, handle, *shape, A.shape[1])
+        return out
+
+    def _torch_plan(self, A, B, out, key) -> tuple:
+        import torch
+
+        spec = self.spec
+        for name, t in (("A", A), ("B", B)):
+            if t.dim() != 2:
+                raise ArrayError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        M, K, lda = self._operand(tuple(A.shape), A.stride(), A.dtype, "A", spec.layout_a)
+        K2, N, ldb = self._operand(tuple(B.shape), B.stride(), B.dtype, "B", spec.layout_b)
+        if K != K2:
+            raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
+        device = runtime.torch_device_index(A, "A")
+        for name, t in (("B", B), ("out", out)):
+            if t is not None and runtime.torch_device_index(t, name) != device:
+                raise ArrayError(f"A is on cuda:{device} but {name} is on {t.device}: pass tensors of one GPU")
+        out_dtype = getattr(torch, spec.output_dtype)
+        if out is not None:
+            ldc = self._output(tuple(out.shape), out.stride(), out.dtype, M, N)
+            pc_mod = out.data_ptr() % 16
+        else:
+            ldc, pc_mod = N, 0  # torch allocations are 16-byte aligned and dense
+        plan = None
+        if M and N:
+            plan = self._plan(M, N, K, lda, ldb, ldc, self._aligned(A.data_ptr(), lda),
+                              self._aligned(B.data_ptr(), ldb), self._pairs(pc_mod, ldc, N))
+        hit = ((M, N), out_dtype, plan, device)
+        if len(self._torch_calls) >= 256:
+            self._torch_calls.clear()
+        self._torch_calls[key] = hit
+        return hit
+
+    def _call_host(self, A, B, out, alpha, beta):
+        """numpy inputs: copied to the GPU in the spec's layouts, the result copied back."""
+        spec = self.spec
+        drv = runtime.driver()
+        arrays = []
+        for name, x, layout in (("A", A, spec.layout_a), ("B", B, spec.layout_b)):
+            if not isinstance(x, np.ndarray) or x.ndim != 2:
+                raise ArrayError(f"{name} must be a 2-D array, got {getattr(x, 'shape', type(x).__name__)}")
+            self._check_dtype(x.dtype, name)
+            arrays.append(np.ascontiguousarray(x) if layout == "row" else np.asfortranarray(x))
+        A, B = arrays
+        M, K = A.shape
+        K2, N = B.shape
+        if K != K2:
+            raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
+        result = np.empty((M, N), host_dtype(spec.output_dtype))
+        if out is not None:
+            self._output(out.shape, tuple(s // out.itemsize for s in out.strides), out.dtype, M, N)
+            result[...] = out
+        if M == 0 or N == 0:
+            if out is not None:
+                return out
+            return result
+        lda = K if spec.layout_a == "row" else M
+        ldb = N if spec.layout_b == "row" else K
+        bufs = [drv.mem_alloc(max(x.nbytes, 16)) for x in (A, B, result)]
+        for buf, x in zip(bufs, (A, B, result)):
+            if x.nbytes:
+                drv.memcpy_htod(buf, x)
+        pa, pb, pc = (int(b) for b in bufs)
+        plan = self._plan(M, N, K, lda, ldb, N, self._aligned(pa, lda), self._aligned(pb, ldb), self._pairs(pc, N, N))
+        self._go(plan, pa, pb, pc, alpha, beta, 0, M, N, K)
+        drv.memcpy_dtoh(result, bufs[2])
+        if out is not None:
+            out[...] = result
+            return out
+        return result
+
+    # -- argument checks ----------------------------------------------------------------
+    def _operand(self, shape, strides, dtype, name: str, layout: str) -> tuple[int, int, int]:
+        """(rows, cols, leading dimension) of a 2-D operand stored as `layout`."""
+        if len(shape) != 2:
+            raise ArrayError(f"{name} must be 2-D, got shape {tuple(shape)}")
+        self._check_dtype(dtype, name)
+        rows, cols = int(shape[0]), int(shape[1])
+        rs, cs = int(strides[0]), int(strides[1])
+        if layout == "row":
+            ok = (cs == 1 or cols <= 1) and (rs >= max(cols, 1) or rows <= 1)
+            ld = rs if rows > 1 else max(cols, 1)
+        else:
+            ok = (rs == 1 or rows <= 1) and (cs >= max(rows, 1) or cols <= 1)
+            ld = cs if cols > 1 else max(rows, 1)
+        if not ok:
+            other = "col" if layout == "row" else "row"
+            raise ArrayError(
+                f"{name} has shape {tuple(shape)} and element strides {tuple(strides)}, which layout_{name.lower()}="
+                f"{layout!r} cannot express (it needs unit stride along {'columns' if layout == 'row' else 'rows'}); "
+                f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, or make it contiguous")
+        return rows, cols, ld
+
+    def _output(self, shape, strides, dtype, M: int, N: int) -> int:
+        if tuple(shape) != (M, N):
+            raise ArrayError(f"out has shape {tuple(shape)} but the product is {M}x{N}")
+        self._check_dtype(dtype, "out", self.spec.output_dtype)
+        rs, cs = int(strides[0]), int(strides[1])
+        if not ((cs == 1 or N <= 1) and (rs >= max(N, 1) or M <= 1)):
+            raise ArrayError(f"out must be row-major with unit column stride; got element strides {tuple(strides)}")
+        return rs if M > 1 else max(N, 1)
+
+
+TensorMatmul.kernel_class = TensorMatmulKernel
