@@ -43,7 +43,7 @@ def render(spec: Spec, standalone: bool = False) -> str:
     """
     if not isinstance(spec, Spec):
         raise TypeError(f"render() takes a kgen spec (kgen.Matmul, kgen.Reduce, ...), got {type(spec).__name__}")
-    template = environment().get_template(spec.template)
+    template = _template(type(spec))
     context = {f: getattr(spec, f) for f in spec.to_dict() if f != "kernel"}
     context.update(
         spec=spec,
@@ -54,6 +54,20 @@ def render(spec: Spec, standalone: bool = False) -> str:
     )
     context.update(spec.template_context())
     return template.render(**context)
+
+
+def _template(cls: type[Spec]) -> jinja2.Template:
+    """The family's template: its own source (Spec.template_source()), or the file named by
+    Spec.template in kgen's templates folder. Both see kgen's shared macros."""
+    source = cls.template_source()
+    if source is None:
+        return environment().get_template(cls.template)
+    return _from_source(source)
+
+
+@functools.lru_cache(maxsize=64)
+def _from_source(source: str) -> jinja2.Template:
+    return environment().from_string(source)
 
 
 def emit(spec: Spec, path, standalone: bool = False) -> Path:

@@ -64,11 +64,33 @@ def _jsonable(value: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-    """Base of every kernel family's spec. Subclasses are frozen dataclasses."""
+    """Base of every kernel family's spec, and the family interface.
+
+    A family is one frozen dataclass subclassing Spec (its fields are the knobs, each with
+    a default), decorated with @register_family, plus one Jinja2 template and one
+    kgen.core.kernel.Kernel subclass that launches the compiled code. Nothing else in kgen
+    names a family: rendering, compiling, tuning and dispatch use only what is below.
+
+    Class attributes:
+        kernel        the family's name, the "kernel" field of its JSON ("matmul").
+        template      file name of its template in kgen's templates folder; or leave it
+                      empty and override template_source() (a family outside kgen).
+        kernel_class  the Kernel subclass build() wraps the compiled cubin in; calling
+                      it as kernel(*inputs, out=out) launches on device arrays.
+    A spec field named `dtype` ("float32", "float64", "int32") gives the template `ctype`.
+
+    Rendering and compiling (kgen.core): validate, template_source, template_context,
+    compile_options, and optionally explain_compile_error(CompileError) -> Exception.
+    Tuning (kgen.tune.tuner) and dispatch (kgen.tune.dispatch), per "problem" (a plain
+    dict of one call's sizes: matmul's M, N, K; reduce's n, op): normalize_problem,
+    search_space, default_spec, prune_reason, make_inputs, reference_output,
+    output_shape, tolerance_for, work, bucket. The methods that raise
+    NotImplementedError here must be defined by a family the tuner or dispatch sees.
+    """
 
     kernel: ClassVar[str] = ""
     template: ClassVar[str] = ""
-    kernel_class: ClassVar[type] = object  # the kgen.kernel.Kernel subclass that launches it
+    kernel_class: ClassVar[type] = object
 
     def __post_init__(self) -> None:
         hints = {f.name: f for f in dataclasses.fields(self)}
@@ -122,11 +144,19 @@ class Spec:
     def replace(self, **changes: Any) -> "Spec":
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def template_source(cls) -> str | None:
+        """The family's Jinja2 template as text, or None to load the file named by
+        `template` from kgen's templates folder. Either way the template may import
+        kgen's shared macros ({% import "common.cuh.j2" as common with context %})."""
+        return None
+
     def template_context(self) -> dict[str, Any]:
         """Values the template needs beyond the spec fields (derived sizes, C types)."""
         return {}
 
     def compile_options(self) -> tuple[str, ...]:
+        """Extra nvcc options for this spec (e.g. ("-use_fast_math",)); part of the cache key."""
         return ()
 
     def dynamic_shared_bytes(self, entry: str) -> int:
@@ -138,57 +168,63 @@ class Spec:
     def ctype(self) -> str:
         return DTYPES[getattr(self, "dtype")]
 
-    # -- the family interface: all the autotuner, the benchmarks and the dispatcher see --
-    # A "problem" is a plain dict describing one call's sizes (matmul: M, N, K; reduce: n, op).
+    # -- the family interface: what the autotuner, the benchmarks and dispatch see ----------
+    @classmethod
+    def _missing(cls, method: str) -> NotImplementedError:
+        return NotImplementedError(f"the {cls.kernel or cls.__name__} family does not define {method}(); "
+                                   "see kgen.core.spec.Spec for the family interface")
+
     @classmethod
     def normalize_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:
         """Check a problem dict and return it in canonical form (ValueError naming the bad key)."""
-        raise NotImplementedError
+        raise cls._missing("normalize_problem")
 
     @classmethod
     def search_space(cls, problem: dict[str, Any], dtype: str) -> list["Spec"]:
         """Every valid candidate spec for the problem (invalid combinations are left out)."""
-        raise NotImplementedError
+        raise cls._missing("search_space")
 
     @classmethod
     def default_spec(cls, problem: dict[str, Any], dtype: str) -> "Spec":
-        """A sound spec for the problem when nothing was tuned."""
-        raise NotImplementedError
+        """A sound spec for the problem when nothing was tuned (a bad dtype raises SpecError)."""
+        raise cls._missing("default_spec")
 
     def prune_reason(self, problem: dict[str, Any], limits: dict[str, int]) -> str | None:
         """Why this spec should not be compiled for the problem on a device with `limits`
-        (keys as in runtime.device_limits()), or None if it should."""
+        (keys as in kgen.tune.device.DeviceInfo.limits), or None if it should."""
         return None
 
     @classmethod
-    def make_inputs(cls, problem: dict[str, Any], dtype: str, rng) -> tuple:
-        """Fresh random host inputs (numpy) for the problem; never zeros."""
-        raise NotImplementedError
+    def make_inputs(cls, problem: dict[str, Any], dtype: str, rng: Any) -> tuple[Any, ...]:
+        """Fresh random host inputs (numpy arrays, from the numpy Generator `rng`) for the
+        problem, in the order the kernel takes them; never zeros."""
+        raise cls._missing("make_inputs")
 
     @classmethod
-    def reference_output(cls, problem: dict[str, Any], inputs: tuple):
+    def reference_output(cls, problem: dict[str, Any], inputs: tuple[Any, ...]) -> Any:
         """The float64 result for `inputs` (numpy array; a 0-d array for reductions)."""
-        raise NotImplementedError
+        raise cls._missing("reference_output")
 
     @classmethod
     def output_shape(cls, problem: dict[str, Any]) -> tuple[int, ...]:
-        raise NotImplementedError
+        """Shape of the output array (() for a scalar result)."""
+        raise cls._missing("output_shape")
 
-    def tolerance_for(self, problem: dict[str, Any], inputs: tuple | None = None) -> float:
+    def tolerance_for(self, problem: dict[str, Any], inputs: tuple[Any, ...] | None = None) -> float:
         """Largest allowed relative (norm) error against reference_output. Given the
         `inputs` the check runs on, a family may condition the bound on the data (a sum
         whose terms cancel is ill-conditioned: its relative error is no property of n)."""
-        raise NotImplementedError
+        raise self._missing("tolerance_for")
 
     @classmethod
     def work(cls, problem: dict[str, Any], dtype: str) -> dict[str, float]:
         """{"flops": ..., "bytes": ...}: the arithmetic and the fewest bytes moved, for rates."""
-        raise NotImplementedError
+        raise cls._missing("work")
 
     @classmethod
     def bucket(cls, problem: dict[str, Any]) -> tuple[float, ...]:
         """Coordinates of the problem for nearest-tuned-shape lookup (e.g. log2 of sizes)."""
-        raise NotImplementedError
+        raise cls._missing("bucket")
 
 
 def spec_from_dict(data: dict[str, Any]) -> Spec:
