@@ -569,3 +569,18 @@ def test_pool_compiles_feed_the_runner_with_real_ptxas_resources(db):
              runner=RecordedRunner(lambda s: 1.0 + s.block_size / 1000), db=db)
     assert r.counts["launched"] + r.counts["pruned_by_ptxas"] + r.counts["compile_errors"] == 3
     assert all(x.resources and max(v["registers"] for v in x.resources.values()) > 0 for x in r.by_status("ok"))
+
+
+@pytest.mark.nvcc
+def test_a_compile_pool_that_cannot_start_logs_a_warning_and_compiles_in_process(db, monkeypatch, caplog):
+    from kgen.tune import pool
+
+    def no_processes(method):
+        raise OSError("process creation is not allowed here")
+
+    monkeypatch.setattr(pool.multiprocessing, "get_context", no_processes)
+    with caplog.at_level("WARNING", logger="kgen.tune.pool"):
+        r = tune(kgen.Reduce, {"n": 1 << 20, "op": "sum"}, strategy="random", max_configs=2, seed=5, workers=2,
+                 runner=RecordedRunner(lambda s: 1.0 + s.block_size / 1000), db=db)
+    assert r.counts["compile_errors"] == 0 and r.counts["launched"] + r.counts["pruned_by_ptxas"] == 2
+    assert any("compile pool failed (process creation is not allowed here)" in m for m in caplog.messages)

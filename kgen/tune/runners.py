@@ -15,6 +15,7 @@ as autotune(..., runner=...).
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Callable, Protocol, Sequence
 
@@ -23,6 +24,8 @@ import numpy as np
 from ..core.spec import Spec
 from .device import DeviceInfo, arch_limits, cuda_device_info
 from .records import ContextLost, LaunchFailure, first_line
+
+logger = logging.getLogger(__name__)
 
 
 class Runner(Protocol):
@@ -89,7 +92,8 @@ class CudaRunner:
                                               arguments=f"const {ctype} *x, const double *y")
                 self._ref_gpu = gpuarray.to_gpu(np.ascontiguousarray(ref.ravel()))
                 self._sumsq(self._out.reshape(-1), self._ref_gpu).get()  # compile it now, not in the first check
-            except Exception:  # noqa: BLE001 - fall back to comparing on the host
+            except Exception as exc:  # noqa: BLE001 - fall back to comparing on the host
+                logger.debug("checking results on the host: the GPU comparison kernel failed (%s)", first_line(exc))
                 self._sumsq = None
         if self.flush_l2 and self._flusher is None:
             self._flusher = L2Flusher()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import json
+import logging
 import math
 import os
 import statistics
@@ -53,6 +54,8 @@ from .prune import ptxas_reason
 from .records import ContextLost, LaunchFailure, Record, TuneError, TuneResult, record_order
 from .runners import CudaRunner, RecordedRunner, Runner
 from .stats import median_iqr, separated, stderr_of_median
+
+logger = logging.getLogger(__name__)
 
 STRATEGIES = ("exhaustive", "random", "guided")
 
@@ -141,14 +144,19 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
         # A run cut short (time budget, broken context) is stored for dispatch, but the
         # next tune resumes it rather than returning it.
         if hit is not None and hit["summary"].get("counts", {}).get("complete", 1):
+            logger.info("%s %s %s: the tuning database holds the result", cls.kernel, dtype, problem)
             return _from_db(cls, problem, dtype, device, database, hit, t0)
 
     tuner = _Tuner(cls, problem, dtype, strategy=strategy, max_configs=max_configs, time_budget_s=time_budget_s,
                    runner=runner, database=database if save else None, key=key, arch=arch, device=device,
-                   workers=max(1, (os.cpu_count() or 2) - 1) if workers is None else workers, seed=seed, progress=progress,
+                   workers=max(1, (os.cpu_count() or 2) - 1) if workers is None else workers, seed=seed,
+                   progress=progress,
                    compiler=compiler, leaders=leaders, screen_samples=screen_samples, min_warps=min_warps,
                    dry_run=dry_run, resume=resume and database is not None, t0=t0, keep=keep)
     result = tuner.run()
+    logger.info("%s %s %s: best %s (%s ms) after %.1f s; %s", cls.kernel, dtype, problem,
+                result.best.to_json() if result.best is not None else None, result.best_ms, result.elapsed_s,
+                result.note)
     if database is not None and save and result.best is not None:
         result.strategy = stored_strategy
         database.put_result(key, stored_strategy, ident, result.best.to_json(), result.best_ms, result.summary())
@@ -260,6 +268,8 @@ class _Tuner:
 
     def _record(self, rec: Record) -> Record:
         self.records[rec.spec.key] = rec
+        logger.debug("%s %s: %s", rec.status, rec.spec.to_json(),
+                     f"{rec.median_ms:.4f} ms" if rec.median_ms is not None else rec.reason)
         if rec.status == "ok" and rec.median_ms is not None:
             self.best_ms = min(self.best_ms, rec.median_ms)
         if self.db is not None and rec.origin == "run" and rec.status != "compiled":
