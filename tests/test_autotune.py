@@ -130,7 +130,8 @@ def test_ptxas_reason_rules():
 def test_failures_are_recorded_with_reasons_and_the_run_goes_on(db):
     def compiler(spec, arch):
         if spec.tile[2] == 32:
-            raise CompileError("nvcc failed with exit code 1", ["nvcc"], "kernel.cu(12): error: identifier \"x\" is undefined")
+            raise CompileError("nvcc failed with exit code 1", ["nvcc"],
+                               "kernel.cu(12): error: identifier \"x\" is undefined")
         return resources(spec, arch)
 
     runner = RecordedRunner(landscape, wrong=lambda s: s.thread_tile == (4, 4),

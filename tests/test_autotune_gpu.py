@@ -2,7 +2,6 @@
 timing, the database and kgen.matmul / kgen.dot / kgen.reduce."""
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np

@@ -27,7 +27,7 @@ class Kernel:
         self.source = source
         self.compiled = compiled
         self.module = runtime.Module(compiled.cubin)
-        self._np_dtype = np.dtype(spec.dtype)
+        self._np_dtype = np.dtype(getattr(spec, "dtype"))  # noqa: B009 - each family declares dtype
 
     def _check_dtype(self, dtype, name: str) -> None:
         """An argument's dtype (a numpy dtype or its name) must be the spec's. A numpy
@@ -46,6 +46,12 @@ class Kernel:
 
     def function(self, name: str, dynamic_shared: int = 0):
         return self.module.function(name, dynamic_shared)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Launch on the inputs (numpy or device arrays) and return the result. The tuner's
+        runner calls kernel(*make_inputs(...), out=device_array)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define __call__; "
+                                  "a family's kernel class launches its entry points there")
 
     def __repr__(self) -> str:
         return f"<kgen {type(self).__name__} {self.spec.to_json()}>"
@@ -93,27 +99,58 @@ def launch_resources(spec: Spec, resources: dict[str, dict[str, int]]) -> dict[s
     return out
 
 
-_built: dict[tuple[str, str, str], Kernel] = {}
+def sourcemodule_options(spec: Spec) -> list[str]:
+    """nvcc options for pycuda.compiler.SourceModule(kgen.render(spec), no_extern_c=True,
+    options=...): kgen's own code-generation flags and the spec's compile_options(). The
+    rendered source needs no include path (it includes only the CUDA toolkit's headers),
+    and ptxas' verbose report is left out (pycuda warns on any nvcc output)."""
+    return ["-O3", "-std=c++17", *spec.compile_options()]
+
+
+def _sourcemodule_compile(spec: Spec, source: str, arch: str) -> Compiled:
+    """The cubin pycuda's SourceModule would load, from pycuda.compiler.compile (what
+    SourceModule runs), cached by pycuda: no ptxas report and no kgen disk cache."""
+    import hashlib
+
+    from pycuda.compiler import compile as pycuda_compile
+
+    options = sourcemodule_options(spec)
+    cubin = pycuda_compile(source, options=options, no_extern_c=True, arch=arch)
+    key = hashlib.sha256("\0".join([source, arch, *options]).encode()).hexdigest()[:24]
+    return Compiled(cubin=cubin, arch=arch, key=key, resources={}, log="", origin="sourcemodule")
+
+
+COMPILERS = ("kgen", "sourcemodule")
+_built: dict[tuple[str, str, str, str], Kernel] = {}
 _built_lock = threading.Lock()
 
 
-def build(spec: Spec) -> Kernel:
+def build(spec: Spec, compiler: str = "kgen") -> Kernel:
     """Compile (or fetch from the cache) and load `spec` for the current GPU.
 
+    compiler="kgen" (the default) compiles through kgen.core.compiler: an atomic,
+    checked, versioned disk cache and ptxas' report in kernel.resources.
+    compiler="sourcemodule" compiles as pycuda's SourceModule does (pycuda's compiler
+    and cache; kernel.resources is empty), for code that already relies on pycuda's.
     Needs pycuda and a CUDA device; raises runtime.NoGPUError saying which is missing.
     Equal specs give the same Kernel object within a process.
     """
     if not isinstance(spec, Spec):
         raise TypeError(f"build() takes a kgen spec (kgen.Matmul(...), kgen.Reduce(...)), got {type(spec).__name__}")
+    if compiler not in COMPILERS:
+        raise ValueError(f"compiler={compiler!r} is not allowed: one of {list(COMPILERS)}")
     runtime.driver()  # fail early, and clearly, without pycuda or a GPU
     arch = default_arch()
-    memo = (type(spec).kernel, spec.key, arch)
+    memo = (type(spec).kernel, spec.key, arch, compiler)
     with _built_lock:
         hit = _built.get(memo)
     if hit is not None:
         return hit
     source = render(spec)
-    compiled = _compile_spec(spec, source, arch)
+    if compiler == "sourcemodule":
+        compiled = _sourcemodule_compile(spec, source, arch)
+    else:
+        compiled = _compile_spec(spec, source, arch)
     kernel = spec.kernel_class(spec, source, compiled)
     with _built_lock:
         _built.setdefault(memo, kernel)

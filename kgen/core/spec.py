@@ -166,7 +166,7 @@ class Spec:
 
     @property
     def ctype(self) -> str:
-        return DTYPES[getattr(self, "dtype")]
+        return DTYPES[getattr(self, "dtype")]  # noqa: B009 - each family declares dtype; the base cannot
 
     # -- the family interface: what the autotuner, the benchmarks and dispatch see ----------
     @classmethod

@@ -38,7 +38,7 @@ Timed = Sequence[tuple[int, float]]
 
 def _leaves(spec: Spec) -> list[tuple[str, Any]]:
     """The spec's fields flattened: tuples become name[i]."""
-    out = []
+    out: list[tuple[str, Any]] = []
     for f in dataclasses.fields(spec):
         v = getattr(spec, f.name)
         if isinstance(v, tuple):
@@ -52,9 +52,8 @@ def feature_matrix(specs: Sequence[Spec]) -> np.ndarray:
     """Standardised numeric features of the specs: log2 of integer fields, 0/1 for
     booleans, one-hot for strings; fields that never vary are dropped."""
     rows = [_leaves(s) for s in specs]
-    names = [n for n, _ in rows[0]]
     cols = []
-    for j, name in enumerate(names):
+    for j in range(len(rows[0])):
         vals = [r[j][1] for r in rows]
         if all(isinstance(v, bool) for v in vals):
             cols.append([float(v) for v in vals])

@@ -59,7 +59,7 @@ class CudaRunner:
         self.flush_l2 = flush_l2
         self._rng = np.random.default_rng(seed)
         self._inputs: dict[tuple, list] = {}
-        self._flusher = None
+        self._flusher: Callable[[], None] | None = None
 
     def prepare(self, cls: type[Spec], problem: dict[str, Any], dtype: str, seed: int | None = None) -> None:
         from pycuda import gpuarray
