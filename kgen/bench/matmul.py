@@ -34,8 +34,8 @@ _WIDE = dict(tile=(128, 256, 8), thread_tile=(8, 16), warp_tile=(32, 128), stage
 # bounds arithmetic, unaligned operands repacked for the vector kernel.
 _W16 = dict(_WIDE, tile=(128, 256, 16), stages=3, interior_fast_path=True, repack=True)
 
-# Hand-picked per-shape best specs, from the sweeps on an H200 (scripts/matmul_sweep.py rounds
-# 1-3, scripts/matmul_wide_sweep.py, scripts/matmul_pipeline_sweep.py rounds 1-3;
+# Hand-picked per-shape best specs, from the sweeps on an H200 (docs/bench/research/matmul_sweep.py rounds
+# 1-3, docs/bench/research/matmul_wide_sweep.py, docs/bench/research/matmul_pipeline_sweep.py rounds 1-3;
 # docs/benchmarks-matmul.md). Keys are "MxNxK"; shapes not listed use DEFAULT.
 DEFAULT: dict[str, Any] = dict(_W16, tail_split_k=4)
 BEST: dict[str, dict[str, Any]] = {

@@ -417,7 +417,7 @@ class Matmul(Spec):
                 return f"each of the {splits} K slices is only {chunk} long"
         return None
 
-    # Restored family interface (lost in 8bb051c): the autotuner, dispatch and tests use these.
+    # The rest of the family interface (kgen.core.spec.Spec), for the tuner and dispatch.
     @classmethod
     def make_inputs(cls, problem, dtype, rng):
         p = cls.normalize_problem(problem)

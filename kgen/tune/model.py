@@ -18,7 +18,7 @@ from ..core.spec import Spec
 
 # The guided strategy evaluates batches of up to GUIDED_BATCH candidates (compiled in parallel)
 # and stops after GUIDED_PATIENCE batches in a row that did not improve the best by 0.5%.
-# Replayed on recorded exhaustive tunes of an H200 (scripts/guided_replay.py), where two
+# Replayed on recorded exhaustive tunes of an H200 (docs/bench/research/guided_replay.py), where two
 # basins of 3000x5000x700 lie 3% apart, patience 6 settled in the wrong one for 7 seeds of
 # 20; patience 24 with spread guesses for none of 60 over three recordings, launching 15-20%
 # of the space on average.

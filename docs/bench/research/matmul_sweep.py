@@ -1,6 +1,6 @@
 """Time many matmul specs on the bench shapes in one device run; writes JSON.
 
-python3 scripts/matmul_sweep.py OUT.json [round]
+python3 docs/bench/research/matmul_sweep.py OUT.json [round]
 Compiles every candidate in parallel first, checks each against float64 on a ragged
 shape, then times it on the shapes next to cuBLAS (torch, TF32 off).
 """

@@ -2,7 +2,7 @@
 # The autotuner's acceptance run, as quoted in docs/autotune.md: exhaustive and guided
 # tunes of 4096^3 and 3000x5000x700 (guided runs on their own databases, so they cannot
 # resume from the exhaustive records, but share the cubin cache), then a repeated tune
-# answered from the database. Usage: scripts/autotune_check.sh OUT_DIR
+# answered from the database. Usage: docs/bench/research/autotune_check.sh OUT_DIR
 set -u
 out=${1:?usage: autotune_check.sh OUT_DIR}
 mkdir -p "$out"

@@ -6,7 +6,7 @@ compiler that answers with its recorded ptxas resources: everything else (prunin
 model, batches, convergence, the leaders' re-timing) is the real tuner. It prints, per
 seed, how many candidates were launched and how far the pick is from the exhaustive best.
 
-    python3 scripts/guided_replay.py docs/bench/autotune_3000_exhaustive.json --seeds 40
+    python3 docs/bench/research/guided_replay.py docs/bench/autotune_3000_exhaustive.json --seeds 40
 """
 import argparse
 import json

@@ -4,7 +4,7 @@ barrier), repack (unaligned operands copied to an aligned buffer for the vector 
 tail_split_k (a partial last wave computed with K split). All specs compile in parallel
 first; every spec is checked against float64 before it is timed (kgen.bench.matmul.run).
 
-    python3 scripts/matmul_pipeline_sweep.py ROUND OUT.json [MxNxK ...]
+    python3 docs/bench/research/matmul_pipeline_sweep.py ROUND OUT.json [MxNxK ...]
 
 Round 1 tried the three fields on the specs of the bench table; round 2 (after round 1
 showed prefetch_fragments slower everywhere) tries 8x16 thread tiles in 128x128 blocks of
