@@ -44,7 +44,7 @@ def test_options_are_kgens_code_generation_flags():
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("spec", MATMULS + REDUCES, ids=lambda s: s.to_json())
+@pytest.mark.parametrize("spec", MATMULS + REDUCES, ids=lambda s: f"{s.kernel}-{s.key[:8]}")
 def test_rendered_source_compiles_silently_as_sourcemodule_compiles_it(tmp_path, spec):
     """pycuda.compiler.compile writes the source to kernel.cu in a fresh folder and runs
     `nvcc --cubin OPTIONS -arch sm_XY kernel.cu` there (no_extern_c=True adds nothing)."""
@@ -65,7 +65,7 @@ def _sourcemodule(spec):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec", MATMULS + REDUCES, ids=lambda s: s.to_json())
+@pytest.mark.parametrize("spec", MATMULS + REDUCES, ids=lambda s: f"{s.kernel}-{s.key[:8]}")
 def test_sourcemodule_loads_every_entry_point(spec):
     module = _sourcemodule(spec)
     entry_points = kgen.compile(spec).resources  # ptxas' report names each kernel in the cubin
@@ -75,7 +75,7 @@ def test_sourcemodule_loads_every_entry_point(spec):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec", MATMULS, ids=lambda s: s.to_json())
+@pytest.mark.parametrize("spec", MATMULS, ids=lambda s: f"{s.kernel}-{s.key[:8]}")
 def test_matmul_built_through_sourcemodule_matches_float64(spec):
     from pycuda import gpuarray
 
@@ -96,7 +96,7 @@ def test_matmul_built_through_sourcemodule_matches_float64(spec):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec", REDUCES, ids=lambda s: s.to_json())
+@pytest.mark.parametrize("spec", REDUCES, ids=lambda s: f"{s.kernel}-{s.key[:8]}")
 def test_reduce_built_through_sourcemodule_matches_float64(spec):
     from pycuda import gpuarray
 

@@ -99,7 +99,8 @@ def fit_predict(X: np.ndarray, known: Sequence[int], y: Sequence[float], ridge: 
     return Q @ w
 
 
-def maximin(X: np.ndarray, pool: Sequence[int], count: int, start: Sequence[int], rng) -> list[int]:
+def maximin(X: np.ndarray, pool: Sequence[int], count: int, start: Sequence[int],
+            rng: np.random.Generator) -> list[int]:
     """Pick `count` rows of `pool` far from each other (and from `start`): a space-filling start."""
     chosen: list[int] = []
     pool = list(pool)

@@ -63,7 +63,7 @@ class CompilePool:
         self.futures: dict[str, cf.Future] = {}
         self.done = 0  # compiles finished (a counter: scanning the futures would cost O(n) per update)
 
-    def _finished(self, _fut) -> None:
+    def _finished(self, _fut: cf.Future) -> None:
         self.done += 1
 
     def submit(self, spec: Spec) -> cf.Future:

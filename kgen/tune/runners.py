@@ -208,7 +208,7 @@ class RecordedRunner:
         self._rng = np.random.default_rng(seed)
         self.launched: list[str] = []  # spec keys, in the order they were verified
 
-    def prepare(self, cls, problem, dtype, seed=None) -> None:
+    def prepare(self, cls: type[Spec], problem: dict[str, Any], dtype: str, seed: int | None = None) -> None:
         self.problem = problem
 
     def _ms(self, spec: Spec) -> float:
@@ -223,7 +223,7 @@ class RecordedRunner:
             return 0.5, 1e-4, 0
         return 1e-7, 1e-4, 0
 
-    def time(self, specs, samples, warmup=1) -> list[list[float]]:
+    def time(self, specs: Sequence[Spec], samples: int, warmup: int = 1) -> list[list[float]]:
         return [[self._ms(s) for _ in range(samples)] for s in specs]
 
     def close(self) -> None:

@@ -46,6 +46,7 @@ import numpy as np
 from .. import __version__
 from ..core.spec import Spec, SpecError, spec_from_json
 from ..core.spec import family as family_class
+from .db import TuneDB, open_db, problem_key
 from .device import DeviceInfo, arch_limits, toolchain_version
 from .model import (GUIDED_BATCH, GUIDED_PATIENCE, GUIDED_START_BATCHES, choose_batch, code_matrix, feature_matrix,
                     maximin, near_leaders)
@@ -134,8 +135,6 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
         database = _open(db)
 
     ident = identity(cls, problem, dtype, device)
-    from .db import problem_key
-
     keep, label = _restriction(cls, restrict)
     stored_strategy = strategy + label
     key = problem_key(cls.kernel, dtype, problem, device.name, device.arch, ident["nvcc"], __version__)
@@ -157,7 +156,7 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     logger.info("%s %s %s: best %s (%s ms) after %.1f s; %s", cls.kernel, dtype, problem,
                 result.best.to_json() if result.best is not None else None, result.best_ms, result.elapsed_s,
                 result.note)
-    if database is not None and save and result.best is not None:
+    if database is not None and save and result.best is not None and result.best_ms is not None:
         result.strategy = stored_strategy
         database.put_result(key, stored_strategy, ident, result.best.to_json(), result.best_ms, result.summary())
         from . import dispatch
@@ -166,7 +165,8 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     return result
 
 
-def _restriction(cls, restrict) -> tuple[Callable[[Spec], bool] | None, str]:
+def _restriction(cls: type[Spec], restrict: dict[str, Iterable[Any]] | Callable[[Spec], bool] | None,
+                 ) -> tuple[Callable[[Spec], bool] | None, str]:
     """(predicate, label) for a restrict= argument."""
     if restrict is None:
         return None, ""
@@ -196,13 +196,11 @@ def _restriction(cls, restrict) -> tuple[Callable[[Spec], bool] | None, str]:
     return keep, label
 
 
-def _tuple_fields(cls) -> set[str]:
+def _tuple_fields(cls: type[Spec]) -> set[str]:
     return {f.name for f in dataclasses.fields(cls) if isinstance(f.default, tuple)}
 
 
-def _open(db: Any):
-    from .db import TuneDB, open_db
-
+def _open(db: Any) -> TuneDB | None:
     if db is False:
         return None
     if isinstance(db, TuneDB):
@@ -210,7 +208,8 @@ def _open(db: Any):
     return open_db(db)
 
 
-def _from_db(cls, problem, dtype, device, database, hit, t0) -> TuneResult:
+def _from_db(cls: type[Spec], problem: dict[str, Any], dtype: str, device: DeviceInfo, database: TuneDB,
+             hit: dict[str, Any], t0: float) -> TuneResult:
     records = []
     for row in database.candidates(hit["key"]):
         try:
@@ -233,9 +232,12 @@ class _StopTuning(Exception):
 class _Tuner:
     """One tuning run: the space, its records, the compile pool and the strategy's loop."""
 
-    def __init__(self, cls, problem, dtype, *, strategy, max_configs, time_budget_s, runner, database, key, arch,
-                 device, workers, seed, progress, compiler, leaders, screen_samples, min_warps, dry_run, resume,
-                 t0, keep=None):
+    def __init__(self, cls: type[Spec], problem: dict[str, Any], dtype: str, *, strategy: str,
+                 max_configs: int | None, time_budget_s: float | None, runner: Runner | None,
+                 database: TuneDB | None, key: str, arch: str, device: DeviceInfo, workers: int, seed: int | None,
+                 progress: Callable[[dict], None] | None, compiler: Callable[[Spec, str], dict] | None, leaders: int,
+                 screen_samples: int, min_warps: int, dry_run: bool, resume: bool, t0: float,
+                 keep: Callable[[Spec], bool] | None = None) -> None:
         self.cls, self.problem, self.dtype = cls, problem, dtype
         self.strategy, self.max_configs, self.time_budget_s = strategy, max_configs, time_budget_s
         self.runner, self.db, self.key, self.arch, self.device = runner, database, key, arch, device
@@ -260,7 +262,14 @@ class _Tuner:
         self.evaluated = 0  # candidates compiled and judged in this run
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def _emit(self, phase: str, **info) -> None:
+    @property
+    def live_runner(self) -> Runner:
+        """The runner; a dry run has none because it launches nothing."""
+        if self.runner is None:
+            raise TuneError("a dry run launches nothing: no runner to verify or time with")
+        return self.runner
+
+    def _emit(self, phase: str, **info: Any) -> None:
         if self.progress is not None:
             self.progress({"phase": phase, "done": self.evaluated, "target": self.target, "best_ms": self.best_ms,
                            "compiled": self.compiles.done, "submitted": len(self.compiles.futures),
@@ -316,7 +325,7 @@ class _Tuner:
                     self.counts["resumed"] += 1
                     self._count(rec)
         if not self.dry_run:
-            self.runner.prepare(self.cls, self.problem, self.dtype, self.seed)
+            self.live_runner.prepare(self.cls, self.problem, self.dtype, self.seed)
         try:
             if self.strategy == "guided" and not self.dry_run:
                 self._guided(survivors)
@@ -329,7 +338,7 @@ class _Tuner:
         decided, note, best, best_ms, best_iqr = True, "", None, None, None
         if not self.dry_run:
             best, best_ms, best_iqr, decided, note = self._settle()
-            self.runner.close()
+            self.live_runner.close()
         else:
             note = f"dry run for {self.arch}: nothing was launched"
         if self.stopped:
@@ -405,7 +414,7 @@ class _Tuner:
 
     def _launch(self, spec: Spec, resources: dict | None) -> Record:
         try:
-            error, tol, bad = self.runner.verify(spec)
+            error, tol, bad = self.live_runner.verify(spec)
         except ContextLost as exc:
             self.lost_context = True
             return Record(spec, "launch-error", resources=resources, reason=str(exc))
@@ -419,13 +428,13 @@ class _Tuner:
                           reason=f"relative error {error:.3e} exceeds the tolerance {tol:.3e}")
         try:
             # The verifying launch already loaded the module and warmed the kernel up.
-            samples = self.runner.time([spec], 1, warmup=0)[0]
+            samples = self.live_runner.time([spec], 1, warmup=0)[0]
             if samples[0] > 1.25 * self.best_ms:
                 # Far behind the leader: one more sample guards against a hiccup, and if it
                 # stays behind its place is settled without spending more GPU time on it.
-                samples += self.runner.time([spec], 1, warmup=0)[0]
+                samples += self.live_runner.time([spec], 1, warmup=0)[0]
             if min(samples) <= 1.25 * self.best_ms:
-                samples += self.runner.time([spec], self.screen_samples - len(samples), warmup=0)[0]
+                samples += self.live_runner.time([spec], self.screen_samples - len(samples), warmup=0)[0]
         except ContextLost as exc:
             self.lost_context = True
             return Record(spec, "launch-error", resources=resources, reason=str(exc))
@@ -494,9 +503,9 @@ class _Tuner:
             self._evaluate(futures[fut])
 
     # -- deciding the winner --------------------------------------------------------------
-    def _settle(self):
+    def _settle(self) -> tuple[Spec | None, float | None, float | None, bool, str]:
         ok = sorted((r for r in self.records.values() if r.status == "ok" and r.median_ms is not None),
-                    key=lambda r: r.median_ms)
+                    key=record_order)
         if not ok:
             failed = {s: sum(1 for r in self.records.values() if r.status == s)
                       for s in ("compile-error", "launch-error", "wrong-result", "pruned")}
@@ -514,7 +523,7 @@ class _Tuner:
         decided = len(alive) == 1
         while len(alive) > 1 and rounds * per_round < cap:
             try:
-                got = self.runner.time([r.spec for r in alive], per_round, warmup=1 if rounds == 0 else 0)
+                got = self.live_runner.time([r.spec for r in alive], per_round, warmup=1 if rounds == 0 else 0)
             except LaunchFailure as exc:
                 self.stopped = f"leader re-timing failed ({exc}); screening times used"
                 break
@@ -537,20 +546,21 @@ class _Tuner:
         if not timed:
             best = ok[0]
             return best.spec, best.median_ms, best.iqr_ms, len(ok) == 1, "a single candidate was timed"
-        timed.sort(key=lambda r: r.median_ms)
+        timed.sort(key=record_order)
         best = timed[0]
         if len(timed) == 1:
             note = "one candidate passed; nothing to compare"
         else:
             second = timed[1]
             a, b = samples[best.spec.key], samples[second.spec.key]
-            gap = 100 * (second.median_ms / best.median_ms - 1)
-            noise = 100 * 3 * math.hypot(stderr_of_median(a), stderr_of_median(b)) / best.median_ms
+            first_ms, second_ms = median_iqr(a)[0], median_iqr(b)[0]
+            gap = 100 * (second_ms / first_ms - 1)
+            noise = 100 * 3 * math.hypot(stderr_of_median(a), stderr_of_median(b)) / first_ms
             if decided:
                 note = (f"winner ahead of the runner-up by {gap:.2f}% (noise +-{noise:.2f}%, "
                         f"{len(a)} interleaved samples each)")
             else:
-                note = (f"top two within noise after {len(a)} interleaved samples: {best.median_ms:.4f} vs "
-                        f"{second.median_ms:.4f} ms ({gap:.2f}% apart, noise +-{noise:.2f}%); "
+                note = (f"top two within noise after {len(a)} interleaved samples: {first_ms:.4f} vs "
+                        f"{second_ms:.4f} ms ({gap:.2f}% apart, noise +-{noise:.2f}%); "
                         "picked the lower median")
         return best.spec, best.median_ms, best.iqr_ms, decided, note
