@@ -340,6 +340,14 @@ def _store(db, problem, spec, ms, device=DEVICE, family="matmul", nvcc=None, ver
     db.put_result(key, "exhaustive", ident, spec.to_json(), ms, {"note": "test"})
 
 
+def test_a_tune_drops_what_dispatch_memoised(db):
+    before = select(kgen.Matmul, P4096, "float32", device=DEVICE, db=db)
+    assert before.origin != "exact" and select(kgen.Matmul, P4096, "float32", device=DEVICE, db=db) is before
+    r = run(db, max_configs=12)
+    after = select(kgen.Matmul, P4096, "float32", device=DEVICE, db=db)
+    assert after.origin == "exact" and after.spec == r.best
+
+
 def test_dispatch_exact_then_nearest_then_default(db):
     big = kgen.Matmul(tile=(128, 128, 8), thread_tile=(8, 8), shared_memory=True)
     small = kgen.Matmul(tile=(32, 32, 16), thread_tile=(2, 2), shared_memory=True)

@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import statistics
+import sys
 import time
 from typing import Any, Callable, Iterable
 
@@ -159,9 +160,12 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     if database is not None and save and result.best is not None and result.best_ms is not None:
         result.strategy = stored_strategy
         database.put_result(key, stored_strategy, ident, result.best.to_json(), result.best_ms, result.summary())
-        from . import dispatch
-
-        dispatch.forget()  # this process' dispatch picks the new result up at once
+        # This process' dispatch picks the new result up at once. Dispatch imports the
+        # tuner (for tune=True), not the other way round: one that was never imported
+        # has memoised nothing.
+        dispatch = sys.modules.get(f"{__package__}.dispatch")
+        if dispatch is not None:
+            dispatch.forget()
     return result
 
 
