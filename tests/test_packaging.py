@@ -21,6 +21,7 @@ def test_wheel_ships_templates_and_renders_without_the_checkout(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {Path(n).name for n in names if n.startswith("kgen/templates/")}
     assert {p.name for p in (ROOT / "templates").glob("*.j2")} <= shipped
+    assert "kgen/py.typed" in names  # PEP 561: users' type checkers read kgen's hints
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     code = "import kgen, sys; sys.stdout.write(kgen.render(kgen.Reduce()))"
