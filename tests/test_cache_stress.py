@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-import kgen
 from kgen.core import cache as cache_mod
 from kgen.core import compiler
 from kgen.core.cache import DiskCache, decode, encode
@@ -440,7 +439,7 @@ def test_eight_processes_build_the_same_spec(tmp_path):
     stop.touch()
     reads, torn = result.get(timeout=30)
     reader.join(timeout=30)
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err
     digests = {out.split()[0] for out, _ in outs}
     origins = sorted(out.split()[1] for out, _ in outs)
@@ -465,7 +464,7 @@ def _writer(folder: str, key: str, wid: int, count: int, size: int) -> None:
 def _hammer_reader(folder: str, key: str, stop_file: str, result) -> None:
     store = DiskCache(Path(folder))
     path = store.path(key)
-    reads = torn = misses = 0
+    reads = torn = 0
     while not os.path.exists(stop_file):
         if not path.exists():
             continue

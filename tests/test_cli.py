@@ -1,7 +1,6 @@
 """The kgen command line, run as a user would."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 

@@ -15,7 +15,6 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from .cache import DiskCache, disabled
