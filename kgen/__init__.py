@@ -26,6 +26,7 @@ _API: dict[str, str] = {
     "NoGPUError": "kgen.core.runtime", "ArrayError": "kgen.core.runtime",
     "Kernel": "kgen.core.kernel", "build": "kgen.core.kernel", "compile": "kgen.core.kernel",
     "Matmul": "kgen.ops.matmul", "Reduce": "kgen.ops.reduce", "TensorMatmul": "kgen.ops.tensorcore",
+    "Skinny": "kgen.ops.skinny",
     "autotune": "kgen.tune.tuner",
     "matmul": "kgen.tune.dispatch", "dot": "kgen.tune.dispatch", "reduce": "kgen.tune.dispatch",
 }
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports
     from .core.spec import Spec, SpecError, families, spec_from_dict, spec_from_json
     from .ops.matmul import Matmul
     from .ops.reduce import Reduce
+    from .ops.skinny import Skinny
     from .ops.tensorcore import TensorMatmul
     from .tune.dispatch import dot, matmul, reduce
     from .tune.tuner import autotune
@@ -50,6 +52,7 @@ def _load_families() -> None:
     # spec is read back, whichever public name was touched first.
     importlib.import_module("kgen.ops.matmul")
     importlib.import_module("kgen.ops.reduce")
+    importlib.import_module("kgen.ops.skinny")
     importlib.import_module("kgen.ops.tensorcore")
 
 

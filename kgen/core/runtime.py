@@ -193,6 +193,20 @@ class DeviceView:
     host: np.ndarray | None = None  # for host inputs: where results are copied back
 
 
+def numpy_dtype(name: str) -> np.dtype | None:
+    """The numpy dtype of a kgen dtype name; bfloat16 only where ml_dtypes is importable
+    (else None: bfloat16 data then lives on the device, in torch tensors)."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        try:
+            import ml_dtypes
+        except ImportError:
+            return None
+        found = getattr(ml_dtypes, name, None)
+        return np.dtype(found) if found is not None else None
+
+
 def is_device_array(x: Any) -> bool:
     return hasattr(x, "__cuda_array_interface__") or _is_gpuarray(x)
 
@@ -286,7 +300,7 @@ def empty_like_library(template: Any, shape: tuple[int, ...], dtype: np.dtype):
         import torch
 
         tdt = {np.dtype("float32"): torch.float32, np.dtype("float64"): torch.float64,
-               np.dtype("int32"): torch.int32}[np.dtype(dtype)]
+               np.dtype("int32"): torch.int32, np.dtype("float16"): torch.float16}[np.dtype(dtype)]
         return torch.empty(shape, dtype=tdt, device=template.device)
     if lib == "cupy":
         import cupy

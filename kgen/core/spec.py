@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 # Maps the "kernel" field of a JSON spec to its dataclass; filled by @register_family.
 _FAMILIES: dict[str, type["Spec"]] = {}
 
-DTYPES = {"float32": "float", "float64": "double", "int32": "int"}
+DTYPES = {"float32": "float", "float64": "double", "int32": "int", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
 
 class SpecError(ValueError):

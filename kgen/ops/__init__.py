@@ -1,2 +1,2 @@
 """Kernel families: one module and one template each. Importing this package registers them all."""
-from . import matmul, reduce, tensorcore  # noqa: F401
+from . import matmul, reduce, skinny, tensorcore  # noqa: F401

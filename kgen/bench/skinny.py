@@ -1,0 +1,366 @@
+"""Skinny products (decode shapes) against cuBLAS through torch, in one run.
+
+    python -m kgen.bench.skinny --shapes 1x4096x4096,16x14336x4096 --dtypes float32,bfloat16 --json out.json
+    python -m kgen.bench.skinny --random 12 --seed 7          # M in 1..64, N and K in 1024..16384
+
+For every shape M x N x K and dtype it reports, beside the copy bandwidth measured in the
+same run (torch clone of a 1 GiB buffer, bytes read + written over time):
+  bound      (bytes of A + B + C) / copy bandwidth: the least time the product can take;
+  device     the kgen kernel's device time: a bound launcher (arguments resolved once)
+             called back to back, CUDA events around the batch; `% bound` = bound / device;
+  single     one public call (`k(A, B)`, output allocated, host included) between CUDA
+             events after a synchronisation, median over repeats, for kgen and torch.matmul;
+  pipelined  public calls back to back, events around the batch, per call;
+  cuBLAS device  torch.matmul replayed from a CUDA graph (its device time alone).
+Inputs rotate through enough copies that their footprint is at least 3 L2s, so no
+contender reads a warm L2. B is the weight as torch's Linear holds it (B = W.T, W stored
+N x K) unless --layout row. TF32 is off for cuBLAS (torch.backends.cuda.matmul.allow_tf32).
+--sweep times field variants of the default spec on the same shapes (device time) and
+reports which fields moved it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+DTYPES = ("float32", "bfloat16", "float16")
+DEFAULT_SHAPES = ("1x4096x4096", "1x14336x4096", "4x4096x4096", "8x5120x5120", "16x4096x11008",
+                  "16x14336x4096", "17x4096x4096", "32x4096x4096", "64x5120x5120", "128x4096x4096",
+                  "256x4096x4096")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m kgen.bench.skinny", description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma list of MxNxK")
+    ap.add_argument("--random", type=int, default=0, help="draw this many shapes instead: M in 1..64, N, K in 1024..16384")
+    ap.add_argument("--seed", type=int, default=0, help="seed for --random")
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of float32, bfloat16, float16, float64")
+    ap.add_argument("--layout", choices=("col", "row"), default="col",
+                    help="col: B = W.T with W stored N x K (torch Linear); row: B stored K x N")
+    ap.add_argument("--repeats", type=int, default=20, help="timed samples per measurement (median taken)")
+    ap.add_argument("--sweep", action="store_true", help="also time field variants of the default spec")
+    ap.add_argument("--sweep-shapes", default="", help="shapes for --sweep (default: the first four table shapes)")
+    ap.add_argument("--json", default="", help="write every result to this JSON file")
+    ap.add_argument("--budget", type=float, default=0.0, help="stop starting new shapes after this many seconds")
+    return ap.parse_args(argv)
+
+
+def shapes_from(args) -> list[tuple[int, int, int]]:
+    if args.random:
+        rng = random.Random(args.seed)
+        return [(rng.randint(1, 64), rng.randint(1024, 16384), rng.randint(1024, 16384)) for _ in range(args.random)]
+    out = []
+    for text in args.shapes.split(","):
+        text = text.strip()
+        if not text:
+            continue
+        parts = text.lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise SystemExit(f"--shapes: {text!r} is not MxNxK with positive integers")
+        out.append(tuple(int(p) for p in parts))
+    return out
+
+
+def sweep_variants(spec) -> list[tuple[str, Any]]:
+    """(label, spec) variants of a default spec, one field changed at a time."""
+    from ..ops.skinny import MERGES
+
+    out = []
+
+    def add(label, **kw):
+        try:
+            s = spec.replace(**kw)
+        except ValueError:
+            return
+        if s != spec and all(s != o for _, o in out):
+            out.append((label, s))
+
+    for wc in (1, 2, 4, 8):
+        add(f"warp_cols={wc}", warp_cols=wc)
+    for loads in (4, 16):
+        add(f"loads={loads}", loads=loads)
+    for threads in (128, 512):
+        add(f"threads={threads}", threads=threads)
+    for waves in (1, 4):
+        add(f"waves={waves}", waves=waves)
+    for merge in MERGES:
+        add(f"merge={merge}", merge=merge)
+    add("lane_vectors=2", lane_vectors=2)
+    add("vector_bytes=8", vector_bytes=8)
+    add("k_split=1", k_split=1)
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# Timing (torch events, so kgen and cuBLAS are timed the same way on the same stream)
+# ---------------------------------------------------------------------------------
+def _events(torch):
+    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+
+def time_batched(torch, calls, repeats: int, inner: int) -> float:
+    """Median microseconds per call over batches of `inner` back-to-back calls (rotating)."""
+    for c in calls[: max(2, len(calls))]:
+        c()
+    torch.cuda.synchronize()
+    start, stop = _events(torch)
+    samples = []
+    for _ in range(repeats):
+        start.record()
+        for i in range(inner):
+            calls[i % len(calls)]()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) * 1e3 / inner)
+    return statistics.median(samples)
+
+
+def time_single(torch, calls, repeats: int) -> float:
+    """Median microseconds of one call between events, started on an idle GPU."""
+    for c in calls[:2]:
+        c()
+    torch.cuda.synchronize()
+    start, stop = _events(torch)
+    samples = []
+    for i in range(repeats):
+        torch.cuda.synchronize()
+        start.record()
+        calls[i % len(calls)]()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) * 1e3)
+    return statistics.median(samples)
+
+
+def time_graph(torch, fn_sets, repeats: int) -> float:
+    """Device microseconds per call: every call captured once in a CUDA graph, replayed."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for f in fn_sets:
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for f in fn_sets:
+            f()
+    g.replay()
+    torch.cuda.synchronize()
+    start, stop = _events(torch)
+    samples = []
+    for _ in range(repeats):
+        start.record()
+        g.replay()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) * 1e3 / len(fn_sets))
+    return statistics.median(samples)
+
+
+def copy_bandwidth(torch, repeats: int) -> float:
+    """Bytes per second of a device-to-device clone of 1 GiB (read + write counted)."""
+    x = torch.empty(1 << 28, dtype=torch.float32, device="cuda").fill_(1.0)
+    us = time_batched(torch, [lambda: x.clone()], repeats, 4)
+    del x
+    torch.cuda.empty_cache()
+    return 2 * (1 << 30) / (us * 1e-6)
+
+
+# ---------------------------------------------------------------------------------
+# One shape
+# ---------------------------------------------------------------------------------
+class Operands:
+    """Rotated copies of A (M x K) and B (K x N, as W.T or row-major) of one shape."""
+
+    def __init__(self, torch, M, N, K, dtype, layout: str, l2_bytes: int):
+        tdt = getattr(torch, dtype)
+        item = torch.empty((), dtype=tdt).element_size()
+        per_set = (M * K + K * N + M * N) * item
+        self.sets = max(2, min(24, math.ceil(3 * l2_bytes / per_set)))
+        g = torch.Generator(device="cuda")
+        g.manual_seed(M * 1_000_003 + N * 1009 + K)
+        self.A, self.B, self.C = [], [], []
+        for _ in range(self.sets):
+            self.A.append(torch.randn(M, K, device="cuda", generator=g).to(tdt))
+            if layout == "col":
+                self.B.append(torch.randn(N, K, device="cuda", generator=g).to(tdt).t())
+            else:
+                self.B.append(torch.randn(K, N, device="cuda", generator=g).to(tdt))
+            self.C.append(torch.full((M, N), float("nan"), device="cuda", dtype=tdt))
+        self.bytes = float(per_set)
+
+
+def _check(torch, k, ops: Operands, dtype: str) -> float:
+    """Relative Frobenius error of kgen's C against a float64 product of the same inputs."""
+    C = k(ops.A[0], ops.B[0])
+    ref = ops.A[0].double() @ ops.B[0].double()
+    return float((C.double() - ref).norm() / ref.norm().clamp_min(1e-300))
+
+
+def bench_shape(torch, M, N, K, dtype, args, bw: float, l2: int) -> dict[str, Any]:
+    from ..core.kernel import build
+    from ..ops.skinny import Skinny, tolerance
+
+    spec = Skinny.default_spec({"M": M, "N": N, "K": K}, dtype)
+    k = build(spec)
+    ops = Operands(torch, M, N, K, dtype, args.layout, l2)
+    err = _check(torch, k, ops, dtype)
+    ok = math.isfinite(err) and err <= tolerance(dtype, K)
+    bound_us = ops.bytes / bw * 1e6
+    bound = [k.bind(a, b, c) for a, b, c in zip(ops.A, ops.B, ops.C)]
+    plan = bound[0].plan
+    inner = max(ops.sets, 40)
+    device_us = time_batched(torch, bound, args.repeats, inner)
+    kg_calls = [(lambda a=a, b=b: k(a, b)) for a, b in zip(ops.A, ops.B)]
+    tm_calls = [(lambda a=a, b=b: torch.matmul(a, b)) for a, b in zip(ops.A, ops.B)]
+    kg_single = time_single(torch, kg_calls, args.repeats * 2)
+    tm_single = time_single(torch, tm_calls, args.repeats * 2)
+    kg_pipe = time_batched(torch, kg_calls, args.repeats, inner)
+    tm_pipe = time_batched(torch, tm_calls, args.repeats, inner)
+    tm_out = [(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+    try:
+        tm_device = time_graph(torch, tm_out, args.repeats)
+    except Exception as exc:  # noqa: BLE001 - a capture failure only loses this column
+        print(f"  (cuBLAS graph timing failed: {exc})", flush=True)
+        tm_device = float("nan")
+    return {
+        "M": M, "N": N, "K": K, "dtype": dtype, "layout": args.layout, "spec": spec.to_dict(),
+        "form": plan.form, "width": plan.width, "splits": plan.splits, "mode": plan.mode,
+        "grid": [list(launch.grid) for kind, launch, _ in plan.launches if kind == "main"],
+        "error": err, "ok": bool(ok), "bytes": ops.bytes, "bound_us": bound_us,
+        "kgen_device_us": device_us, "pct_bound": bound_us / device_us,
+        "kgen_single_us": kg_single, "kgen_pipelined_us": kg_pipe,
+        "cublas_single_us": tm_single, "cublas_pipelined_us": tm_pipe, "cublas_device_us": tm_device,
+        "speedup_single": tm_single / kg_single, "speedup_pipelined": tm_pipe / kg_pipe,
+        "cublas_pct_bound": bound_us / tm_device if tm_device == tm_device else float("nan"),
+    }
+
+
+def sweep_shape(torch, M, N, K, dtype, args, bw, l2) -> list[dict[str, Any]]:
+    from ..core.kernel import build
+    from ..ops.skinny import Skinny, tolerance
+
+    base = Skinny.default_spec({"M": M, "N": N, "K": K}, dtype)
+    ops = Operands(torch, M, N, K, dtype, args.layout, l2)
+    rows = []
+    for label, spec in [("default", base)] + sweep_variants(base):
+        k = build(spec)
+        err = _check(torch, k, ops, dtype)
+        bound = [k.bind(a, b, c) for a, b, c in zip(ops.A, ops.B, ops.C)]
+        us = time_batched(torch, bound, max(5, args.repeats // 2), max(ops.sets, 40))
+        rows.append({"M": M, "N": N, "K": K, "dtype": dtype, "layout": args.layout, "variant": label,
+                     "spec": spec.to_dict(), "device_us": us, "pct_bound": ops.bytes / bw * 1e6 / us,
+                     "ok": bool(math.isfinite(err) and err <= tolerance(dtype, K)), "splits": bound[0].plan.splits})
+    return rows
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def run(args) -> dict[str, Any]:
+    import torch
+
+    from ..core import runtime
+    from ..core.compiler import ToolchainError  # noqa: F401 - fail early without nvcc
+    from ..core.kernel import compile as kcompile, default_arch
+    from ..ops.skinny import Skinny
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.cuda.init()
+    runtime.driver()
+    limits = runtime.device_limits()
+    device = torch.cuda.get_device_name()
+    l2 = limits["l2_bytes"]
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    shapes = shapes_from(args)
+    print(f"device: {device} ({limits['multiprocessors']} SMs, L2 {l2 / 2**20:.0f} MiB)", flush=True)
+
+    # Compile every spec first, in parallel (nvcc only; the cache makes this free when warm).
+    import concurrent.futures as cf
+
+    specs = {Skinny.default_spec({"M": M, "N": N, "K": K}, d) for M, N, K in shapes for d in dtypes}
+    sweep = shapes_from(argparse.Namespace(random=0, shapes=args.sweep_shapes)) if args.sweep_shapes else shapes[:4]
+    if args.sweep:
+        for M, N, K in sweep:
+            for d in dtypes:
+                base = Skinny.default_spec({"M": M, "N": N, "K": K}, d)
+                specs.update(s for _, s in sweep_variants(base))
+    t0 = time.perf_counter()
+    arch = default_arch()
+    with cf.ThreadPoolExecutor(min(16, os.cpu_count() or 4)) as ex:
+        list(ex.map(lambda s: kcompile(s, arch), specs))
+    print(f"compiled {len(specs)} specs in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    bw = copy_bandwidth(torch, args.repeats)
+    print(f"copy bandwidth: {bw / 1e12:.3f} TB/s (read + write)", flush=True)
+    result: dict[str, Any] = {"device": device, "copy_bandwidth_Bps": bw, "layout": args.layout, "rows": [],
+                              "sweep": [], "command": " ".join(sys.argv)}
+    start = time.perf_counter()
+    hdr = (f"{'shape':>18} {'dtype':>8} {'form':>4} {'split':>5} {'bound':>7} {'device':>7} {'%bound':>6} "
+           f"{'kg 1x':>7} {'cb 1x':>7} {'x':>5} {'kg pipe':>7} {'cb pipe':>7} {'x':>5} {'cb dev':>7} {'err':>8}")
+    print(hdr, flush=True)
+    for M, N, K in shapes:
+        if args.budget and time.perf_counter() - start > args.budget:
+            print(f"budget of {args.budget} s reached: later shapes skipped", flush=True)
+            break
+        for d in dtypes:
+            r = bench_shape(torch, M, N, K, d, args, bw, l2)
+            result["rows"].append(r)
+            print(f"{f'{M}x{N}x{K}':>18} {d:>8} {r['form']:>4} {r['splits']:>5} {r['bound_us']:7.1f} "
+                  f"{r['kgen_device_us']:7.1f} {100 * r['pct_bound']:5.0f}% {r['kgen_single_us']:7.1f} "
+                  f"{r['cublas_single_us']:7.1f} {r['speedup_single']:5.2f} {r['kgen_pipelined_us']:7.1f} "
+                  f"{r['cublas_pipelined_us']:7.1f} {r['speedup_pipelined']:5.2f} {r['cublas_device_us']:7.1f} "
+                  f"{r['error']:8.1e}{'' if r['ok'] else ' WRONG'}", flush=True)
+            torch.cuda.empty_cache()
+    summary = {}
+    for d in dtypes:
+        rows = [r for r in result["rows"] if r["dtype"] == d]
+        low = [r for r in rows if min(r["M"], r["N"]) <= 16]
+        mid = [r for r in rows if 17 <= min(r["M"], r["N"]) <= 256]
+        summary[d] = {
+            "small_rows_min_pct_bound": min((r["pct_bound"] for r in low), default=float("nan")),
+            "small_rows_geomean_single": geomean(r["speedup_single"] for r in low),
+            "small_rows_min_single": min((r["speedup_single"] for r in low), default=float("nan")),
+            "mid_rows_geomean_single": geomean(r["speedup_single"] for r in mid),
+            "mid_rows_min_single": min((r["speedup_single"] for r in mid), default=float("nan")),
+            "all_correct": all(r["ok"] for r in rows),
+        }
+        print(f"{d}: {json.dumps(summary[d])}", flush=True)
+    result["summary"] = summary
+    if args.sweep:
+        print("sweep (device us, % of bound):", flush=True)
+        for M, N, K in sweep:
+            for d in dtypes:
+                rows = sweep_shape(torch, M, N, K, d, args, bw, l2)
+                result["sweep"].extend(rows)
+                base = rows[0]["device_us"]
+                line = ", ".join(f"{r['variant']} {r['device_us']:.1f}{'' if r['ok'] else '!'}"
+                                 f" ({base / r['device_us']:.2f}x)" for r in rows[1:])
+                print(f"  {M}x{N}x{K} {d}: default {base:.1f} us ({100 * rows[0]['pct_bound']:.0f}%); {line}",
+                      flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    result = run(args)
+    if args.json:
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(result, fh, indent=1)
+        os.replace(tmp, args.json)
+    return 0 if all(r["ok"] for r in result["rows"]) and all(r["ok"] for r in result["sweep"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

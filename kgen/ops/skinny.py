@@ -1,0 +1,721 @@
+"""Skinny products: C = alpha * A @ B + beta * C where C has few rows (M <= 64 or so: a
+batch of tokens times a weight matrix) or few columns (the mirror image, computed as
+C^T = B^T A^T through strides). One spec class, one template (templates/skinny.cu.j2),
+one kernel class. docs/matmul.md ("Skinny products") explains the fields and what each did.
+
+Such a product reads its large operand once, so its time is bounded below by the bytes of
+A, B and C over the memory bandwidth. Each block streams a slab of K for a group of the
+large operand's columns with 16-byte loads, holds the small operand's slab in shared
+memory, and K is split across blocks so that every multiprocessor has work; the slabs'
+partial sums merge by the strategy the spec names.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..core import runtime
+from ..core.kernel import Kernel
+from ..core.launch import Launch, ensure_context
+from ..core.runtime import ArrayError
+from ..core.spec import Spec, fail, register_family
+
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+ACC_BYTES = {"float32": 4, "float64": 8, "float16": 4, "bfloat16": 4}
+MERGES = ("single_pass", "two_pass", "atomic")
+# Shared memory one staging round of the small operand may take (several blocks share an SM).
+STAGE_BYTES = 16 * 1024
+DOT_STEP_BYTES = 48 * 1024
+MAX_SHARED_BYTES = 227 * 1024
+# Accumulator registers a thread may hold (float32 registers; a double takes two).
+MAX_ACC_REGS = 128
+# Merge modes passed to the kernel.
+MODE_DIRECT, MODE_ATOMIC, MODE_PARTIALS, MODE_TICKET = 0, 1, 2, 3
+
+
+@register_family
+@dataclasses.dataclass(frozen=True)
+class Skinny(Spec):
+    """A skinny-product kernel (one spec serves both layouts of the large operand).
+
+    dtype         float32, float64, float16 or bfloat16 (16-bit inputs accumulate in
+                  float32; C is written in the input type).
+    rows          rows of the small operand per block (1-64); a larger small dimension
+                  runs in several row tiles, each reading the large operand again.
+    warp_cols     large operand stored k-contiguous (a weight N x K, B = W.T): columns
+                  each warp streams at once (its lanes stride along K).
+    lane_vectors  large operand stored n-contiguous (B row-major K x N): vectors of
+                  neighbouring columns each lane holds.
+    threads       threads per block (a multiple of 32, 64-1024).
+    vector_bytes  the widest load of the large operand (16: float4 / 8 halves / double2);
+                  the launch narrows it where the pointer or leading dimension is less aligned.
+    loads         independent loads each lane issues before it uses the first (memory
+                  parallelism): k steps x warp_cols, or k rows x lane_vectors.
+    k_split       0: split K so that the blocks fill `waves` times the GPU's resident
+                  block slots (from the SM count at launch); else at most this many slabs.
+    waves         target waves of blocks for k_split = 0.
+    merge         how the K slabs' partial sums meet: "single_pass" (partials to a
+                  workspace, the last block of each tile sums them in slab order: one
+                  launch, deterministic), "two_pass" (a second kernel sums them:
+                  deterministic), "atomic" (atomicAdd into C after a pre-scaling launch;
+                  float32/float64 only; the order of additions varies run to run).
+    min_blocks    the second __launch_bounds__ argument (0: left out).
+    """
+
+    kernel: ClassVar[str] = "skinny"
+    template: ClassVar[str] = "skinny.cu.j2"
+
+    dtype: str = "float32"
+    rows: int = 8
+    warp_cols: int = 4
+    lane_vectors: int = 1
+    threads: int = 256
+    vector_bytes: int = 16
+    loads: int = 8
+    k_split: int = 0
+    waves: int = 2
+    merge: str = "single_pass"
+    min_blocks: int = 0
+
+    def validate(self) -> None:
+        if self.dtype not in ITEMSIZE:
+            fail("dtype", self.dtype, f"one of {sorted(ITEMSIZE)}")
+        if not 1 <= self.rows <= 64:
+            fail("rows", self.rows, "an integer from 1 to 64")
+        if not 1 <= self.warp_cols <= 8:
+            fail("warp_cols", self.warp_cols, "an integer from 1 to 8")
+        if not 1 <= self.lane_vectors <= 4:
+            fail("lane_vectors", self.lane_vectors, "an integer from 1 to 4")
+        if self.threads % 32 or not 64 <= self.threads <= 1024:
+            fail("threads", self.threads, "a multiple of 32 from 64 to 1024")
+        item = ITEMSIZE[self.dtype]
+        allowed = [b for b in (2, 4, 8, 16) if b >= item]
+        if self.vector_bytes not in allowed:
+            fail("vector_bytes", self.vector_bytes, f"one of {allowed} for dtype={self.dtype!r}")
+        if not 1 <= self.loads <= 32:
+            fail("loads", self.loads, "an integer from 1 to 32")
+        if not 0 <= self.k_split <= 4096:
+            fail("k_split", self.k_split, "0 (derived from the shape and SM count) or 1 to 4096")
+        if not 1 <= self.waves <= 16:
+            fail("waves", self.waves, "an integer from 1 to 16")
+        if self.merge not in MERGES:
+            fail("merge", self.merge, f"one of {list(MERGES)}")
+        if self.merge == "atomic" and self.dtype not in ("float32", "float64"):
+            fail("merge", self.merge, "'single_pass' or 'two_pass' for 16-bit dtypes (16-bit atomics would "
+                 "round every partial sum to the output type)")
+        if not 0 <= self.min_blocks <= 8:
+            fail("min_blocks", self.min_blocks, "an integer from 0 (left out) to 8")
+        regs = self.rows * self.warp_cols * (ACC_BYTES[self.dtype] // 4)
+        if regs > MAX_ACC_REGS:
+            fail("warp_cols", self.warp_cols, f"at most {MAX_ACC_REGS} accumulator registers a thread: "
+                 f"rows x warp_cols = {self.rows * self.warp_cols}{' doubles' if self.dtype == 'float64' else ''}")
+        if self.lane_vectors * self._acc_regs_per_column() * self.rows > MAX_ACC_REGS:
+            fail("lane_vectors", self.lane_vectors, f"at most {MAX_ACC_REGS} accumulator registers a thread: "
+                 f"rows x lane_vectors = {self.rows * self.lane_vectors} (one element wide)")
+        cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
+        if self.register_estimate > cap:
+            fail("threads", self.threads, f"at most {65536 // max(self.register_estimate, 1)} threads a block "
+                 f"(divided by min_blocks): a thread needs about {self.register_estimate} registers "
+                 f"(accumulators and loads in flight) and {self.threads} x {max(self.min_blocks, 1)} "
+                 f"block(s) cap it at {cap}")
+        if self.shared_bytes > MAX_SHARED_BYTES:
+            fail("rows", self.rows, f"needs {self.shared_bytes} bytes of shared memory; the limit is {MAX_SHARED_BYTES}")
+
+    @property
+    def register_estimate(self) -> int:
+        """Registers a thread needs, roughly: accumulators, the loads in flight, and ~32 for
+        addresses and indices (the larger of the two forms)."""
+        accr = self._acc_regs_per_column()
+        dot = self.rows * self.warp_cols * accr + self.dot_unroll * self.warp_cols * self.vector_bytes // 4
+        wa = self.axpy_vec
+        axpy = (self.rows + self.axpy_unroll) * self.lane_vectors * wa * accr
+        return max(dot, axpy) + 32
+
+    def _acc_regs_per_column(self) -> int:
+        return ACC_BYTES[self.dtype] // 4
+
+    # -- derived sizes (pure; the host plan and the template agree through these) -------
+    @property
+    def warps(self) -> int:
+        return self.threads // 32
+
+    @property
+    def vec(self) -> int:
+        """Elements in the widest load."""
+        return self.vector_bytes // ITEMSIZE[self.dtype]
+
+    def widths(self) -> list[int]:
+        """Load widths in elements, widest first: one entry point per form and width."""
+        out, w = [], self.vec
+        while w >= 1:
+            out.append(w)
+            w //= 2
+        return out
+
+    @property
+    def axpy_vec(self) -> int:
+        """Widest load of the n-contiguous form: each lane keeps rows x lane_vectors x width
+        accumulators, so the width shrinks for many rows."""
+        per = self.rows * self.lane_vectors * self._acc_regs_per_column()
+        w = self.vec
+        while w > 1 and per * w > MAX_ACC_REGS // 2:
+            w //= 2
+        return w
+
+    def axpy_widths(self) -> list[int]:
+        return [w for w in self.widths() if w <= self.axpy_vec]
+
+    @property
+    def dot_unroll(self) -> int:
+        """k steps per unrolled iteration of the dot form; one step's staged slab of S
+        (rows x 32 x width) stays within DOT_STEP_BYTES of shared memory."""
+        per_step = self.rows * 32 * self.vec * ACC_BYTES[self.dtype]
+        return max(1, min(self.loads // self.warp_cols, DOT_STEP_BYTES // per_step))
+
+    @property
+    def axpy_unroll(self) -> int:
+        return max(1, self.loads // self.lane_vectors)
+
+    @property
+    def slice(self) -> int:
+        """Accumulators in 16 bytes."""
+        return 16 // ACC_BYTES[self.dtype]
+
+    @property
+    def rpad(self) -> int:
+        return -(-self.rows // self.slice) * self.slice
+
+    @property
+    def dot_step(self) -> int:
+        """k elements one warp covers per unrolled step at the widest load."""
+        return 32 * self.vec * self.dot_unroll
+
+    @property
+    def dot_chunk(self) -> int:
+        acc = ACC_BYTES[self.dtype]
+        step = self.dot_step
+        return step * max(1, STAGE_BYTES // (self.rows * acc * step))
+
+    @property
+    def axpy_chunk(self) -> int:
+        acc = ACC_BYTES[self.dtype]
+        unit = self.warps * self.axpy_unroll
+        return unit * max(1, STAGE_BYTES // (self.rpad * acc * unit))
+
+    @property
+    def red_rows(self) -> int:
+        acc = ACC_BYTES[self.dtype]
+        per_row = self.warps * self.axpy_cols(self.axpy_vec) * acc
+        return max(1, min(self.rows, STAGE_BYTES // per_row))
+
+    def dot_cols(self) -> int:
+        """Columns of the large operand one block covers (k-contiguous form)."""
+        return self.warps * self.warp_cols
+
+    def axpy_cols(self, width: int) -> int:
+        return 32 * width * self.lane_vectors
+
+    def shared_for(self, form: str) -> int:
+        acc = ACC_BYTES[self.dtype]
+        if form == "dot":
+            return self.rows * self.dot_chunk * acc
+        red = self.warps * self.red_rows * self.axpy_cols(self.axpy_vec) * acc
+        return max(self.axpy_chunk * self.rpad * acc, red)
+
+    @property
+    def shared_bytes(self) -> int:
+        return max(self.shared_for("dot"), self.shared_for("axpy"))
+
+    def scatter_levels(self) -> tuple[list[dict[str, int]], int, int]:
+        """The dot form's warp reduction: levels (offset, values, halve?), values kept per
+        lane, and the mask of lane bits whose lanes hold copies."""
+        count, levels, dup = self.rows * self.warp_cols, [], 0
+        for offset in (16, 8, 4, 2, 1):
+            halve = count >= 2 and count % 2 == 0
+            levels.append({"offset": offset, "count": count, "halve": halve})
+            if halve:
+                count //= 2
+            else:
+                dup |= offset
+        return levels, count, dup
+
+    def template_context(self) -> dict[str, Any]:
+        half = self.dtype in ("float16", "bfloat16")
+        raw = {"float32": {4: "float4", 2: "float2", 1: "float"}, "float64": {2: "double2", 1: "double"},
+               "float16": {8: "uint4", 4: "uint2", 2: "unsigned", 1: "unsigned short"}}
+        raw["bfloat16"] = raw["float16"]
+        levels, kept, dup = self.scatter_levels()
+        return dict(
+            acc_ctype="double" if self.dtype == "float64" else "float", half=half,
+            raw_types=[{"width": w, "type": t} for w, t in sorted(raw[self.dtype].items())],
+            rpad=self.rpad, warps=self.warps, dot_unroll=self.dot_unroll, axpy_unroll=self.axpy_unroll,
+            dot_chunk=self.dot_chunk, axpy_chunk=self.axpy_chunk, red_rows=self.red_rows,
+            dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
+            scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
+            atomic_ok=self.dtype in ("float32", "float64"),
+        )
+
+    # -- the launch plan (pure; CPU-tested) ----------------------------------------------
+    def geometry(self, form: str, width: int, R: int, NC: int, K: int, slots: int) -> dict[str, Any]:
+        """Grid, K slabs and merge mode of one product in `form` ("dot" or "axpy") with loads
+        `width` elements wide, R small rows, NC large columns, on a GPU that runs `slots`
+        blocks of this kernel at once."""
+        cols = self.dot_cols() if form == "dot" else self.axpy_cols(width)
+        col_tiles, row_tiles = -(-NC // cols), -(-R // self.rows)
+        tiles = col_tiles * row_tiles
+        # Slabs start on whole steps (aligned for any width) and keep each block a few steps deep.
+        unit = 32 * self.vec if form == "dot" else self.warps
+        least = 2 * (self.dot_step if form == "dot" else self.warps * self.axpy_unroll)
+        most = max(1, min(65535, K // least))
+        if self.k_split:
+            want = self.k_split
+        else:
+            want = -(-self.waves * max(slots, 1) // tiles)
+        splits = max(1, min(want, most))
+        ks = -(-(-(-K // splits)) // unit) * unit
+        splits = max(1, -(-K // ks))
+        if splits == 1:
+            mode = MODE_DIRECT
+        else:
+            mode = {"single_pass": MODE_TICKET, "two_pass": MODE_PARTIALS, "atomic": MODE_ATOMIC}[self.merge]
+        return {"grid": (col_tiles, splits, row_tiles), "splits": splits, "ks": ks, "mode": mode,
+                "tiles": tiles, "cols": cols}
+
+    # -- the family interface (see Spec) ----------------------------------------------
+    @classmethod
+    def normalize_problem(cls, problem):
+        out = {}
+        for key in ("M", "N", "K"):
+            v = problem.get(key) if isinstance(problem, dict) else None
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"skinny problem needs {key} as a positive integer, got {v!r}")
+            out[key] = int(v)
+        return out
+
+    @classmethod
+    def suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether this family should run M x N x K rather than the tiled Matmul: the small
+        dimension is at most SUITS_ROWS[dtype] (16-bit dtypes have no tiled kernel, so any
+        product with a small dimension up to 256 comes here)."""
+        small = min(M, N)
+        return small >= 1 and small <= SUITS_ROWS.get(dtype, 0)
+
+    @classmethod
+    def default_spec(cls, problem, dtype):
+        """Fields from the shape alone: rows = the small dimension (up to 16), rounded up to
+        8s up to 64, and split into even tiles of at most 64 beyond; warp_cols and
+        lane_vectors keep the accumulators within ~64 registers; K splits itself at launch."""
+        p = cls.normalize_problem(problem)
+        small = min(p["M"], p["N"])
+        rows = default_rows(small)
+        acc = ACC_BYTES[dtype] // 4
+        warp_cols = max(1, min(4, 64 // (rows * acc)))
+        loads = 8 if rows <= 16 else 4
+        return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
+                   vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
+
+    @classmethod
+    def search_space(cls, problem, dtype):
+        p = cls.normalize_problem(problem)
+        small = min(p["M"], p["N"])
+        base = cls.default_spec(p, dtype)
+        seen, specs = set(), []
+
+        def add(**kw):
+            try:
+                s = base.replace(**kw)
+            except ValueError:
+                return
+            if s.key not in seen:
+                seen.add(s.key)
+                specs.append(s)
+
+        add()
+        row_choices = sorted({base.rows, default_rows(min(small, 16)), min(64, -(-small // 8) * 8)})
+        for rows in row_choices:
+            for warp_cols in (1, 2, 4, 8):
+                for threads in (128, 256, 512):
+                    for loads in (4, 8, 16):
+                        add(rows=rows, warp_cols=warp_cols, threads=threads, loads=loads)
+        for merge in MERGES:
+            for waves in (1, 2, 4):
+                add(merge=merge, waves=waves)
+        for lane_vectors in (1, 2, 4):
+            add(lane_vectors=lane_vectors)
+        for vector_bytes in (4, 8):
+            add(vector_bytes=vector_bytes)
+        return specs
+
+    def prune_reason(self, problem, limits):
+        if self.threads > limits.get("max_threads_per_block", 1024):
+            return f"{self.threads} threads per block exceed the device's {limits['max_threads_per_block']}"
+        if self.shared_bytes > limits.get("max_shared_per_block_optin", MAX_SHARED_BYTES):
+            return f"{self.shared_bytes} bytes of shared memory exceed the device's limit"
+        p = self.normalize_problem(problem)
+        small = min(p["M"], p["N"])
+        if self.rows >= 2 * small and self.rows > 1:
+            return f"rows={self.rows} is more than twice the small dimension {small}: most accumulators idle"
+        return None
+
+    @classmethod
+    def make_inputs(cls, problem, dtype, rng):
+        p = cls.normalize_problem(problem)
+        np_dtype = runtime.numpy_dtype(dtype)
+        if np_dtype is None:
+            raise ValueError(f"dtype={dtype!r} has no numpy type here (install ml_dtypes for bfloat16 on the host)")
+        A = rng.standard_normal((p["M"], p["K"])).astype(np_dtype)
+        B = rng.standard_normal((p["K"], p["N"])).astype(np_dtype)
+        return A, B
+
+    @classmethod
+    def reference_output(cls, problem, inputs):
+        A, B = inputs
+        return np.asarray(A, dtype=np.float64) @ np.asarray(B, dtype=np.float64)
+
+    @classmethod
+    def output_shape(cls, problem):
+        return (problem["M"], problem["N"])
+
+    def tolerance_for(self, problem, inputs=None):
+        return tolerance(self.dtype, problem["K"])
+
+    @classmethod
+    def work(cls, problem, dtype):
+        M, N, K = problem["M"], problem["N"], problem["K"]
+        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * ITEMSIZE[dtype]}
+
+    @classmethod
+    def bucket(cls, problem):
+        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+
+
+# The largest small dimension for which suits() picks this family (float32/float64 from
+# the measured crossover with the tiled Matmul; 16-bit dtypes have no tiled kernel).
+SUITS_ROWS = {"float32": 64, "float64": 64, "float16": 256, "bfloat16": 256}
+
+
+def default_rows(small: int) -> int:
+    if small <= 16:
+        return max(1, small)
+    if small <= 64:
+        return -(-small // 8) * 8
+    tiles = -(-small // 64)
+    return min(64, -(-(-(-small // tiles)) // 8) * 8)
+
+
+def tolerance(dtype: str, K: int) -> float:
+    """Relative (Frobenius) error allowed against the float64 product of the rounded
+    inputs: accumulation error growing like sqrt(K) (8x headroom), plus the rounding of C
+    to the output type."""
+    acc_eps = 2.0 ** -53 if dtype == "float64" else 2.0 ** -24
+    out_eps = {"float32": 2.0 ** -24, "float64": 2.0 ** -53, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype]
+    return 8 * 4 * acc_eps * math.sqrt(max(K, 1)) + 2 * out_eps
+
+
+# ---------------------------------------------------------------------------------
+# The kernel object: a plan per (shapes, strides, pointer alignment, dtype), thin launches.
+# ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Plan:
+    """What a call with one set of shapes, strides, pointer alignment and dtype launches:
+    [(kind, Launch, fixed arguments)] with kind "prescale", "main" or "merge"."""
+
+    swap: bool           # C has few columns: S = B^T, L = A^T, O = C^T
+    out_shape: tuple[int, int]
+    launches: list
+    workspace: tuple[int, int]   # (partial bytes, tickets) needed, (0, 0) for none
+    form: str
+    width: int
+    splits: int
+    mode: int
+
+
+_TORCH_DTYPE_NAMES = {"torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
+                      "torch.bfloat16": "bfloat16"}
+
+
+class SkinnyKernel(Kernel):
+    """k(A, B, out=None, alpha=1.0, beta=0.0, stream=None) -> C = alpha * A @ B + beta * out.
+
+    numpy in, numpy out; device arrays (torch, CuPy, pycuda) in, the same library out.
+    A and B may be transposed views or row slices; the large operand needs one unit stride.
+    Torch tensors are read through data_ptr()/shape/stride() and launched on torch's
+    current stream (or on stream=). Each (shapes, strides, pointer alignment, dtype) is
+    planned once, so a repeat call costs a lookup and one driver launch per kernel.
+    The split-K workspace and tickets are kept per stream.
+    """
+
+    spec: Skinny
+
+    def __init__(self, spec, source, compiled):
+        # Not Kernel.__init__: bfloat16 has no numpy dtype unless ml_dtypes is installed.
+        self.spec, self.source, self.compiled = spec, source, compiled
+        self.module = runtime.Module(compiled.cubin)
+        self._driver_module = None
+        self._np_dtype = runtime.numpy_dtype(spec.dtype)
+        self._slots: dict[str, int] = {}
+        self._plans: dict[tuple, _Plan] = {}
+        self._workspaces: dict[int, dict[str, Any]] = {}
+        self._retired: list[Any] = []  # outgrown workspaces: launches still queued may use them
+        self._lock = threading.Lock()
+        self._sms = runtime.device_limits()["multiprocessors"]
+        self._device_index = runtime.device_index()
+        scalar = "d" if spec.dtype == "float64" else "f"
+        self._fmt_main = "PqqPqPqqiiqq" + scalar * 2 + "PPi"
+        self._fmt_merge = "PPqqiii" + scalar * 2
+        self._fmt_prescale = "Pqqii" + scalar
+
+    def _resident_slots(self, name: str, shared: int) -> int:
+        """Blocks of entry `name` the whole GPU runs at once."""
+        slots = self._slots.get(name)
+        if slots is None:
+            per_sm = runtime.resident_blocks(self.function(name, shared), self.spec.threads, shared)
+            slots = self._slots[name] = max(1, per_sm) * self._sms
+        return slots
+
+    # -- workspaces (per stream: calls on one stream never overlap) ----------------------------
+    def _workspace(self, stream: int, pbytes: int, tickets: int) -> tuple[int, int]:
+        ws = self._workspaces.get(stream)
+        if ws is None or ws["pbytes"] < pbytes or ws["tickets"] < tickets:
+            drv = runtime.driver()
+            old = ws or {"pbytes": 0, "tickets": 0}
+            pbytes, tickets = max(pbytes, old["pbytes"], 4096), max(tickets, old["tickets"], 1024)
+            part = drv.mem_alloc(pbytes)
+            tick = drv.mem_alloc(4 * tickets)
+            drv.memset_d32(tick, 0, tickets)  # the kernels leave every ticket at zero again
+            if ws is not None:
+                self._retired.extend((ws["part"], ws["tick"]))
+            ws = {"part": part, "tick": tick, "pbytes": pbytes, "tickets": tickets, "ptrs": (int(part), int(tick))}
+            self._workspaces[stream] = ws
+        return ws["ptrs"]
+
+    # -- the call ------------------------------------------------------------------------------
+    def __call__(self, A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, stream=None):
+        if beta != 0 and out is None:
+            raise ArrayError("beta != 0 needs out= (the C that is scaled by beta and added to)")
+        torch_tensor = runtime.torch_tensor_type()
+        if torch_tensor is not None and isinstance(A, torch_tensor):
+            return self._call_torch(A, B, out, alpha, beta, stream)
+        return self._call_arrays(A, B, out, alpha, beta, stream)
+
+    def _call_torch(self, A, B, out, alpha, beta, stream):
+        torch_tensor = runtime.torch_tensor_type()
+        if not isinstance(B, torch_tensor) or (out is not None and not isinstance(out, torch_tensor)):
+            raise ArrayError("A is a torch tensor, so B (and out) must be torch tensors too")
+        pa, pb = A.data_ptr(), B.data_ptr()
+        dev = A.get_device()
+        if out is None:
+            key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, pa & 15, pb & 15, dev, B.get_device())
+        else:
+            key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, pa & 15, pb & 15, dev, B.get_device(),
+                   out.shape, out.stride(), out.dtype, out.get_device())
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._torch_plan(key, A, B, out)
+        if out is None:
+            out = A.new_empty(plan.out_shape)  # row-major, as the plan assumed
+        h = runtime.torch_stream(dev) if stream is None else runtime.stream_handle(stream)
+        self._go(plan, pa, pb, out.data_ptr(), alpha, beta, h)
+        return out
+
+    def _torch_plan(self, key, A, B, out) -> _Plan:
+        if A.dim() != 2 or B.dim() != 2:
+            raise ArrayError(f"A and B must be 2-D, got shapes {tuple(A.shape)} and {tuple(B.shape)}")
+        named = (("A", A), ("B", B)) + ((("out", out),) if out is not None else ())
+        for name, t in named:
+            self._check_dtype_name(_TORCH_DTYPE_NAMES.get(str(t.dtype), str(t.dtype)), name)
+            runtime.torch_device_index(t, name)
+        M, K = A.shape
+        K2, N = B.shape
+        if out is not None:
+            c_shape, c_strides = tuple(out.shape), tuple(out.stride())
+        else:
+            c_shape, c_strides = (M, N), (max(N, 1), 1)
+        plan = self._plan(int(M), int(K), tuple(A.stride()), int(K2), int(N), tuple(B.stride()), c_shape, c_strides,
+                          A.data_ptr(), B.data_ptr())
+        self._remember(key, plan)
+        return plan
+
+    def _remember(self, key, plan) -> None:
+        with self._lock:
+            if len(self._plans) >= 256:
+                self._plans.clear()
+            self._plans[key] = plan
+
+    def _check_dtype_name(self, got: str, name: str) -> None:
+        if got != self.spec.dtype:
+            raise ArrayError(f"{name} has dtype {got} but this kernel was built for {self.spec.dtype}; "
+                             f"build a spec with dtype={got!r} or convert {name}")
+
+    def _call_arrays(self, A, B, out, alpha, beta, stream):
+        on_host = runtime.split_host_device({"A": A, "B": B, "out": out})
+        host_out = None
+        if on_host:
+            for name, x in (("A", A), ("B", B)):
+                if not isinstance(x, np.ndarray) or x.ndim != 2:
+                    raise ArrayError(f"{name} must be a 2-D array, got {getattr(x, 'shape', type(x).__name__)}")
+                self._check_dtype_name(x.dtype.name, name)
+            a, b = runtime.to_device(A, "A"), runtime.to_device(B, "B")
+            M, N = A.shape[0], B.shape[1]
+            if out is not None:
+                host_out = out
+                c = runtime.to_device(np.ascontiguousarray(out), "out")
+            else:
+                c = runtime.new_host_output((M, N), A.dtype)
+        else:
+            a, b = runtime.view(A, "A"), runtime.view(B, "B")
+            for name, v in (("A", a), ("B", b)):
+                if len(v.shape) != 2:
+                    raise ArrayError(f"{name} must be 2-D, got shape {v.shape}")
+                self._check_dtype_name(v.dtype.name, name)
+            M, N = a.shape[0], b.shape[1]
+            c = runtime.view(out if out is not None else runtime.empty_like_library(A, (M, N), a.dtype), "out")
+        if len(c.shape) == 2:
+            self._check_dtype_name(c.dtype.name, "out")
+        key = ("arrays", a.shape, a.strides, b.shape, b.strides, a.dtype.name, a.ptr & 15, b.ptr & 15,
+               c.shape, c.strides)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(a.shape[0], a.shape[1], a.strides, b.shape[0], b.shape[1], b.strides,
+                              c.shape, c.strides, a.ptr, b.ptr)
+            self._remember(key, plan)
+        self._go(plan, a.ptr, b.ptr, c.ptr, alpha, beta, 0 if on_host else runtime.library_stream(A, stream))
+        if on_host:
+            result = runtime.copy_back(c)
+            if host_out is not None:
+                host_out[...] = result
+                return host_out
+            return result
+        return c.owner
+
+    # -- planning --------------------------------------------------------------------------------
+    def _plan(self, M, K, a_strides, K2, N, b_strides, c_shape, c_strides, pa, pb) -> _Plan:
+        spec = self.spec
+        if K != K2:
+            raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
+        if tuple(c_shape) != (M, N):
+            raise ArrayError(f"out has shape {tuple(c_shape)} but the product is {M}x{N}")
+        for name, st in (("A", a_strides), ("B", b_strides), ("out", c_strides)):
+            if len(st) != 2 or any(s < 0 for s in st):
+                raise ArrayError(f"{name} has element strides {tuple(st)}; kgen takes non-negative strides")
+        c_rs, c_cs = c_strides
+        if M > 1 and N > 1 and not ((c_cs == 1 and c_rs >= N) or (c_rs == 1 and c_cs >= M)):
+            raise ArrayError(f"out has element strides {tuple(c_strides)}: it needs a unit stride along one axis "
+                             f"and rows (or columns) that do not overlap")
+        swap = M > N
+        if not swap:   # S = A (R x K), L = B (K x NC), O = C
+            R, NC, pl = M, N, pb
+            (s_rs, s_ks), (l_k, l_n), (o_rs, o_cs) = a_strides, b_strides, (c_rs, c_cs)
+        else:          # S = B^T, L = A^T, O = C^T
+            R, NC, pl = N, M, pa
+            (s_ks, s_rs), (l_n, l_k), (o_cs, o_rs) = b_strides, a_strides, (c_rs, c_cs)
+        form, ldl = _form(NC, K, l_k, l_n)
+        if form is None:
+            large = "A" if swap else "B"
+            raise ArrayError(f"{large} has element strides {tuple(a_strides if swap else b_strides)}: the large "
+                             f"operand needs a unit stride along one axis (row-major, a transposed view, or a slice)")
+        item = ITEMSIZE[spec.dtype]
+        width = 1
+        for w in (spec.widths() if form == "dot" else spec.axpy_widths()):
+            if pl % (w * item) == 0 and ldl % w == 0:
+                width = w
+                break
+        plan = _Plan(swap=swap, out_shape=(M, N), launches=[], workspace=(0, 0), form=form, width=width,
+                     splits=1, mode=MODE_DIRECT)
+        if R == 0 or NC == 0:
+            return plan
+        out_args = (o_rs, o_cs, R, NC)
+        small_grid = (max(1, min(-(-R * NC // 256), self._sms * 8)), 1, 1)
+        prescale = ("prescale", Launch(self.handle("kgen_skinny_prescale"), "kgen_skinny_prescale", small_grid,
+                                       (256, 1, 1), 0, self._fmt_prescale), out_args)
+        if K == 0:
+            plan.launches.append(prescale)
+            return plan
+        name = f"kgen_skinny_{form}_v{width}"
+        shared = spec.shared_for(form)
+        g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared))
+        for dim, v in zip("xyz", g["grid"]):
+            if v > (2**31 - 1 if dim == "x" else 65535):
+                raise ArrayError(f"the product {M}x{N}x{K} needs {v} blocks along grid {dim}; too many for one launch")
+        plan.splits, plan.mode = g["splits"], g["mode"]
+        if g["mode"] == MODE_ATOMIC:
+            plan.launches.append(prescale)
+        plan.launches.append(("main", Launch(self.handle(name, shared), name, g["grid"], (spec.threads, 1, 1), shared,
+                                             self._fmt_main), (s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, g["ks"])))
+        if g["mode"] == MODE_PARTIALS:
+            plan.launches.append(("merge", Launch(self.handle("kgen_skinny_merge"), "kgen_skinny_merge", small_grid,
+                                                  (256, 1, 1), 0, self._fmt_merge), out_args + (g["splits"],)))
+        if g["mode"] in (MODE_PARTIALS, MODE_TICKET):
+            plan.workspace = (g["splits"] * R * NC * ACC_BYTES[spec.dtype], g["grid"][0] * g["grid"][2])
+        return plan
+
+    def _arguments(self, plan: _Plan, pa: int, pb: int, pc: int, alpha, beta, stream: int) -> list:
+        """[(Launch, argument tuple)] of one call."""
+        ps, pl = (pb, pa) if plan.swap else (pa, pb)
+        part = tick = 0
+        if plan.workspace[0]:
+            part, tick = self._workspace(stream, *plan.workspace)
+        out = []
+        for kind, launch, fixed in plan.launches:
+            if kind == "main":
+                s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, ks = fixed
+                # With atomics the prescale launch has applied beta already.
+                out.append((launch, (ps, s_rs, s_ks, pl, ldl, pc, o_rs, o_cs, R, NC, K, ks, alpha,
+                                     0.0 if plan.mode == MODE_ATOMIC else beta, part, tick, plan.mode)))
+            elif kind == "merge":
+                out.append((launch, (part, pc, *fixed, alpha, beta)))
+            else:
+                out.append((launch, (pc, *fixed, beta)))
+        return out
+
+    def _go(self, plan: _Plan, pa: int, pb: int, pc: int, alpha, beta, stream: int) -> None:
+        if not plan.launches:
+            return
+        ensure_context()
+        for launch, args in self._arguments(plan, pa, pb, pc, alpha, beta, stream):
+            launch(stream, *args)
+
+    def bind(self, A, B, out, *, alpha: float = 1.0, beta: float = 0.0, stream=None):
+        """A zero-argument callable that relaunches this product on the same torch tensors
+        (A, B, out) with the arguments resolved once: each call is one driver launch per
+        kernel. For benchmarks and tight loops."""
+        torch_tensor = runtime.torch_tensor_type()
+        if torch_tensor is None or not all(isinstance(x, torch_tensor) for x in (A, B, out)):
+            raise ArrayError("bind() takes torch CUDA tensors A, B and out")
+        dev = A.get_device()
+        self(A, B, out, alpha=alpha, beta=beta, stream=stream)   # checks everything, makes the plan
+        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.data_ptr() & 15, B.data_ptr() & 15,
+               dev, B.get_device(), out.shape, out.stride(), out.dtype, out.get_device())
+        plan = self._plans[key]
+        h = runtime.torch_stream(dev) if stream is None else runtime.stream_handle(stream)
+        launches = self._arguments(plan, A.data_ptr(), B.data_ptr(), out.data_ptr(), alpha, beta, h)
+
+        def launch():
+            for go, args in launches:
+                go(h, *args)
+
+        launch.keep = (A, B, out)  # the tensors must outlive the launcher
+        launch.plan = plan
+        return launch
+
+
+def _form(NC: int, K: int, l_k: int, l_n: int) -> tuple[str | None, int]:
+    """("dot", ld) when L (K x NC, element strides l_k, l_n) is k-contiguous, ("axpy", ld)
+    when n-contiguous, (None, 0) when neither. A dimension of one element has no stride
+    that matters."""
+    if NC == 1:
+        return ("dot", max(K, 1)) if (l_k == 1 or K == 1) else ("axpy", l_k)
+    if K == 1:
+        return ("axpy", NC) if l_n == 1 else ("dot", l_n)
+    if l_n == 1:
+        return "axpy", l_k
+    if l_k == 1:
+        return "dot", l_n
+    return None, 0
+
+
+Skinny.kernel_class = SkinnyKernel
