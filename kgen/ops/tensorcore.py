@@ -230,6 +230,9 @@ class TensorMatmul(Spec):
     def shared_bytes(self) -> int:
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
+    def dynamic_shared_bytes(self, entry: str) -> int:
+        return self.shared_bytes if entry in ("kgen_tc_matmul", "kgen_tc_matmul_elem") else 0
+
     def _swizzle(self, operand: str) -> tuple[int, int]:
         """(DIV, MASK) of the XOR swizzle: chunk c of row r goes to c ^ ((r / DIV) & MASK)."""
         ch = self._tile_dims(operand)[1] // self.vec
@@ -448,6 +451,12 @@ def host_dtype(dtype: str) -> np.dtype:
     return np.dtype(dtype)
 
 
+def _raw(x: np.ndarray) -> np.ndarray:
+    """The bytes of a contiguous array, in memory order, as a view: numpy exports no buffer
+    for ml_dtypes' bfloat16, and pycuda's copies need one."""
+    return x.reshape(-1, order="A").view(np.uint8)
+
+
 def _dtype_name(dtype: Any) -> str:
     """A dtype's kgen name from a numpy dtype (ml_dtypes' bfloat16 included) or a torch dtype."""
     text = str(dtype)
@@ -467,25 +476,23 @@ class TensorMatmulKernel(Kernel):
     dtype and layouts. Device inputs give a device result on the caller's stream (torch's
     or CuPy's current one unless stream= names another); host inputs a numpy result.
     Entry points: kgen_tc_matmul (16-byte cp.async; A, B and their leading dimensions must
-    be 16-byte aligned), kgen_tc_matmul_elem (element loads, any alignment), with split_k
-    kgen_tc_splitk_reduce and with repack kgen_tc_repack, which copies an unaligned operand
-    to an aligned buffer for the cp.async entry point. Workspaces belong to this kernel
+    be 16-byte aligned); with repack kgen_tc_repack, which copies an unaligned operand to an
+    aligned buffer for it, else kgen_tc_matmul_elem (element loads, any alignment); with
+    split_k kgen_tc_splitk_reduce. Workspaces belong to this kernel
     object: calls on different streams that overlap in time would share them.
     """
 
     spec: TensorMatmul
 
     def __init__(self, spec, source, compiled):
-        # Not Kernel.__init__: numpy has no bfloat16, so the dtype stays a name here.
+        # Kernel.__init__'s attributes, set here: it names the dtype in numpy, which has no
+        # bfloat16 (without ml_dtypes); this class checks dtypes by name instead.
         self.spec = spec
         self.source = source
         self.compiled = compiled
         self.module = runtime.Module(compiled.cubin)
-        shared = spec.shared_bytes
-        self._fn = self.function("kgen_tc_matmul", shared)
-        self._fn_elem = self.function("kgen_tc_matmul_elem", shared)
-        self._fn_reduce = self.function("kgen_tc_splitk_reduce") if spec.split_k > 1 else None
-        self._fn_repack = self.function("kgen_tc_repack") if spec.repack else None
+        self._driver_module = None
+        self._np_dtype = None
         scalar = "d" if spec.dtype == "float64" else "f"
         self._fmt = "PPP" + "q" * 8 + "i" + scalar * 2
         self._fmt_reduce = "PP" + "q" * 5 + "i" + scalar * 2
@@ -496,6 +503,13 @@ class TensorMatmulKernel(Kernel):
         self._retired: list[Any] = []  # outgrown workspaces, still named by older launch plans
         self._plans: dict[tuple, tuple] = {}
         self._torch_calls: dict[tuple, tuple] = {}
+
+    def release(self) -> None:
+        """Free the workspaces (split-K slices, repacked operands) and forget the plans that use them."""
+        self._plans.clear()
+        self._torch_calls.clear()
+        self._buffers.clear()
+        self._retired.clear()
 
     def _check_dtype(self, dtype, name: str, want: str | None = None) -> None:
         want = want or self.spec.dtype
@@ -527,17 +541,19 @@ class TensorMatmulKernel(Kernel):
         spec = self.spec
         vec = spec.vec
         repacks: list[Any] = [None, None]
+        if K == 0:
+            a_ok = b_ok = True  # nothing is read: any entry point writes alpha * 0 + beta * C
         if spec.repack:
             dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),
                     ((K, N) if spec.layout_b == "row" else (N, K), ldb, b_ok))
             for i, ((rows, cols), ld, ok) in enumerate(dims):
-                if ok or rows * cols == 0:
+                if ok:
                     continue
                 ldd = -(-cols // vec) * vec
                 dst = self._buffer("AB"[i], rows * ldd * self._item)
                 grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
-                repacks[i] = (Launch(self._fn_repack, "kgen_tc_repack", grid, (256, 1, 1), 0, "PP" + "q" * 4),
-                              dst, (rows, cols, ld, ldd))
+                go = Launch(self.handle("kgen_tc_repack"), "kgen_tc_repack", grid, (256, 1, 1), 0, "PP" + "q" * 4)
+                repacks[i] = (go, dst, (rows, cols, ld, ldd))
                 if i == 0:
                     lda = ldd
                 else:
@@ -545,12 +561,12 @@ class TensorMatmulKernel(Kernel):
             a_ok = a_ok or repacks[0] is not None
             b_ok = b_ok or repacks[1] is not None
         aligned = a_ok and b_ok
-        fn, name = (self._fn, "kgen_tc_matmul") if aligned else (self._fn_elem, "kgen_tc_matmul_elem")
+        name = "kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"
         grid, block, shared = spec.launch_geometry(M, N, K)
         if grid[0] >= 2 ** 31:
             raise ArrayError(f"a {M}x{N} product needs {grid[0]} blocks; at most 2^31-1 fit in the grid")
         splits, chunk = spec.split_plan(K)
-        main = Launch(fn, name, grid, block, shared, self._fmt)
+        main = Launch(self.handle(name, shared), name, grid, block, shared, self._fmt)
         flags = 2 if c_pairs else 0
         if splits == 1:
             plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, ())
@@ -561,7 +577,8 @@ class TensorMatmulKernel(Kernel):
             stride = M * ldw
             ws = self._buffer("split", splits * stride * self._acc_item)
             rgrid = (max(1, min(-(-(M * N) // 256), 132 * 16)), 1, 1)
-            reduce = Launch(self._fn_reduce, "kgen_tc_splitk_reduce", rgrid, (256, 1, 1), 0, self._fmt_reduce)
+            reduce = Launch(self.handle("kgen_tc_splitk_reduce"), "kgen_tc_splitk_reduce", rgrid, (256, 1, 1), 0,
+                            self._fmt_reduce)
             plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldw, chunk, stride, 1), ws, reduce,
                     (M, N, ldw, ldc, stride, splits))
         if len(self._plans) >= 256:
@@ -700,11 +717,11 @@ class TensorMatmulKernel(Kernel):
         bufs = [drv.mem_alloc(max(x.nbytes, 16)) for x in (A, B, result)]
         for buf, x in zip(bufs, (A, B, result)):
             if x.nbytes:
-                drv.memcpy_htod(buf, x)
+                drv.memcpy_htod(buf, _raw(x))
         pa, pb, pc = (int(b) for b in bufs)
         plan = self._plan(M, N, K, lda, ldb, N, self._aligned(pa, lda), self._aligned(pb, ldb), self._pairs(pc, N, N))
         self._go(plan, pa, pb, pc, alpha, beta, 0, M, N, K)
-        drv.memcpy_dtoh(result, bufs[2])
+        drv.memcpy_dtoh(_raw(result), bufs[2])
         if out is not None:
             out[...] = result
             return out
@@ -729,7 +746,8 @@ class TensorMatmulKernel(Kernel):
             raise ArrayError(
                 f"{name} has shape {tuple(shape)} and element strides {tuple(strides)}, which layout_{name.lower()}="
                 f"{layout!r} cannot express (it needs unit stride along {'columns' if layout == 'row' else 'rows'}); "
-                f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, or make it contiguous")
+                f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, "
+                "or make it contiguous")
         return rows, cols, ld
 
     def _output(self, shape, strides, dtype, M: int, N: int) -> int:

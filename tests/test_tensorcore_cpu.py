@@ -1,0 +1,176 @@
+"""CPU checks of the tensor-core matmul family (TensorMatmul): spec validation with errors
+that name the field, canonical out_dtype, default specs for any shape, the search space,
+split plans and tolerances, the rendered entry points, and nvcc/ptxas builds of a
+representative set for sm_90 and sm_80 with no register spills."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+
+import pytest
+
+import kgen
+from kgen.bench import tensorcore as bench_tc
+from kgen.core.compiler import CompileError
+from kgen.core.spec import SpecError
+from kgen.ops.tensorcore import TensorMatmul
+
+LIMITS = {"max_threads_per_block": 1024, "max_shared_per_block_optin": 227 * 1024, "multiprocessors": 132}
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+SHAPES = [(1, 1, 1), (7, 13, 1), (127, 4096, 4096), (4096, 64, 4096), (1000, 1000, 1000), (3000, 5000, 700),
+          (4097, 4097, 4097), (8192, 8192, 8192), (64, 64, 100000)]
+
+
+@pytest.mark.parametrize("fields, field", [
+    (dict(dtype="float32"), "tf32"),                                   # float32 must say tf32
+    (dict(dtype="bfloat16", tf32=True), "tf32"),
+    (dict(dtype="int8"), "dtype"),
+    (dict(out_dtype="float64"), "out_dtype"),
+    (dict(dtype="float64", out_dtype="float32"), "out_dtype"),
+    (dict(tile=(128, 128, 24)), "BK"),                                 # not a multiple of the MMA's K
+    (dict(dtype="float64", tile=(64, 64, 6), warp_tile=(32, 32)), "BK"),
+    (dict(tile=(120, 128, 32)), "BM"),
+    (dict(warp_tile=(48, 64)), "WM"),
+    (dict(tile=(128, 128, 32), warp_tile=(128, 64)), "warp_tile"),    # 256 accumulator registers
+    (dict(tile=(256, 256, 32), warp_tile=(32, 32)), "warp_tile"),      # 64 warps
+    (dict(stages=1), "stages"),
+    (dict(stages=7), "stages"),
+    (dict(smem_layout="xor"), "smem_layout"),
+    (dict(tile=(128, 96, 32), warp_tile=(32, 32), layout_b="row"), "smem_layout"),  # 12-chunk rows
+    (dict(raster="diagonal"), "raster"),
+    (dict(raster_group=0), "raster_group"),
+    (dict(split_k=0), "split_k"),
+    (dict(layout_a="transposed"), "layout_a"),
+    (dict(min_blocks=9), "min_blocks"),
+    (dict(tile=(256, 256, 128), warp_tile=(64, 64), stages=6), "tile"),  # shared memory past 227 KiB
+    (dict(tile=("128", 128, 32)), "tile"),
+])
+def test_invalid_fields_name_the_field(fields, field):
+    with pytest.raises(SpecError, match=field):
+        TensorMatmul(**fields)
+
+
+def test_out_dtype_is_canonical_and_json_round_trips():
+    a = TensorMatmul(dtype="bfloat16", out_dtype="bfloat16")
+    assert a.out_dtype == "" and a == TensorMatmul(dtype="bfloat16") and a.key == TensorMatmul(dtype="bfloat16").key
+    b = TensorMatmul(dtype="float16", out_dtype="float32", layout_a="col", split_k=3)
+    assert kgen.spec_from_json(b.to_json()) == b and b.output_dtype == "float32"
+    assert TensorMatmul(dtype="float32", tf32=True).output_dtype == "float32"
+    assert "TensorMatmul" in dir(kgen) and kgen.TensorMatmul is TensorMatmul
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_default_spec_is_sound_for_any_shape(dtype):
+    for M, N, K in SHAPES:
+        p = {"M": M, "N": N, "K": K}
+        s = TensorMatmul.default_spec(p, dtype)
+        assert s.dtype == dtype and s.tf32 == (dtype == "float32")
+        assert s.prune_reason(p, LIMITS) is None, (p, s.to_json())
+        splits, chunk = s.split_plan(K)
+        assert (splits - 1) * chunk < K <= splits * chunk
+    # Few C tiles with a long K are split; a full GPU of tiles is not.
+    assert TensorMatmul.default_spec({"M": 127, "N": 4096, "K": 4096}, dtype).split_k > 1
+    assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).split_k == 1
+    with pytest.raises(ValueError, match="positive integer"):
+        TensorMatmul.default_spec({"M": 0, "N": 1, "K": 1}, dtype)
+
+
+def test_default_spec_rejects_unknown_dtypes():
+    with pytest.raises(ValueError, match="dtype='int32'"):
+        TensorMatmul.default_spec({"M": 8, "N": 8, "K": 8}, "int32")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_search_space_is_valid_unique_and_splits_only_skinny_problems(dtype):
+    square = {"M": 4096, "N": 4096, "K": 4096}
+    space = TensorMatmul.search_space(square, dtype)
+    kept = [s for s in space if s.prune_reason(square, LIMITS) is None]
+    assert len(kept) >= 100 and len({s.key for s in space}) == len(space)
+    assert {s.smem_layout for s in kept} == {"swizzle", "pad"} and {s.raster for s in kept} == {"row", "col"}
+    assert not any(s.split_k > 1 for s in space)
+    skinny = {"M": 127, "N": 4096, "K": 4096}
+    assert any(s.split_k > 1 and s.prune_reason(skinny, LIMITS) is None
+               for s in TensorMatmul.search_space(skinny, dtype))
+
+
+def test_split_plan_and_launch_geometry():
+    s = TensorMatmul(dtype="float16", tile=(128, 128, 32), split_k=4)
+    assert s.split_plan(4096) == (4, 1024)
+    for K in (1, 31, 32, 33, 1000, 4097):
+        for ways in (2, 3, 7, 64):
+            n, c = s.split_plan(K, ways)
+            assert n >= 1 and (n - 1) * c < K <= n * c and (n == 1 or c % 32 == 0)
+    grid, block, shared = s.launch_geometry(1000, 3000, 4096)
+    assert grid == (8 * 24, 1, 4) and block == (128, 1, 1) and shared == s.shared_bytes
+    # 3 stages of a 128x32 A tile and a 32x128 B tile, 2 bytes each, swizzled (no padding).
+    assert TensorMatmul(dtype="float16").shared_bytes == 3 * (128 * 32 + 32 * 128) * 2
+    # Padded rows: one 16-byte chunk per row for 16-bit types.
+    assert TensorMatmul(dtype="float16", smem_layout="pad").shared_bytes == 3 * (128 * 40 + 32 * 136) * 2
+
+
+def test_tolerance_follows_precision_and_k():
+    f16 = TensorMatmul(dtype="float16")
+    bf16 = TensorMatmul(dtype="bfloat16")
+    bf16_f32 = TensorMatmul(dtype="bfloat16", out_dtype="float32")
+    tf32 = TensorMatmul(dtype="float32", tf32=True)
+    f64 = TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32))
+    p = {"M": 100, "N": 100, "K": 4096}
+    assert f64.tolerance_for(p) < 1e-12 < bf16_f32.tolerance_for(p) < f16.tolerance_for(p) < bf16.tolerance_for(p)
+    assert tf32.tolerance_for(p) > 2.0 ** -10  # TF32 rounds the inputs to 10 mantissa bits
+    assert f16.tolerance_for({"M": 1, "N": 1, "K": 1 << 20}) > f16.tolerance_for(p)
+    a, b = bf16.elementwise_bound(4096)
+    assert a == pytest.approx(2 * (4096 + 64) * 2 * 2.0 ** -24) and b == 2 * 2.0 ** -8
+    assert math.isfinite(tf32.elementwise_bound(1)[0])
+
+
+def test_rendered_source_names_its_entry_points_and_instruction():
+    f16 = kgen.render(TensorMatmul(dtype="float16", split_k=2))
+    for name in ("kgen_tc_matmul(", "kgen_tc_splitk_reduce(", "kgen_tc_repack(",
+                 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "ldmatrix.sync.aligned.m8n8.x4.trans"):
+        assert name in f16
+    bf16 = kgen.render(TensorMatmul(dtype="bfloat16", layout_a="col", layout_b="col", repack=False))
+    assert "f32.bf16.bf16.f32" in bf16 and "kgen_tc_matmul_elem(" in bf16 and "kgen_tc_matmul_elem(" not in f16
+    assert "kgen_tc_repack(" not in bf16 and "kgen_tc_splitk_reduce(" not in bf16
+    assert "cvt.rna.tf32.f32" in kgen.render(TensorMatmul(dtype="float32", tf32=True, smem_layout="pad"))
+    assert "m8n8k4.row.col.f64" in kgen.render(TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32)))
+    assert kgen.render(TensorMatmul()) == kgen.render(TensorMatmul())
+
+
+def representative() -> list[TensorMatmul]:
+    """What kgen launches by default must not spill: each dtype's default specs (every
+    shape of the benchmark), and the largest default in column layouts."""
+    T = TensorMatmul
+    specs = {}
+    for dtype in DTYPES:
+        for shape in bench_tc.SHAPES:
+            s = T.default_spec(dict(zip("MNK", shape)), dtype)
+            specs[s.key] = s
+        s = T.default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype).replace(layout_a="col", layout_b="col")
+        specs[s.key] = s
+    return list(specs.values())
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_representative_specs_compile_without_spills(arch):
+    # sm_80 (the mma.sync path's first arch): the largest default of each dtype.
+    specs = representative() if arch == "sm_90" else [
+        TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, d) for d in DTYPES]
+    with cf.ThreadPoolExecutor(max_workers=2) as ex:
+        results = list(ex.map(lambda s: kgen.compile(s, arch), specs))
+    spills = []
+    for spec, res in zip(specs, results):
+        assert "kgen_tc_matmul" in res.resources
+        assert ("kgen_tc_repack" in res.resources) == spec.repack != ("kgen_tc_matmul_elem" in res.resources)
+        for entry, r in res.resources.items():
+            if r["spill_stores"] or r["spill_loads"]:
+                spills.append(f"{entry} of {spec.to_json()}: {r['spill_stores']} B spill stores, "
+                              f"{r['spill_loads']} B spill loads")
+        assert res.resources["kgen_tc_matmul"]["dynamic_shared_bytes"] == spec.shared_bytes
+    assert not spills, f"ptxas spills ({arch}):\n" + "\n".join(spills)
+
+
+@pytest.mark.nvcc
+def test_pre_ampere_arch_is_refused_with_the_reason():
+    with pytest.raises(CompileError, match="sm_80 or newer"):
+        kgen.compile(TensorMatmul(dtype="float16"), "sm_75")

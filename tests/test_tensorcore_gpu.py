@@ -1,0 +1,197 @@
+"""GPU property tests of the tensor-core matmul family (TensorMatmul): random specs from a
+pool that covers every field value, random shapes (1, primes, non-multiples of every tile,
+K = 1), both layouts, leading dimensions and pointer offsets that rule out 16-byte copies,
+alpha/beta, outputs poisoned with NaN before each launch. References are float64 products
+of the inputs as rounded to their type; the bounds come from the input precision and K."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kgen
+from kgen.ops.tensorcore import TensorMatmul
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = int(os.environ.get("KGEN_TC_EXAMPLES", "300"))
+SIZE = st.one_of(st.sampled_from([1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 65, 127, 129, 131, 257, 263, 509]),
+                 st.integers(1, 400))
+
+
+def spec_pool() -> list[TensorMatmul]:
+    """Specs covering every field value: each dtype's defaults, small and large blocks,
+    2-6 stages, both shared layouts, both rasters, split-K, float32 output, element loads
+    (repack off), min_blocks. Layouts are drawn per example on top of these."""
+    T = TensorMatmul
+    pool = []
+    for dtype in ("float16", "bfloat16", "float32", "float64"):
+        pool.append(T.default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype))
+        pool.append(T.default_spec({"M": 127, "N": 4096, "K": 4096}, dtype))  # split K
+    pool += [
+        T(dtype="float16", tile=(32, 32, 16), warp_tile=(16, 16), stages=2, smem_layout="pad"),
+        T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 32), stages=5, raster="col", raster_group=1,
+          out_dtype="float32"),
+        T(dtype="float16", tile=(64, 128, 32), warp_tile=(32, 64), stages=3, split_k=3, repack=False),
+        T(dtype="bfloat16", tile=(64, 64, 16), warp_tile=(32, 32), stages=6, smem_layout="pad", raster_group=3,
+          min_blocks=2),
+        T(dtype="bfloat16", tile=(128, 64, 32), warp_tile=(32, 32), stages=3, out_dtype="float32", split_k=4,
+          repack=False),
+        T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
+        T(dtype="float32", tf32=True, tile=(32, 64, 8), warp_tile=(16, 32), stages=2, smem_layout="pad",
+          raster="col", repack=False),
+        T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle", split_k=2),
+        T(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=3, smem_layout="pad", repack=False),
+    ]
+    return pool
+
+
+POOL = spec_pool()
+LAYOUTS = [(a, b) for a in ("row", "col") for b in ("row", "col")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prebuild():
+    """Compile every spec in every layout up front, in parallel: nvcc dominates otherwise."""
+    specs = [s.replace(layout_a=a, layout_b=b) for s in POOL for a, b in LAYOUTS]
+    with cf.ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 2)) as ex:
+        list(ex.map(kgen.compile, specs))
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    return torch
+
+
+def _operand(torch, rows, cols, layout, pad, offset, dtype):
+    """A rows x cols matrix stored as `layout`, with leading dimension (contiguous size +
+    pad + offset) and its first element `offset` elements into the storage."""
+    if layout == "row":
+        base = torch.randn(rows, cols + pad + offset, device="cuda", dtype=torch.float64).to(dtype)
+        return base[:, offset:offset + cols]
+    base = torch.randn(cols, rows + pad + offset, device="cuda", dtype=torch.float64).to(dtype)
+    return base[:, offset:offset + rows].t()
+
+
+def _check(spec, A, B, C, C0, alpha, beta, label):
+    """Norm and elementwise bounds against the float64 product of the inputs as stored."""
+    torch = _torch()
+    A64, B64 = A.double(), B.double()
+    ref = alpha * (A64 @ B64)
+    if beta != 0:
+        ref = ref + beta * C0.double()
+    got = C.double()
+    assert torch.isfinite(got).all(), f"{label}: non-finite outputs (unwritten NaN or overflow)"
+    K = A.shape[1]
+    err = (got - ref).abs()
+    denom = torch.linalg.norm(ref).item()
+    rel = torch.linalg.norm(got - ref).item() / (denom if denom > 0 else 1.0)
+    tol = spec.tolerance_for({"M": max(A.shape[0], 1), "N": max(B.shape[1], 1), "K": max(K, 1)})
+    assert rel <= tol, f"{label}: relative error {rel:.3e} > {tol:.3e}"
+    a, b = spec.elementwise_bound(K)
+    bound = abs(alpha) * a * (A64.abs() @ B64.abs()) + b * ref.abs() + 1e-300
+    worst = (err / bound).max().item() if err.numel() else 0.0
+    assert worst <= 1.0, f"{label}: an element is off by {worst:.2f}x its bound"
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(POOL) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
+       K=st.one_of(st.just(1), SIZE), pad_a=st.sampled_from([0, 0, 1, 8]), pad_b=st.sampled_from([0, 0, 3, 8]),
+       off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
+       ldc_pad=st.sampled_from([0, 0, 1, 5]), alpha=st.sampled_from([1.0, 1.0, -0.75]),
+       beta=st.sampled_from([0.0, 0.0, 0.5]))
+def test_tensor_matmul_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
+    torch = _torch()
+    spec = POOL[index].replace(layout_a=layouts[0], layout_b=layouts[1])
+    k = kgen.build(spec)
+    dt = getattr(torch, spec.dtype)
+    odt = getattr(torch, spec.output_dtype)
+    A = _operand(torch, M, K, spec.layout_a, pad_a, off_a, dt)
+    B = _operand(torch, K, N, spec.layout_b, pad_b, off_b, dt)
+    C0 = None
+    if beta != 0:
+        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
+    # Poisoned before each launch: an element the kernel fails to write stays NaN.
+    C = torch.full((M, N + ldc_pad), float("nan"), device="cuda", dtype=odt)[:, :N]
+    if C0 is not None:
+        C.copy_(C0)
+    got = k(A, B, out=C, alpha=alpha, beta=beta)
+    assert got is C
+    torch.cuda.synchronize()
+    label = f"{spec.to_json()} M={M} N={N} K={K} pads={pad_a},{pad_b} offsets={off_a},{off_b} ldc+{ldc_pad}"
+    _check(spec, A, B, C, C0, alpha, beta, label)
+
+
+@pytest.mark.parametrize("spec", POOL[:8], ids=lambda s: f"{s.dtype}-{s.tile}-split{s.split_k}")
+def test_default_specs_on_benchmark_like_shapes(spec):
+    """The defaults on shapes past one tile in every direction, unaligned K included."""
+    torch = _torch()
+    k = kgen.build(spec)
+    dt = getattr(torch, spec.dtype)
+    for M, N, K in ((1000, 1000, 1000), (257, 1031, 517), (127, 600, 2049), (300, 64, 1500)):
+        A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(dt)
+        B = torch.randn(K, N, device="cuda", dtype=torch.float64).to(dt)
+        C = k(A, B)  # a new output
+        assert C.dtype == getattr(torch, spec.output_dtype) and tuple(C.shape) == (M, N)
+        torch.cuda.synchronize()
+        _check(spec, A, B, C, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K}")
+
+
+def test_repeat_calls_reuse_the_plan_and_follow_the_stream():
+    torch = _torch()
+    spec = TensorMatmul.default_spec({"M": 512, "N": 512, "K": 512}, "bfloat16")
+    k = kgen.build(spec)
+    A = torch.randn(300, 200, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(200, 100, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        C = torch.full((300, 100), float("nan"), device="cuda", dtype=torch.bfloat16)
+        for _ in range(3):
+            k(A, B, out=C)
+    side.synchronize()
+    assert len(k._torch_calls) == 1
+    _check(spec, A, B, C, None, 1.0, 0.0, "side stream")
+
+
+def test_host_arrays_and_empty_k():
+    """numpy inputs (float16, float64, and bfloat16 through ml_dtypes when installed); K = 0
+    gives alpha * 0 + beta * C."""
+    _torch()
+    rng = np.random.default_rng(5)
+    for dtype in ("float16", "float64", "bfloat16"):
+        if dtype == "bfloat16":
+            pytest.importorskip("ml_dtypes")
+        spec = TensorMatmul.default_spec({"M": 100, "N": 100, "K": 100}, dtype)
+        k = kgen.build(spec)
+        A, B = TensorMatmul.make_inputs({"M": 77, "N": 45, "K": 131}, dtype, rng)
+        C = k(A, B)
+        ref = TensorMatmul.reference_output({}, (A, B))
+        rel = np.linalg.norm(C.astype(np.float64) - ref) / np.linalg.norm(ref)
+        assert C.shape == (77, 45) and rel <= spec.tolerance_for({"M": 77, "N": 45, "K": 131}), (dtype, rel)
+    spec = TensorMatmul.default_spec({"M": 8, "N": 8, "K": 8}, "float16")
+    k = kgen.build(spec)
+    A = np.zeros((5, 0), np.float16)
+    B = np.zeros((0, 6), np.float16)
+    out = np.full((5, 6), 2.0, np.float16)
+    got = k(A, B, out=out, beta=0.5)
+    assert np.array_equal(got, np.full((5, 6), 1.0, np.float16))
+
+
+def test_wrong_arguments_raise_clear_errors():
+    torch = _torch()
+    k = kgen.build(TensorMatmul.default_spec({"M": 64, "N": 64, "K": 64}, "float16"))
+    A = torch.randn(8, 8, device="cuda", dtype=torch.float16)
+    with pytest.raises(kgen.ArrayError, match="dtype bfloat16"):
+        k(A, A.to(torch.bfloat16))
+    with pytest.raises(kgen.ArrayError, match="inner dimensions"):
+        k(A, torch.randn(9, 8, device="cuda", dtype=torch.float16))
+    with pytest.raises(kgen.ArrayError, match="layout_b"):
+        k(A, A.t())
+    with pytest.raises(kgen.ArrayError, match="beta"):
+        k(A, A, beta=1.0)
