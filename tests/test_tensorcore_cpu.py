@@ -118,8 +118,10 @@ def test_tolerance_follows_precision_and_k():
     assert f64.tolerance_for(p) < 1e-12 < bf16_f32.tolerance_for(p) < f16.tolerance_for(p) < bf16.tolerance_for(p)
     assert tf32.tolerance_for(p) > 2.0 ** -10  # TF32 rounds the inputs to 10 mantissa bits
     assert f16.tolerance_for({"M": 1, "N": 1, "K": 1 << 20}) > f16.tolerance_for(p)
-    a, b = bf16.elementwise_bound(4096)
-    assert a == pytest.approx(2 * (4096 + 64) * 2 * 2.0 ** -24) and b == 2 * 2.0 ** -8
+    a, b, c = bf16.elementwise_bound(4096)
+    assert a == pytest.approx(2 * (4096 + 64) * 2 * 2.0 ** -24) and b == 2 * 2.0 ** -8 and 0 < c < 1e-39
+    # A float16 result below the normal range is rounded to a multiple of 2^-24.
+    assert f16.elementwise_bound(1)[2] == 2.0 ** -24
     assert math.isfinite(tf32.elementwise_bound(1)[0])
 
 
