@@ -322,6 +322,14 @@ def fake_gpu(monkeypatch):
     packer = types.ModuleType("pycuda._pvt_struct")
     packer.pack = lambda fmt, *args: repr(args).encode()
     monkeypatch.setitem(sys.modules, "pycuda._pvt_struct", packer)
+    # The thin launch path (kgen.core.launch): function handles and launches recorded.
+    from kgen.core import kernel as kernel_mod
+    from kgen.core import launch as launch_mod
+
+    monkeypatch.setattr(kernel_mod.Kernel, "handle", lambda self, name, dynamic_shared=0: 1)
+    monkeypatch.setattr(launch_mod, "_libcuda", lambda: types.SimpleNamespace(cuLaunchKernel=None))
+    monkeypatch.setattr(launch_mod.Launch, "__call__",
+                        lambda self, stream, *args: launches.append((self.name, self.grid, self.block, args)))
 
     def to_device(a, name):
         a = np.ascontiguousarray(a) if a.size and not (a.flags.c_contiguous or a.flags.f_contiguous) else a

@@ -27,6 +27,7 @@ class Kernel:
         self.source = source
         self.compiled = compiled
         self.module = runtime.Module(compiled.cubin)
+        self._driver_module: Any = None
         self._np_dtype = np.dtype(getattr(spec, "dtype"))  # noqa: B009 - each family declares dtype
 
     def _check_dtype(self, dtype, name: str) -> None:
@@ -45,7 +46,19 @@ class Kernel:
         return self.compiled.resources
 
     def function(self, name: str, dynamic_shared: int = 0):
+        """The pycuda Function `name` (for its attributes and pycuda-style calls)."""
         return self.module.function(name, dynamic_shared)
+
+    def release(self) -> None:
+        """Free device workspaces the kernel keeps between calls (none by default)."""
+
+    def handle(self, name: str, dynamic_shared: int = 0) -> int:
+        """The CUfunction `name` for kgen.core.launch.Launch (the thin launch path)."""
+        if self._driver_module is None:
+            from .launch import DriverModule
+
+            self._driver_module = DriverModule(self.compiled.cubin)
+        return self._driver_module.function(name, dynamic_shared)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Launch on the inputs (numpy or device arrays) and return the result. The tuner's

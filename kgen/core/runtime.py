@@ -324,3 +324,86 @@ def new_host_output(shape: tuple[int, ...], dtype: np.dtype) -> DeviceView:
 
 def copy_back(v: DeviceView) -> np.ndarray:
     return v.owner.get()
+
+
+# ---------------------------------------------------------------------------------
+# Interop on the hot path: torch tensors through their own accessors, and the stream a
+# call runs on (the caller's library's current stream unless stream= names one).
+# ---------------------------------------------------------------------------------
+_torch: dict[str, Any] = {}
+
+
+def torch_tensor_type():
+    """torch.Tensor if torch is already imported (kgen never imports it for this), else None."""
+    t = _torch.get("Tensor")
+    if t is None:
+        import sys
+
+        mod = sys.modules.get("torch")
+        if mod is None:
+            return None
+        t = _torch["Tensor"] = mod.Tensor
+    return t
+
+
+def torch_device_index(t: Any, name: str) -> int:
+    """The CUDA device of a torch tensor; a CPU tensor or another GPU than kgen's is an error."""
+    index = t.get_device()
+    if index < 0:
+        raise ArrayError(f"{name} is a CPU torch tensor; pass a CUDA tensor or a numpy array")
+    ours = device_index()
+    if index != ours:
+        raise ArrayError(f"{name} is on cuda:{index} but kgen runs on device {ours} (set KGEN_DEVICE={index})")
+    return index
+
+
+def device_index() -> int:
+    import os
+
+    return int(os.environ.get("KGEN_DEVICE", "0") or 0)
+
+
+def torch_stream(device: int) -> int:
+    """torch's current stream on a device as a raw handle (torch.cuda.current_stream()
+    costs microseconds; torch's raw accessor a fraction of one)."""
+    raw = _torch.get("stream")
+    if raw is None:
+        import torch
+
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is None:
+            def raw(index: int) -> int:
+                return torch.cuda.current_stream(index).cuda_stream
+        _torch["stream"] = raw
+    return raw(device)
+
+
+def stream_handle(stream: Any) -> int:
+    """A raw CUstream from what a user passes as stream=: None (the default stream), an
+    int, a pycuda Stream (handle), a torch Stream (cuda_stream) or a CuPy Stream (ptr)."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    for attr in ("handle", "cuda_stream", "ptr"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    raise ArrayError(f"stream={stream!r} is not a stream: pass a pycuda, torch or CuPy stream, "
+                     "or a raw CUstream handle (int)")
+
+
+def library_stream(x: Any, stream: Any) -> int:
+    """The stream a call on array x runs on: stream= if given, else the current stream of
+    x's library (torch, CuPy), else the default stream."""
+    if stream is not None:
+        return stream_handle(stream)
+    lib = type(x).__module__.split(".")[0]
+    if lib == "torch" and hasattr(x, "get_device"):
+        index = x.get_device()
+        return torch_stream(index) if index >= 0 else 0
+    if lib == "cupy":
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+    return 0

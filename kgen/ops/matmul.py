@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import runtime
+from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.kernel import Kernel
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
@@ -226,7 +227,14 @@ class Matmul(Spec):
             prefetch_fragments=self.prefetch_fragments, interior_fast_path=self.interior_fast_path,
             repack=self.repack, tail_split_k=self.tail_split_k,
             shared_bytes=self.shared_bytes,
-            tolerance_per_sqrt_k=tolerance_per_sqrt_k(self.dtype))
+            **self._self_check_context())
+
+    def _self_check_context(self) -> dict[str, Any]:
+        """What the standalone program's self-check needs: the rounding model's constants."""
+        from ..core import rounding
+
+        return dict(rounding_constants=rounding.template_constants(self.dtype, self.dtype),
+                    exact_bits=53 if self.dtype == "float64" else 24)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for a product with inner size K, split
@@ -279,8 +287,65 @@ class Matmul(Spec):
     def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return A.astype(np.float64) @ B.astype(np.float64)
 
-    def tolerance(self, K: int) -> float:
-        return tolerance_per_sqrt_k(self.dtype) * math.sqrt(max(K, 1))
+    # -- tolerances (the rounding model of kgen/core/rounding.py) ---------------------------
+    def tolerance(self, K: int, outputs: int = 8) -> float:
+        """Largest relative (Frobenius) error of a product with inner size K on random data,
+        without looking at the data: the rounding model's bound for i.i.d. entries (product
+        terms of unit size, results of size sqrt(K)), relative to the smallest norm that
+        `outputs` random results take at the data-free confidence (about 9x below typical
+        for 8). One result may cancel almost to zero: pass outputs=M*N, or use tolerance_for
+        with the data for a tight check."""
+        from ..core import rounding
+
+        K, outputs = max(int(K), 1), max(int(outputs), 1)
+        typical = float(outputs * K)  # sum of squared results = sum of squared terms
+        return self.product_error_bound(K, typical, typical) / math.sqrt(typical) \
+            * rounding.small_result_allowance(outputs)
+
+    def rounding_levels(self, K: int, splits: int = 1, chunk: int | None = None) -> tuple[float, float]:
+        """(levels, msum) of one result's summation order (kgen/core/rounding.py): a
+        sequential chain of K fused multiply-adds, or with K split, chains of `chunk` and
+        then the reduction's chain over the slices. The standalone program's
+        kgen_tolerance builds the same levels."""
+        from ..core import rounding
+
+        if splits <= 1:
+            return rounding.chain(K, K, 1)
+        return rounding.add(rounding.chain(K, chunk, 1), rounding.chain(K, splits, chunk))
+
+    def k_plans(self, K: int) -> list[tuple[int, int]]:
+        """Every (K slices, slice length) this spec may run a product of inner size K with:
+        unsplit, split_k's plan and the tail's tail_split_k plan."""
+        plans = {(1, K), self.split_plan(K)}
+        if self.tail_split_k > 1:
+            plans.add(self.split_plan(K, self.tail_split_k))
+        return sorted(plans)
+
+    def kernel_error_bound(self, K: int, results_sq: float, terms_sq: float, splits: int = 1,
+                           chunk: int | None = None) -> float:
+        """Absolute (Frobenius) error of the computed product for results whose squares add
+        to results_sq and product terms a_ik b_kj whose squares add to terms_sq, at the
+        model's confidence: the additions of each result's order, the products' own
+        rounding (when not fused) and the epilogue's."""
+        from ..core import rounding
+
+        levels, msum = self.rounding_levels(K, splits, chunk)
+        squares = rounding.square_sum(K, results_sq, terms_sq, levels, msum) + terms_sq + results_sq
+        return rounding.bound(rounding.unit_roundoff(self.dtype), squares)
+
+    @staticmethod
+    def reference_error_bound(K: int, results_sq: float, terms_sq: float) -> float:
+        """The float64 reference's own error, taken as a sequential sum over K."""
+        from ..core import rounding
+
+        levels, msum = rounding.chain(K, K, 1)
+        squares = rounding.square_sum(K, results_sq, terms_sq, levels, msum) + terms_sq
+        return rounding.bound(rounding.UNIT_ROUNDOFF["float64"], squares)
+
+    def product_error_bound(self, K: int, results_sq: float, terms_sq: float) -> float:
+        """kernel_error_bound for the worst of this spec's K plans, plus the reference's."""
+        worst = max(self.kernel_error_bound(K, results_sq, terms_sq, s, c) for s, c in self.k_plans(K))
+        return worst + self.reference_error_bound(K, results_sq, terms_sq)
 
     # -- the family interface (see Spec) ----------------------------------------------
     @classmethod
@@ -322,7 +387,7 @@ class Matmul(Spec):
         pipes = ((False, 1), (False, 2), (True, 2), (True, 3), (True, 4))
         thread_tiles = ((8, 8), (8, 4), (4, 8), (4, 4)) if dtype == "float32" else ((4, 4), (4, 2), (2, 4))
         # 128 accumulators a thread (one 256-thread block per SM at ~220 registers) beat 8x8
-        # by 1-2% at 2048^3-8192^3 on an H200 (scripts/matmul_wide_sweep.py).
+        # by 1-2% at 2048^3-8192^3 on an H200 (docs/bench/research/matmul_wide_sweep.py).
         wide = {(128, 256): ((8, 16),), (256, 128): ((16, 8),)} if dtype == "float32" else {}
         for BM, BN in ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128)):
             for BK in (8, 16, 32):
@@ -434,7 +499,41 @@ class Matmul(Spec):
         return (problem["M"], problem["N"])
 
     def tolerance_for(self, problem, inputs=None):
-        return self.tolerance(problem["K"])
+        """Largest relative (Frobenius) error against reference_output. With the inputs
+        (and a product small enough to form here, M*N*K <= 2^27): the rounding model's
+        bound for these results and terms; else tolerance(K) for M*N random results."""
+        p = self.normalize_problem(problem)
+        M, N, K = p["M"], p["N"], p["K"]
+        if inputs is None or M * N * K > 1 << 27:
+            return self.tolerance(K, M * N)
+        A = np.asarray(inputs[0], dtype=np.float64)
+        B = np.asarray(inputs[1], dtype=np.float64)
+        C = A @ B
+        results_sq = float(np.square(C).sum())
+        if results_sq == 0.0:
+            return 0.0
+        terms_sq = float(np.square(A).sum(axis=0) @ np.square(B).sum(axis=1))
+        return self.product_error_bound(K, results_sq, terms_sq) / math.sqrt(results_sq)
+
+    @classmethod
+    def make_exact_inputs(cls, problem, dtype, rng):
+        """A and B on which every order of summation is exact, so a product is checked by
+        equality and one dropped, doubled or misplaced term fails: positive integers up to
+        R, with K * R^2 below 2^(p-2) (p = 24 bits for float32, 53 for float64), so that
+        alpha (a power of two) times the product plus beta times a C of small multiples of
+        the same unit stays exact; each operand is scaled by its own power of two.
+        Positive terms make every lost or doubled term change its result."""
+        p = cls.normalize_problem(problem)
+        bits = {"float32": 24, "float64": 53}[dtype]
+        limit = 2 ** (bits - 2)
+        M, N, K = p["M"], p["N"], p["K"]
+        if K >= limit:
+            raise ValueError(f"no exact {dtype} inputs for K={K}: K must stay below 2^{bits - 2}")
+        width = max(1, min(64, math.isqrt((limit - 1) // K)))
+        scale_a, scale_b = (2.0 ** int(e) for e in rng.integers(-4, 5, 2))
+        A = rng.integers(1, width + 1, (M, K)).astype(np.float64) * scale_a
+        B = rng.integers(1, width + 1, (K, N)).astype(np.float64) * scale_b
+        return A.astype(dtype), B.astype(dtype)
 
     @classmethod
     def work(cls, problem, dtype):
@@ -444,13 +543,6 @@ class Matmul(Spec):
     @classmethod
     def bucket(cls, problem):
         return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
-
-
-def tolerance_per_sqrt_k(dtype: str) -> float:
-    # Rounding error of a length-K dot product grows about like sqrt(K) * eps on random data;
-    # 8x headroom over that keeps the check strict but not flaky.
-    eps = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}[dtype]
-    return 8 * eps * 4
 
 
 class MatmulKernel(Kernel):
@@ -469,30 +561,25 @@ class MatmulKernel(Kernel):
 
     def __init__(self, spec, source, compiled):
         super().__init__(spec, source, compiled)
-        self._scalar = self._np_dtype.type
         fmt_scalar = "f" if spec.dtype == "float32" else "d"
+        self._fmt = "PPP" + "q" * 8 + fmt_scalar * 2
+        self._fmt_reduce = "PP" + "q" * 5 + "i" + fmt_scalar * 2
+        self._fmt_repack = "PP" + "q" * 4
         shared = spec.shared_bytes
         # With repack every call takes a vector entry point: no element-load kernel exists.
-        self._fn = None
-        if not spec.repack:
-            self._fn = self.function("kgen_matmul", shared)
-            self._fn.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
-        self._fn_vec = None
-        if spec.vector_loads:
-            self._fn_vec = self.function("kgen_matmul_vec", shared)
-            self._fn_vec.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
+        self._fn = None if spec.repack else self.function("kgen_matmul", shared)
+        self._fn_vec = self.function("kgen_matmul_vec", shared) if spec.vector_loads else None
         self._fn_reduce = None
         if spec.split_k > 1 or spec.tail_split_k > 1:
             self._fn_reduce = self.function("kgen_matmul_splitk_reduce")
-            self._fn_reduce.prepare("PP" + "q" * 5 + "i" + fmt_scalar * 2)
         self._fn_repack = self._fn_vec_cs = None
         if spec.repack:
             self._fn_repack = self.function("kgen_matmul_repack")
-            self._fn_repack.prepare("PP" + "q" * 4)
             self._fn_vec_cs = self.function("kgen_matmul_vec_cs", shared)
-            self._fn_vec_cs.prepare("PPP" + "q" * 8 + fmt_scalar * 2)
         self._buffers: dict[str, Any] = {}
         self._plans: dict[tuple, tuple] = {}
+        self._launch_plans: dict[tuple, tuple] = {}
+        self._torch_calls: dict[tuple, tuple] = {}
         self._slots: dict[str, int] = {}
 
     def _plan(self, M: int, N: int, K: int, entry: str) -> tuple:
@@ -533,24 +620,124 @@ class MatmulKernel(Kernel):
             self._slots[entry] = slots
         return slots
 
-    def _buffer(self, name: str, nbytes: int):
-        """A device workspace of at least nbytes, kept and grown per name."""
+    def _buffer(self, name: str, nbytes: int) -> int:
+        """A device workspace of at least nbytes, kept and grown per name. Growing one
+        frees the old buffer (cuMemFree waits for the work that uses it) and forgets the
+        launch plans that named it; they are made again on their next call."""
         held = self._buffers.get(name)
         if held is None or held[1] < nbytes:
+            if held is not None:
+                self._forget_plans()
+                held[0].free()
             held = (runtime.driver().mem_alloc(max(nbytes, 16)), nbytes)
             self._buffers[name] = held
-        return held[0]
+        return int(held[0])
 
-    def _repacked(self, name: str, ptr: int, ld: int, rows: int, cols: int, stream) -> tuple[int, int]:
-        """Copy a rows x cols operand (row stride ld) to an aligned buffer: (pointer, ld)."""
-        vec, item = self.spec.vec, self._np_dtype.itemsize
-        ldd = -(-cols // vec) * vec
-        dst = int(self._buffer(name, rows * ldd * item))
-        grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
-        self._fn_repack.prepared_async_call(grid, (256, 1, 1), stream, ptr, dst, rows, cols, ld, ldd)
-        return dst, ldd
+    def _forget_plans(self) -> None:
+        self._launch_plans.clear()
+        self._torch_calls.clear()
+
+    def release(self) -> None:
+        """Free the workspaces (split-K slices, repacked operands) this kernel holds; the
+        next call allocates what it needs again."""
+        self._forget_plans()
+        for held in self._buffers.values():
+            held[0].free()
+        self._buffers.clear()
+
+    def _launch_plan(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int, a_ok: bool, b_ok: bool,
+                     c_ok: bool) -> tuple:
+        """Everything a call of this shape, layout and alignment launches, decided once:
+        (repack of A, repack of B, parts). Each part is (launch, A offset, C offset, the
+        arguments after the pointers, split-K workspace or 0, the reduce launch and its
+        arguments). `a_ok`/`b_ok`/`c_ok`: the operand's pointer and leading dimension allow
+        16-byte access."""
+        key = (M, N, K, lda, ldb, ldc, a_ok, b_ok, c_ok)
+        plan = self._launch_plans.get(key)
+        if plan is not None:
+            return plan
+        spec = self.spec
+        vec, item = spec.vec, self._np_dtype.itemsize
+        block, shared = spec.launch_geometry(M, N, K)[1:]
+        repacks: list[Any] = [None, None]
+        vec_loads = False
+        if self._fn_vec is not None:
+            if self._fn_repack is not None:
+                # Storage rows x contiguous columns of each operand, as the kernel reads it.
+                for i, (ok, dims, ld) in enumerate(((a_ok, (M, K) if spec.layout_a == "row" else (K, M), lda),
+                                                    (b_ok, (K, N) if spec.layout_b == "row" else (N, K), ldb))):
+                    if ok:
+                        continue
+                    rows, cols = dims
+                    ldd = -(-cols // vec) * vec
+                    dst = self._buffer("AB"[i], rows * ldd * item)
+                    grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
+                    repacks[i] = (Launch(self.handle("kgen_matmul_repack"), "kgen_matmul_repack", grid, (256, 1, 1), 0,
+                                         self._fmt_repack), dst, rows, cols, ld, ldd)
+                    if i == 0:
+                        lda = ldd
+                    else:
+                        ldb = ldd
+                a_ok = b_ok = True
+            vec_loads = a_ok and b_ok
+        entry = "kgen_matmul_vec" if vec_loads else "kgen_matmul"
+        parts = []
+        for m0, rows, grid, splits, chunk in self._plan(M, N, K, entry):
+            name = "kgen_matmul"
+            if vec_loads and (splits > 1 or c_ok):
+                name = "kgen_matmul_vec"
+            elif vec_loads and self._fn_vec_cs is not None:
+                name = "kgen_matmul_vec_cs"
+            main = Launch(self.handle(name, shared), name, grid, block, shared, self._fmt)
+            # C rows m0.. of the product: A's rows m0.. (a column offset when A is stored
+            # column-major) times all of B.
+            a_off = m0 * (lda if spec.layout_a == "row" else 1) * item
+            c_off = m0 * ldc * item
+            if splits == 1:
+                parts.append((main, a_off, c_off, (rows, N, K, lda, ldb, ldc, chunk, 0), 0, None, ()))
+                continue
+            # Slices go to a workspace with a 16-byte-aligned row stride; the reduce kernel
+            # applies alpha and beta once, summing the slices in a fixed order.
+            ldw = -(-N // vec) * vec
+            stride = rows * ldw
+            ws = self._buffer("split", splits * stride * item)
+            total = rows * N
+            rgrid = (max(1, min(-(-total // 256), 132 * 16)), 1, 1)
+            reduce = Launch(self.handle("kgen_matmul_splitk_reduce"), "kgen_matmul_splitk_reduce", rgrid, (256, 1, 1), 0, self._fmt_reduce)
+            parts.append((main, a_off, c_off, (rows, N, K, lda, ldb, ldw, chunk, stride), ws, reduce,
+                          (rows, N, ldw, ldc, stride, splits)))
+        plan = (repacks[0], repacks[1], tuple(parts))
+        if len(self._launch_plans) >= 256:
+            self._launch_plans.clear()
+        self._launch_plans[key] = plan
+        return plan
+
+    def _run(self, plan: tuple, pa: int, pb: int, pc: int, alpha: float, beta: float, stream: int) -> None:
+        repack_a, repack_b, parts = plan
+        if repack_a is not None:
+            go, dst, *args = repack_a
+            go(stream, pa, dst, *args)
+            pa = dst
+        if repack_b is not None:
+            go, dst, *args = repack_b
+            go(stream, pb, dst, *args)
+            pb = dst
+        for go, a_off, c_off, args, ws, reduce, reduce_args in parts:
+            if not ws:
+                go(stream, pa + a_off, pb, pc + c_off, *args, alpha, beta)
+            else:
+                go(stream, pa + a_off, pb, ws, *args, 1.0, 0.0)
+                reduce(stream, ws, pc + c_off, *reduce_args, alpha, beta)
+
+    def _aligned(self, ptr: int, ld: int) -> bool:
+        return not (ptr % 16 or ld % self.spec.vec)
 
     def __call__(self, A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, stream=None):
+        if beta != 0 and out is None:
+            raise ArrayError("beta != 0 needs out= (the C that is scaled by beta and added to)")
+        tensor = runtime.torch_tensor_type()
+        if tensor is not None and type(A) is tensor and type(B) is tensor and (out is None or type(out) is tensor):
+            return self._call_torch(A, B, out, alpha, beta, stream)
         spec = self.spec
         on_host = runtime.split_host_device({"A": A, "B": B, "out": out})
         if on_host:
@@ -562,8 +749,6 @@ class MatmulKernel(Kernel):
         K2, N, ldb = self._operand(b, "B", spec.layout_b)
         if K != K2:
             raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
-        if beta != 0 and out is None:
-            raise ArrayError("beta != 0 needs out= (the C that is scaled by beta and added to)")
         if on_host:
             host_out = out
             c = runtime.to_device(np.ascontiguousarray(out), "out") if out is not None else \
@@ -573,7 +758,14 @@ class MatmulKernel(Kernel):
                 runtime.view(runtime.empty_like_library(A, (M, N), self._np_dtype), "out")
         ldc = self._output(c, M, N)
         if M and N:
-            self._launch(a.ptr, b.ptr, c.ptr, M, N, K, lda, ldb, ldc, alpha, beta, stream)
+            plan = self._launch_plan(M, N, K, lda, ldb, ldc, self._aligned(a.ptr, lda), self._aligned(b.ptr, ldb),
+                                     self._aligned(c.ptr, ldc))
+            handle = runtime.library_stream(A, stream)
+            ensure_context()
+            try:
+                self._run(plan, a.ptr, b.ptr, c.ptr, alpha, beta, handle)
+            except LaunchError as exc:
+                raise LaunchError(f"{exc} (spec {spec.to_json()}, M={M} N={N} K={K})") from None
         if on_host:
             result = runtime.copy_back(c)
             if host_out is not None:
@@ -582,57 +774,49 @@ class MatmulKernel(Kernel):
             return result
         return c.owner
 
-    def _launch(self, pa, pb, pc, M, N, K, lda, ldb, ldc, alpha, beta, stream):
+    def _call_torch(self, A, B, out, alpha, beta, stream):
+        """torch tensors: their own accessors, and one memo per shape, strides and alignment
+        class, so a repeat call is a dictionary lookup and the launches."""
+        pa, pb = A.data_ptr(), B.data_ptr()
+        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+               pa % 16 == 0, pb % 16 == 0,
+               None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16 == 0))
+        hit = self._torch_calls.get(key)
+        if hit is None:
+            hit = self._torch_plan(A, B, out, key)
+        shape, plan, device = hit
+        if out is None:
+            out = A.new_empty(shape)
+        if plan is not None:
+            handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
+            ensure_context()
+            self._run(plan, pa, pb, out.data_ptr(), alpha, beta, handle)
+        return out
+
+    def _torch_plan(self, A, B, out, key) -> tuple:
+        """Check a torch call once through the generic views and remember its plan."""
         spec = self.spec
-        vec, item, scalar = spec.vec, self._np_dtype.itemsize, self._scalar
-        block, shared = spec.launch_geometry(M, N, K)[1:]
-        drv = runtime.driver()
-        try:
-            # 16-byte loads when A and B allow them (after repacking, they do); 16-byte
-            # stores when the part's target (C, or the aligned split-K workspace) does.
-            vec_loads = c_ok = False
-            if self._fn_vec is not None:
-                a_ok = not (pa % 16 or lda % vec)
-                b_ok = not (pb % 16 or ldb % vec)
-                c_ok = not (pc % 16 or ldc % vec)
-                if self._fn_repack is not None:
-                    # Storage rows x contiguous columns of each operand, as the kernel reads it.
-                    if not a_ok:
-                        dims = (M, K) if spec.layout_a == "row" else (K, M)
-                        pa, lda = self._repacked("A", pa, lda, *dims, stream)
-                    if not b_ok:
-                        dims = (K, N) if spec.layout_b == "row" else (N, K)
-                        pb, ldb = self._repacked("B", pb, ldb, *dims, stream)
-                    a_ok = b_ok = True
-                vec_loads = a_ok and b_ok
-            entry = "kgen_matmul_vec" if vec_loads else "kgen_matmul"
-            for m0, rows, grid, splits, chunk in self._plan(M, N, K, entry):
-                fn = self._fn
-                if vec_loads and (splits > 1 or c_ok):
-                    fn = self._fn_vec
-                elif vec_loads and self._fn_vec_cs is not None:
-                    fn = self._fn_vec_cs
-                # C rows m0.. of the product: A's rows m0.. (a column offset when A is stored
-                # column-major) times all of B.
-                a0 = pa + m0 * (lda if spec.layout_a == "row" else 1) * item
-                c0 = pc + m0 * ldc * item
-                if splits == 1:
-                    fn.prepared_async_call(grid, block, stream, a0, pb, c0, rows, N, K, lda, ldb, ldc, chunk, 0,
-                                           scalar(alpha), scalar(beta), shared_size=shared)
-                    continue
-                # Slices go to a workspace with a 16-byte-aligned row stride; the reduce kernel
-                # applies alpha and beta once, summing the slices in a fixed order.
-                ldw = -(-N // vec) * vec
-                stride = rows * ldw
-                ws = int(self._buffer("split", splits * stride * item))
-                fn.prepared_async_call(grid, block, stream, a0, pb, ws, rows, N, K, lda, ldb, ldw, chunk, stride,
-                                       scalar(1.0), scalar(0.0), shared_size=shared)
-                total = rows * N
-                rgrid = (max(1, min(-(-total // 256), 132 * 16)), 1, 1)
-                self._fn_reduce.prepared_async_call(rgrid, (256, 1, 1), stream, ws, c0, rows, N, ldw, ldc, stride,
-                                                    splits, scalar(alpha), scalar(beta))
-        except drv.Error as exc:
-            raise RuntimeError(f"kernel launch failed (spec {spec.to_json()}, M={M} N={N} K={K}): {exc}") from None
+        a, b = runtime.view(A, "A"), runtime.view(B, "B")
+        M, K, lda = self._operand(a, "A", spec.layout_a)
+        K2, N, ldb = self._operand(b, "B", spec.layout_b)
+        if K != K2:
+            raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
+        device = runtime.torch_device_index(A, "A")
+        for name, t in (("B", B), ("out", out)):
+            if t is not None and runtime.torch_device_index(t, name) != device:
+                raise ArrayError(f"A is on cuda:{device} but {name} is on {t.device}: pass tensors of one GPU")
+        c = runtime.view(out if out is not None else A.new_empty((M, N)), "out")
+        ldc = self._output(c, M, N)
+        plan = None
+        if M and N:
+            # A new output is a fresh allocation: 16-byte aligned, row stride N.
+            plan = self._launch_plan(M, N, K, lda, ldb, ldc, self._aligned(a.ptr, lda), self._aligned(b.ptr, ldb),
+                                     self._aligned(c.ptr, ldc))
+        hit = ((M, N), plan, device)
+        if len(self._torch_calls) >= 256:
+            self._torch_calls.clear()
+        self._torch_calls[key] = hit
+        return hit
 
     def _host_layout(self, x, name, layout):
         if not isinstance(x, np.ndarray) or x.ndim != 2:
@@ -673,3 +857,13 @@ class MatmulKernel(Kernel):
 
 
 Matmul.kernel_class = MatmulKernel
+
+# Known-wrong variants the template renders for testing the tests (kgen/core/faults.py).
+from ..core import faults as _faults  # noqa: E402 - test-only declarations, kept beside the family
+
+_faults.plant("matmul", "skip_last_k_tile", "the K loop stops one tile (BK values of k) early")
+_faults.plant("matmul", "edge_guard_off_by_one", "the last row of A inside an edge tile is read as outside the "
+              "matrix (zero)")
+_faults.plant("matmul", "drop_block_partial", "the split-K reduction leaves out the first K slice's partial")
+_faults.plant("matmul", "read_past_row_end", "the repack reads source rows at the packed stride: past the end of "
+              "each row when the leading dimension is unaligned")

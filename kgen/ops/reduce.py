@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,8 +29,13 @@ import numpy as np
 from ..core import runtime
 from ..core.compiler import CompileError
 from ..core.kernel import Kernel
+from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
-from ..core.spec import DTYPES, Spec, SpecError, fail, register_family
+from ..core.spec import DTYPES, Spec, fail, register_family
+from .expr import (  # noqa: F401 - the expression language; its names stay importable from here
+    CONSTANTS, FUNCTIONS, INT32_MAX, INT32_MIN, ExpressionError, canonical_text, check_types, evaluate,
+    infinite_constant, parse_expression, render_c, rounding_bound, tokenize, undefined, uses, walk,
+)
 
 STRATEGIES = ("shared_tree", "warp_shuffle", "two_pass", "atomic", "single_pass")
 ACCUMULATE = ("native", "float64", "kahan")
@@ -45,263 +49,6 @@ OPS: dict[str, tuple[int, str, str, str, tuple[str, ...]]] = {
     "max": (1, "x", "b > a ? b : a", "-inf", ("float32", "float64", "int32")),
     "custom": (0, "", "", "", ("float32", "float64", "int32")),
 }
-INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
-
-
-# ---------------------------------------------------------------------------------
-# Expressions: a tokenizer and a recursive-descent parser for a small C subset, so a
-# bad map or combine expression is refused in Python with its text, before nvcc.
-# The parser returns a tree that renders to CUDA C and evaluates on numpy (float64
-# references for custom reductions come from the same tree as the kernel).
-# ---------------------------------------------------------------------------------
-class ExpressionError(SpecError):
-    """A map/combine/identity expression is not in the allowed language."""
-
-
-# name: (arguments, numpy implementation)
-FUNCTIONS: dict[str, tuple[int, Any]] = {
-    "abs": (1, np.abs), "fabs": (1, np.abs), "sqrt": (1, np.sqrt), "rsqrt": (1, lambda v: 1.0 / np.sqrt(v)),
-    "cbrt": (1, np.cbrt), "exp": (1, np.exp), "exp2": (1, np.exp2), "expm1": (1, np.expm1),
-    "log": (1, np.log), "log2": (1, np.log2), "log10": (1, np.log10), "log1p": (1, np.log1p),
-    "sin": (1, np.sin), "cos": (1, np.cos), "tan": (1, np.tan), "tanh": (1, np.tanh),
-    "floor": (1, np.floor), "ceil": (1, np.ceil),
-    "pow": (2, np.power), "hypot": (2, np.hypot), "fmin": (2, np.fmin), "fmax": (2, np.fmax),
-    "min": (2, np.minimum), "max": (2, np.maximum),
-}
-CONSTANTS = {"inf": math.inf, "INFINITY": math.inf, "nan": math.nan, "NAN": math.nan}
-_TOKEN = re.compile(r"\s*(?:(\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)"
-                    r"|([A-Za-z_][A-Za-z_0-9]*)|(<=|>=|==|!=|&&|\|\||[-+*/%<>!?:(),]))")
-_BINARY = [("||",), ("&&",), ("==", "!="), ("<", ">", "<=", ">="), ("+", "-"), ("*", "/", "%")]
-
-
-def tokenize(text: str, what: str) -> list[tuple[str, str]]:
-    if not isinstance(text, str) or not text.strip():
-        raise ExpressionError(f"{what}={text!r} is empty; write an expression such as 'x * x'")
-    out, pos = [], 0
-    text = text.rstrip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            bad = text[pos:].lstrip()[:1]
-            raise ExpressionError(f"{what}={text!r}: character {bad!r} at position {pos} is not allowed; "
-                                  "allowed: names, numbers, + - * / % < > <= >= == != && || ! ?: ( ) ,")
-        num, name, op = m.groups()
-        out.append(("num", num) if num else ("name", name) if name else ("op", op))
-        pos = m.end()
-    return out
-
-
-class _Parser:
-    def __init__(self, text: str, what: str, names: tuple[str, ...]):
-        self.text, self.what, self.names = text, what, names
-        self.toks = tokenize(text, what)
-        self.i = 0
-
-    def error(self, msg: str) -> ExpressionError:
-        return ExpressionError(f"{self.what}={self.text!r}: {msg}")
-
-    def peek(self):
-        return self.toks[self.i] if self.i < len(self.toks) else ("end", "")
-
-    def take(self, value: str | None = None):
-        tok = self.peek()
-        if value is not None and tok[1] != value:
-            found = "the end" if tok[0] == "end" else repr(tok[1])
-            raise self.error(f"expected {value!r} but found {found}")
-        if tok[0] == "end":
-            raise self.error("the expression ends too early")
-        self.i += 1
-        return tok
-
-    def parse(self):
-        tree = self.ternary()
-        if self.peek()[0] != "end":
-            raise self.error(f"unexpected {self.peek()[1]!r} after a complete expression")
-        return tree
-
-    def ternary(self):
-        cond = self.binary(0)
-        if self.peek() == ("op", "?"):
-            self.take("?")
-            yes = self.ternary()
-            self.take(":")
-            no = self.ternary()
-            return ("?:", cond, yes, no)
-        return cond
-
-    def binary(self, level: int):
-        if level == len(_BINARY):
-            return self.unary()
-        left = self.binary(level + 1)
-        while self.peek()[0] == "op" and self.peek()[1] in _BINARY[level]:
-            op = self.take()[1]
-            left = ("bin", op, left, self.binary(level + 1))
-        return left
-
-    def unary(self):
-        if self.peek() in (("op", "-"), ("op", "+"), ("op", "!")):
-            op = self.take()[1]
-            return ("un", op, self.unary())
-        return self.primary()
-
-    def primary(self):
-        kind, value = self.take()
-        if kind == "num":
-            return ("num", value)
-        if kind == "name":
-            if self.peek() == ("op", "("):
-                if value not in FUNCTIONS:
-                    raise self.error(f"function {value!r} is not allowed; allowed: {sorted(FUNCTIONS)}")
-                self.take("(")
-                args = [self.ternary()]
-                while self.peek() == ("op", ","):
-                    self.take(",")
-                    args.append(self.ternary())
-                self.take(")")
-                if len(args) != FUNCTIONS[value][0]:
-                    raise self.error(f"{value}() takes {FUNCTIONS[value][0]} argument(s), got {len(args)}")
-                return ("call", value, args)
-            if value in self.names:
-                return ("var", value)
-            if value in CONSTANTS:
-                return ("const", value)
-            raise self.error(f"name {value!r} is not allowed; allowed: {list(self.names)}, {sorted(CONSTANTS)} "
-                             f"and the functions {sorted(FUNCTIONS)}")
-        if value == "(":
-            inner = self.ternary()
-            self.take(")")
-            return ("paren", inner)
-        raise self.error(f"unexpected {value!r}")
-
-
-def parse_expression(text: str, what: str, names: tuple[str, ...]):
-    return _Parser(text, what, names).parse()
-
-
-def _walk(tree):
-    yield tree
-    for part in tree[1:]:
-        if isinstance(part, tuple):
-            yield from _walk(part)
-        elif isinstance(part, list):
-            for p in part:
-                yield from _walk(p)
-
-
-def uses(tree) -> set[str]:
-    return {t[1] for t in _walk(tree) if t[0] == "var"}
-
-
-def render_c(tree, float_suffix: bool, integer: bool) -> str:
-    """CUDA C for a parsed expression. float_suffix: float literals get 'f' so float32
-    kernels stay in float32 arithmetic; integer: inf/nan become INT32 limits."""
-    kind = tree[0]
-    if kind == "num":
-        v = tree[1]
-        if float_suffix and any(c in v for c in ".eE"):
-            v = (v + "0" if v.endswith(".") else v) + "f"
-        return v
-    if kind == "const":
-        if tree[1] in ("inf", "INFINITY"):
-            return "2147483647" if integer else "INFINITY"
-        return "NAN"
-    if kind == "var":
-        return tree[1]
-    if kind == "paren":
-        return "(" + render_c(tree[1], float_suffix, integer) + ")"
-    if kind == "un":
-        return tree[1] + render_c(tree[2], float_suffix, integer)
-    if kind == "bin":
-        return f"({render_c(tree[2], float_suffix, integer)} {tree[1]} {render_c(tree[3], float_suffix, integer)})"
-    if kind == "?:":
-        c, y, n = (render_c(t, float_suffix, integer) for t in tree[1:])
-        return f"({c} ? {y} : {n})"
-    name = tree[1]
-    if integer and name in ("fabs",):
-        name = "abs"
-    return name + "(" + ", ".join(render_c(a, float_suffix, integer) for a in tree[2]) + ")"
-
-
-def evaluate(tree, env: dict[str, Any]):
-    """numpy evaluation of a parsed expression (float64 arrays or scalars in env)."""
-    kind = tree[0]
-    if kind == "num":
-        return float(tree[1])
-    if kind == "const":
-        return CONSTANTS[tree[1]]
-    if kind == "var":
-        return env[tree[1]]
-    if kind == "paren":
-        return evaluate(tree[1], env)
-    if kind == "un":
-        v = evaluate(tree[2], env)
-        return -v if tree[1] == "-" else v if tree[1] == "+" else np.logical_not(v).astype(np.float64)
-    if kind == "bin":
-        a, b = evaluate(tree[2], env), evaluate(tree[3], env)
-        op = tree[1]
-        with np.errstate(all="ignore"):
-            if op in ("+", "-", "*", "/"):
-                return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[op](a, b)
-            if op == "%":
-                return np.fmod(a, b)
-            if op in ("&&", "||"):
-                f = np.logical_and if op == "&&" else np.logical_or
-                return f(np.asarray(a) != 0, np.asarray(b) != 0).astype(np.float64)
-            f = {"<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal,
-                 "==": np.equal, "!=": np.not_equal}[op]
-            return f(a, b).astype(np.float64)
-    if kind == "?:":
-        return np.where(np.asarray(evaluate(tree[1], env)) != 0, evaluate(tree[2], env), evaluate(tree[3], env))
-    with np.errstate(all="ignore"):
-        return FUNCTIONS[tree[1]][1](*(evaluate(a, env) for a in tree[2]))
-
-
-def rounding_bound(tree, env: dict[str, Any]):
-    """(value, bound): the expression's float64 value and a first-order bound on its
-    rounding error in units of eps. Leaves are exact; each arithmetic step adds its own
-    result's magnitude and propagates its operands' bounds. The GPU may contract a*b+c
-    into one FMA where the reference rounds twice, so a check must allow this much."""
-    kind = tree[0]
-    if kind in ("num", "const", "var"):
-        v = np.asarray(evaluate(tree, env), dtype=np.float64)
-        return v, np.zeros_like(v)
-    if kind == "paren":
-        return rounding_bound(tree[1], env)
-    if kind == "un":
-        v, e = rounding_bound(tree[2], env)
-        if tree[1] == "!":
-            return np.asarray(evaluate(tree, env), dtype=np.float64), np.zeros_like(v)
-        return (-v if tree[1] == "-" else v), e
-    if kind == "bin" and tree[1] in ("+", "-", "*", "/"):
-        (a, ea), (b, eb) = rounding_bound(tree[2], env), rounding_bound(tree[3], env)
-        with np.errstate(all="ignore"):
-            v = np.asarray(evaluate(tree, env), dtype=np.float64)
-            if tree[1] in ("+", "-"):
-                e = ea + eb
-            elif tree[1] == "*":
-                e = np.abs(b) * ea + np.abs(a) * eb
-            else:
-                e = ea / np.abs(b) + np.abs(a) * eb / (b * b)
-            return v, np.nan_to_num(e + np.abs(v), nan=np.inf)
-    v = np.asarray(evaluate(tree, env), dtype=np.float64)
-    if kind == "bin" and tree[1] != "%":
-        return v, np.zeros_like(v)  # comparisons and logic: exact away from ties
-    # Functions, %, ?: : their own rounding plus, as a crude but safe propagation, the
-    # largest argument bound scaled by the result's size relative to the argument's.
-    args = tree[2] if kind == "call" else tree[1:]
-    bounds = [rounding_bound(a, env) for a in args if isinstance(a, tuple)]
-    extra = np.zeros_like(v)
-    with np.errstate(all="ignore"):
-        for av, ae in bounds:
-            extra = np.maximum(extra, np.nan_to_num(ae * np.maximum(1.0, np.abs(v) / np.maximum(np.abs(av), 1e-300)),
-                                                    nan=np.inf))
-    exact = kind == "call" and tree[1] in ("abs", "fabs", "min", "max", "fmin", "fmax")
-    return v, extra if exact else extra + np.abs(v)
-
-
-def _canonical_text(tree) -> str:
-    return render_c(tree, False, False).replace(" ", "")
-
 
 # Combine expressions numpy can fold in one call (anything else is folded in a loop).
 _KNOWN_COMBINES = {
@@ -395,15 +142,11 @@ class Reduce(Spec):
                 raise ExpressionError(f"map_expr={self.map_expr!r} uses y but not x; name the single input x")
             if uses(c) != {"a", "b"}:
                 raise ExpressionError(f"combine={self.combine!r} must use a and b")
-            if self.dtype == "int32":
-                for tree, what, text in ((m, "map_expr", self.map_expr), (c, "combine", self.combine)):
-                    bad = [t[1] for t in _walk(tree) if t[0] == "num" and any(ch in t[1] for ch in ".eE")]
-                    if bad or any(t[0] == "call" and t[1] not in ("abs", "fabs", "min", "max") for t in _walk(tree)):
-                        raise ExpressionError(f"{what}={text!r}: int32 reductions take integer literals and "
-                                              "only the functions abs, min, max")
-            elif any(t[0] == "bin" and t[1] == "%" for t in _walk(m)) or any(
-                    t[0] == "bin" and t[1] == "%" for t in _walk(c)):
-                raise ExpressionError(f"'%' is for int32 only; for floats use fmod-free expressions")
+            for tree, what, text in ((m, "map_expr", self.map_expr), (c, "combine", self.combine),
+                                     (i, "identity", self.identity)):
+                check_types(tree, what, text, self.acc_dtype)
+            if self.dtype == "int32" and not infinite_constant(i) and undefined(i, {}).any():
+                raise ExpressionError(f"identity={self.identity!r} overflows int32 or divides by zero")
         else:
             _, mt, ct, it, _ = OPS[self.op]
             m = parse_expression(mt, "map_expr", ("x", "y"))
@@ -426,7 +169,7 @@ class Reduce(Spec):
             return "sum"
         if self.op in ("min", "max"):
             return self.op
-        return _KNOWN_COMBINES.get(_canonical_text(self._parsed()[1]), "general")
+        return _KNOWN_COMBINES.get(canonical_text(self._parsed()[1]), "general")
 
     @property
     def acc_dtype(self) -> str:
@@ -447,15 +190,17 @@ class Reduce(Spec):
         """min/max (and custom min/max folds whose identity is +-inf) of nothing is an
         error; sums, dots and other custom folds give their identity."""
         return self.op in ("min", "max") or (
-            self.combine_kind in ("min", "max") and math.isinf(float(evaluate(self._parsed()[2], {}))))
+            self.combine_kind in ("min", "max") and bool(infinite_constant(self._parsed()[2])
+                                                         or math.isinf(float(self.identity_value()))))
 
     def identity_value(self) -> float | int:
-        v = float(evaluate(self._parsed()[2], {}))
+        tree = self._parsed()[2]
         if self.dtype == "int32":
-            if math.isinf(v):
-                return INT32_MAX if v > 0 else INT32_MIN
-            return int(v)
-        return v
+            sign = infinite_constant(tree)
+            if sign:  # "inf" / "-inf": the int32 limits, as min and max need
+                return INT32_MAX if sign > 0 else INT32_MIN
+            return int(evaluate(tree, {}, integer=True))
+        return float(evaluate(tree, {}))
 
     def template_context(self) -> dict[str, Any]:
         m, c, i = self._parsed()
@@ -480,6 +225,7 @@ class Reduce(Spec):
             identity_c=ident_c, acc_ctype=DTYPES[self.acc_dtype], kahan=self.accumulate == "kahan",
             vec=self.vec, vector_type=vector_type, components="xyzw"[: 16 // np.dtype(self.dtype).itemsize],
             atomic_kind=atomic, warps=self.block_size // 32, expression_text=self.describe(),
+            **self._self_check_context(),
         )
 
     def describe(self) -> str:
@@ -592,6 +338,100 @@ class Reduce(Spec):
         return tuple(rng.standard_normal(p["n"]).astype(dtype) for _ in range(arity))
 
     @classmethod
+    def make_exact_inputs(cls, problem, dtype, rng):
+        """Inputs on which every order of evaluation gives the same, exact result, so a
+        kernel's result is checked by equality and one dropped, doubled or misplaced term
+        fails. Sums and products get positive terms (a lost or doubled term always changes
+        the result); sums of small integers (times a power of two for sum and dot) whose
+        magnitudes add to less than 2^24 (float32), 2^53 (float64) or 2^31 (int32), so
+        every partial sum is exact; products of +-1 and at most 20 twos; min and max any
+        signed integers. A custom map must keep integers exact (+ - * abs min max ?:).
+        Longer inputs than the exact range allows get ones on a random subset, zeros
+        elsewhere. ValueError when no such data exists (a map with / or exp, a combine
+        other than sum, product, min or max)."""
+        p = cls.normalize_problem(problem)
+        spec = cls(dtype=dtype, **cls._problem_fields(p))
+        n, kind, arity = p["n"], spec.combine_kind, spec.arity
+        limit = {"float32": 2 ** 24, "float64": 2 ** 53, "int32": 2 ** 31}[dtype]
+        if kind == "general":
+            raise ValueError(f"no exact inputs for combine {spec.combine!r}: they exist for sum, product, min and "
+                             "max combines")
+        spec._check_exact_map()
+        builtin = spec.op != "custom" and dtype != "int32"
+        if kind in ("min", "max"):
+            start = 2 ** 20
+        elif kind == "prod":
+            start = 1
+        else:
+            per_term = (limit - 1) // max(n, 1)
+            start = max(1, min(1024 if arity == 1 else 64, per_term if arity == 1 else math.isqrt(per_term)))
+        width = start
+        while True:
+            data = spec._exact_candidate(n, width, rng)
+            trouble = spec._exact_trouble(data, limit)
+            if trouble is None:
+                break
+            if width == 1:
+                raise ValueError(f"no exact {dtype} inputs of length {n} for {spec.describe()}: {trouble}")
+            width = max(1, width // 4)
+        if builtin and kind in ("sum", "min", "max"):
+            # A power of two per input keeps every partial sum exact (fractions included).
+            data = tuple(a * 2.0 ** int(rng.integers(-4, 5)) for a in data)
+        return tuple(np.asarray(a).astype(dtype) for a in data)
+
+    def _check_exact_map(self) -> None:
+        stack = [self._parsed()[0]]
+        while stack:
+            node = stack.pop()
+            stack.extend(part for part in node[1:] if isinstance(part, tuple))
+            stack.extend(arg for part in node[1:] if isinstance(part, list) for arg in part)
+            if node[0] == "call" and node[1] not in ("abs", "fabs", "min", "max", "fmin", "fmax"):
+                raise ValueError(f"map_expr={self.map_expr!r} calls {node[1]}(), which rounds integers; exact "
+                                 "inputs exist for maps of + - * abs min max and comparisons")
+            if node[0] == "bin" and (node[1] == "/" or node[1] == "%" and self.dtype != "int32"):
+                raise ValueError(f"map_expr={self.map_expr!r} divides, which rounds integers; exact inputs exist "
+                                 "for maps of + - * abs min max and comparisons")
+
+    def _exact_candidate(self, n: int, width: int, rng) -> tuple[np.ndarray, ...]:
+        """Integer-valued float64 inputs, width wide, for this combine."""
+        kind, arity = self.combine_kind, self.arity
+        if kind in ("min", "max"):
+            return tuple(rng.integers(-width, width + 1, n).astype(np.float64) for _ in range(arity))
+        if kind == "prod":
+            out = []
+            for _ in range(arity):
+                a = rng.choice(np.array([-1.0, 1.0]), n)
+                twos = rng.choice(n, min(n, 20 // arity), replace=False) if n else []
+                a[twos] *= 2
+                out.append(a)
+            return tuple(out)
+        limit = {"float32": 2 ** 24, "float64": 2 ** 53, "int32": 2 ** 31}[self.dtype]
+        if n * width >= limit and width == 1 and self.op in ("sum", "dot"):
+            # More terms than the exact range holds ones: ones on a random subset.
+            x = np.zeros(n)
+            x[rng.choice(n, limit // 2, replace=False)] = 1.0
+            return (x,) if self.arity == 1 else (x, np.ones(n))
+        return tuple(rng.integers(1, width + 1, n).astype(np.float64) for _ in range(arity))
+
+    def _exact_trouble(self, data, limit: int) -> str | None:
+        """Why `data` would not reduce exactly (None if it does): a mapped value that is no
+        integer, an intermediate of the map or a partial sum past the exact range."""
+        if not data[0].size:
+            return None
+        m, e = self._mapped_with_bounds(data)
+        if not np.all(np.isfinite(m)) or np.any(m != np.round(m)):
+            return "the map gives values that are no integers"
+        # e adds up the magnitudes of the map's intermediate results: below the range,
+        # every one of them is exact.
+        if float(np.max(e)) >= limit / 4 or float(np.max(np.abs(m))) >= limit / 4:
+            return "the map's values leave the exact range"
+        if self.combine_kind == "sum" and float(np.abs(m).sum()) >= limit:
+            return f"the terms' magnitudes add up to {float(np.abs(m).sum()):.6g}, past {limit}"
+        if self.combine_kind == "prod" and float(np.abs(np.prod(m))) >= limit:
+            return "the product leaves the exact range"
+        return None
+
+    @classmethod
     def reference_output(cls, problem, inputs):
         p = cls.normalize_problem(problem)
         spec = cls(dtype=np.dtype(inputs[0].dtype).name, **cls._problem_fields(p))
@@ -601,45 +441,237 @@ class Reduce(Spec):
     def output_shape(cls, problem):
         return ()
 
-    def tolerance_for(self, problem, inputs=None):
-        # min/max and int32 are exact. Without the data: a relative bound for a fold of
-        # length n of random-sign terms. With it: the absolute bound of tolerance_abs
-        # (which scales with the terms' magnitudes, so a cancelling sum is no false
-        # failure) plus the float64 reference's own rounding, relative to the result.
-        if self.dtype == "int32":
-            return 0.0
-        eps = float(np.finfo(self.dtype).eps)
+    def tolerance_for(self, problem, inputs=None, multiprocessors: int | None = None):
+        """Largest relative error against the float64 reference (kgen/core/rounding.py).
+
+        min, max and int32 are exact: 0 (a custom min/max map may round once in the
+        accumulator type). With the inputs: the kernel's probabilistic bound for these
+        terms (their total, spread and the map's own rounding) plus the reference's own,
+        relative to the result. Without them: the same model for random terms of unit
+        size, relative to the smallest size a random-sign result takes at the data-free
+        confidence, so it is loose: pass the inputs for a tight check."""
+        from ..core import rounding
+
         n = problem["n"]
+        if self.dtype == "int32" or n == 0:
+            return 0.0
+        sms = multiprocessors or _device_multiprocessors()
+        kind = self.combine_kind
         if inputs is None:
-            return 0.0 if self.combine_kind in ("min", "max") else 64 * eps * max(1.0, math.sqrt(n))
+            if kind in ("min", "max"):
+                return 0.0
+            # Terms of unit size and random sign: |total| is sqrt(n) typically.
+            typical = math.sqrt(n)
+            maps = 0.0 if self._map_is_exact_copy() else float(n)
+            err = self.fold_error_bound(n, typical, float(n), maps, multiprocessors=sms) \
+                + self.reference_error_bound(n, typical, float(n), maps)
+            return err * rounding.small_result_allowance(1) / typical
+        m, e = self._mapped_with_bounds(inputs)
         ref = abs(float(self.reference(*inputs)))
-        # The map's own rounding (an FMA on the GPU against two roundings here, say).
+        if kind in ("min", "max"):
+            return 2 * rounding.unit_roundoff(self.acc_dtype) * float(e.max(initial=0.0)) / max(ref, 1e-300)
+        if kind == "prod":
+            with np.errstate(all="ignore"):
+                rel = np.nan_to_num(e / np.abs(m), nan=0.0, posinf=0.0)
+            terms = max(n - 1, 0) + float(np.square(rel).sum())
+            return rounding.bound(rounding.unit_roundoff(self.acc_dtype), terms) \
+                + rounding.bound(rounding.UNIT_ROUNDOFF["float64"], terms)
+        if kind != "sum":
+            return self.general_error_bound(n, float(np.abs(m).sum()), float(e.sum()), sms) / max(ref, 1e-300)
+        total, sumsq, maps = float(m.sum()), float(np.square(m).sum()), float(np.square(e).sum())
+        err = self.fold_error_bound(n, total, sumsq, maps, multiprocessors=sms) \
+            + self.reference_error_bound(n, total, sumsq, maps)
+        return err / max(ref, 1e-300)
+
+    def tolerance_abs(self, n: int, scale: float, multiprocessors: int = 132) -> float:
+        """Absolute error allowed for a length-n fold whose terms' magnitudes add to `scale`,
+        whatever their order (sorted data included): the partial sums of one level of the
+        summation order are disjoint, so their squares add to at most scale^2. Looser than
+        tolerance_for with the inputs, which knows the terms' total and spread."""
+        from ..core import rounding
+
+        if self.combine_kind in ("min", "max") or self.dtype == "int32" or n <= 0:
+            return 0.0
+        worst = 0.0
+        for vectorized in self._vector_options():
+            grid = self.launch_geometry(n, multiprocessors, vectorized=vectorized)[0]
+            levels, _ = self.rounding_levels(n, grid, vectorized)
+            # The map's own rounding (up to two roundings a term, as in x * y + 1).
+            worst = max(worst, self._accumulated_bound(levels * scale * scale, 4 * scale * scale, scale, levels))
+        ref_levels, _ = rounding.numpy_sum_levels(n)
+        return worst + rounding.bound(rounding.UNIT_ROUNDOFF["float64"], (ref_levels + 1) * scale * scale) + 1e-300
+
+    # -- the rounding model of this family's summation order --------------------------------
+    def rounding_levels(self, n: int, grid: int, vectorized: bool) -> tuple[float, float]:
+        """(levels, msum) of this kernel's summation order for n terms on `grid` blocks, as
+        kgen/core/rounding.py defines them: the sequential run of the busiest thread (block
+        0's thread 0: its loads, plus one head and one tail element), the block's merge
+        tree, then the fold of the partials (each thread of the final block folds its share
+        in sequence, then the block's merge tree; or one chain of atomics). The standalone
+        program's kgen_fold_levels is the same function in C++."""
+        from ..core import rounding
+
+        block, items = self.block_size, self.items_per_thread
+        vec = self.vec if vectorized else 1
+        full, rem = divmod(n // vec, grid * block * items)
+        loads = full * items + min(items, -(-rem // block))
+        run = max(1, min(n, loads * vec + (2 if vec > 1 else 0)))
+        depth = 5 if self.strategy == "warp_shuffle" else block.bit_length() - 1
+        partial = min(n, run * 2 ** depth)
+        partials = self.partial_count(grid)
+        parts = [rounding.chain(n, run, 1), rounding.tree(n, depth, run)]
+        if self.strategy == "atomic":
+            parts.append(rounding.chain(n, partials, partial))
+        else:
+            per_thread = -(-partials // block)
+            parts += [rounding.chain(n, per_thread, partial),
+                      rounding.tree(n, block.bit_length() - 1, per_thread * partial)]
+        return rounding.add(*parts)
+
+    def _vector_options(self) -> tuple[bool, ...]:
+        # Misaligned inputs take the scalar path, so a spec with vector loads may run either.
+        return (True, False) if self.vector_loads else (False,)
+
+    def _accumulated_bound(self, squares: float, map_squares: float, total_abs: float, levels: float) -> float:
+        """The kernel's error bound from the sum of squared partial sums, by accumulator:
+        native and float64 round every addition (float64 then rounds the result once to
+        the output type); kahan carries each addition's error exactly, leaving the map's
+        rounding, the result's rounding and second-order terms."""
+        from ..core import rounding
+
+        u_acc = rounding.unit_roundoff(self.acc_dtype)
+        if self.accumulate == "kahan":
+            return u_acc * total_abs + rounding.bound(u_acc, map_squares) \
+                + rounding.LAMBDA ** 2 * u_acc * u_acc * math.sqrt(max(levels * squares, 0.0))
+        err = rounding.bound(u_acc, squares + map_squares)
+        if self.acc_dtype != self.dtype:
+            err += rounding.unit_roundoff(self.dtype) * total_abs
+        return err
+
+    def fold_error_bound(self, n: int, total: float, sumsq: float, map_squares: float = 0.0,
+                         multiprocessors: int = 132, grid: int | None = None,
+                         vectorized: bool | None = None) -> float:
+        """Absolute error of this kernel's sum of n mapped terms with this total and sum of
+        squares, whose map roundings are bounded by values whose squares add to
+        map_squares, against the exact sum, at the model's confidence. grid/vectorized:
+        one launch (default: the worst of the launches this spec makes for n)."""
+        from ..core import rounding
+
+        if n <= 0 or self.dtype == "int32":
+            return 0.0
+        worst = 0.0
+        for vec in (vectorized,) if vectorized is not None else self._vector_options():
+            g = grid if grid is not None else self.launch_geometry(n, multiprocessors, vectorized=vec)[0]
+            levels, msum = self.rounding_levels(n, g, vec)
+            squares = rounding.square_sum(n, total * total, sumsq, levels, msum)
+            worst = max(worst, self._accumulated_bound(squares, map_squares, abs(total), levels))
+        return worst
+
+    @staticmethod
+    def reference_error_bound(n: int, total: float, sumsq: float, map_squares: float = 0.0) -> float:
+        """The float64 reference's own error: numpy's pairwise sum of the map evaluated in
+        float64."""
+        from ..core import rounding
+
+        levels, msum = rounding.numpy_sum_levels(n)
+        squares = rounding.square_sum(n, total * total, sumsq, levels, msum)
+        return rounding.bound(rounding.UNIT_ROUNDOFF["float64"], squares + map_squares)
+
+    def general_error_bound(self, n: int, scale: float, map_sum: float, multiprocessors: int = 132,
+                            grid: int | None = None) -> float:
+        """A combine that is neither a sum, a product, a min nor a max has no error model:
+        the linear worst case of the busiest thread's run and the log-depth merges, times
+        the terms' magnitudes, plus the map's rounding and the reference's."""
+        from ..core import rounding
+
+        eps = 2 * rounding.unit_roundoff(self.acc_dtype)
+        grid = grid or self.launch_geometry(n, multiprocessors)[0]
+        run = max(1, -(-n // (grid * self.block_size)))
+        factor = 2.0 * run + 2 * math.log2(n + 2) + 4
+        return factor * eps * scale + 2 * eps * map_sum + math.log2(n + 2) * 2.0 ** -52 * scale
+
+    def _map_is_exact_copy(self) -> bool:
+        return self.op in ("sum", "min", "max")
+
+    def _mapped_with_bounds(self, inputs) -> tuple[np.ndarray, np.ndarray]:
+        """The float64 map over the inputs and each term's rounding bound (magnitudes whose
+        multiple by the unit roundoff bounds the map's rounding in the kernel)."""
         env = {"x": np.asarray(inputs[0], dtype=np.float64)}
         if len(inputs) > 1:
             env["y"] = np.asarray(inputs[1], dtype=np.float64)
-        _, bound = rounding_bound(self._parsed()[0], env)
-        bound = np.broadcast_to(bound, env["x"].shape)
-        if self.combine_kind in ("min", "max"):
-            return 2 * eps * float(bound.max(initial=0.0)) / max(ref, 1e-300)
-        scale = float(np.abs(self.mapped(*inputs)).sum())
-        reference_error = math.log2(n + 2) * float(np.finfo(np.float64).eps) * scale
-        map_error = 2 * eps * float(bound.sum())
-        return (self.tolerance_abs(n, scale) + reference_error + map_error) / max(ref, 1e-300)
+        value, bound = rounding_bound(self._parsed()[0], env)
+        shape = env["x"].shape
+        return np.broadcast_to(np.asarray(value, dtype=np.float64), shape), np.broadcast_to(bound, shape)
 
-    def tolerance_abs(self, n: int, scale: float, multiprocessors: int = 132) -> float:
-        """Absolute error allowed for a length-n fold whose terms' magnitudes sum to `scale`:
-        sequential per-thread runs (sqrt growth for random signs, linear worst case bounded
-        by the run length), a log-depth tree on top, and the final rounding."""
-        if self.combine_kind in ("min", "max") or self.dtype == "int32":
-            return 0.0
-        eps = float(np.finfo(self.dtype).eps)
-        grid, block = self.launch_geometry(n, multiprocessors)
-        run = max(1, -(-n // (grid * block)))
-        if self.accumulate == "native":
-            factor = 2.0 * run + 2 * math.log2(n + 2) + 4
-        else:
-            factor = 4.0  # compensated or float64: the result's rounding plus a little
-        return factor * eps * scale + 1e-300
+    def _self_check_context(self) -> dict[str, Any]:
+        """What the standalone program's self-check needs: the rounding model's constants
+        and the map's rounding bound in C++."""
+        from ..core import rounding
+
+        try:
+            self._check_exact_map()
+            exact_map = True
+        except ValueError:
+            exact_map = False
+        return dict(rounding_constants=rounding.template_constants(self.dtype, self.acc_dtype),
+                    map_bound_c=self._map_bound_c(), combine_kind=self.combine_kind,
+                    block_log2=self.block_size.bit_length() - 1, acc_rounds_result=self.acc_dtype != self.dtype,
+                    exact_check=exact_map and self.combine_kind == "sum" and self.dtype != "int32",
+                    exact_bits=53 if self.dtype == "float64" else 24)
+
+    def _map_bound_c(self) -> str:
+        """C++ statements computing, in double, rounding_bound's bound for one element
+        (x, y): each node's value v<i> and bound e<i>, by the same rules."""
+        lines: list[str] = []
+
+        def visit(node) -> int:
+            kind = node[0]
+            if kind == "paren":
+                return visit(node[1])
+            if kind in ("num", "const", "var"):
+                i = len(lines)
+                lines.append(f"const double v{i} = (double)({render_c(node, False, False)}); const double e{i} = 0.0;")
+                return i
+            if kind == "un":
+                a = visit(node[2])
+                i = len(lines)
+                if node[1] == "!":
+                    lines.append(f"const double v{i} = (double)(!v{a}); const double e{i} = 0.0;")
+                else:
+                    lines.append(f"const double v{i} = {node[1]}v{a}; const double e{i} = e{a};")
+                return i
+            args = [visit(k) for k in ((node[2], node[3]) if kind == "bin" else
+                                       node[1:] if kind == "?:" else tuple(node[2]))]
+            i = len(lines)
+            if kind == "bin" and node[1] in ("+", "-", "*", "/"):
+                a, b = args
+                err = {"+": f"e{a} + e{b}", "-": f"e{a} + e{b}", "*": f"std::fabs(v{b}) * e{a} + std::fabs(v{a}) * e{b}",
+                       "/": f"e{a} / std::fabs(v{b}) + std::fabs(v{a}) * e{b} / (v{b} * v{b})"}[node[1]]
+                lines.append(f"const double v{i} = v{a} {node[1]} v{b}; "
+                             f"const double e{i} = kgen_nan_to_inf({err} + std::fabs(v{i}));")
+                return i
+            if kind == "bin" and node[1] != "%":
+                lines.append(f"const double v{i} = (double)(v{args[0]} {node[1]} v{args[1]}); const double e{i} = 0.0;")
+                return i
+            if kind == "bin":
+                value = f"std::fmod(v{args[0]}, v{args[1]})"
+            elif kind == "?:":
+                value = f"(v{args[0]} != 0 ? v{args[1]} : v{args[2]})"
+            else:
+                fn = {"abs": "std::fabs", "fabs": "std::fabs", "min": "std::fmin", "max": "std::fmax",
+                      "rsqrt": "1.0 / std::sqrt"}.get(node[1], "std::" + node[1])
+                value = f"{fn}(" + ", ".join(f"v{a}" for a in args) + ")"
+            # Functions, % and ?: : the largest argument bound scaled by the result's size
+            # relative to the argument's, plus their own rounding unless exact.
+            extra = " ".join(f"x{i} = std::max(x{i}, kgen_nan_to_inf(e{a} * std::max(1.0, std::fabs(v{i}) / "
+                             f"std::max(std::fabs(v{a}), 1e-300))));" for a in args)
+            exact = kind == "call" and node[1] in ("abs", "fabs", "min", "max", "fmin", "fmax")
+            lines.append(f"const double v{i} = {value}; double x{i} = 0.0; {extra} "
+                         f"const double e{i} = x{i}{'' if exact else f' + std::fabs(v{i})'};")
+            return i
+
+        root = visit(self._parsed()[0])
+        return "\n".join("    " + line for line in lines) + f"\n    (void)x; (void)y;\n    return e{root};"
 
     @classmethod
     def work(cls, problem, dtype):
@@ -654,11 +686,14 @@ class Reduce(Spec):
 
     # -- references --------------------------------------------------------------------
     def mapped(self, *inputs: np.ndarray) -> np.ndarray:
-        """map_expr over the inputs, in float64."""
-        env = {"x": np.asarray(inputs[0], dtype=np.float64)}
+        """map_expr over the inputs as float64 values: computed in float64, or for int32
+        with C's integer arithmetic (truncating division)."""
+        integer = self.dtype == "int32"
+        kind = np.int64 if integer else np.float64
+        env = {"x": np.asarray(inputs[0], dtype=kind)}
         if len(inputs) > 1:
-            env["y"] = np.asarray(inputs[1], dtype=np.float64)
-        m = evaluate(self._parsed()[0], env)
+            env["y"] = np.asarray(inputs[1], dtype=kind)
+        m = evaluate(self._parsed()[0], env, integer=integer)
         return np.broadcast_to(np.asarray(m, dtype=np.float64), env["x"].shape)
 
     def reference(self, *inputs: np.ndarray) -> float:
@@ -676,6 +711,11 @@ class Reduce(Spec):
         if kind == "max":
             return float(max(m.max(), self.identity_value()))
         tree = self._parsed()[1]
+        if self.dtype == "int32":
+            acc_int = int(self.identity_value())
+            for v in m.astype(np.int64).tolist():
+                acc_int = int(evaluate(tree, {"a": acc_int, "b": v}, integer=True))
+            return float(acc_int)
         acc = float(self.identity_value())
         for v in m.tolist():
             acc = float(evaluate(tree, {"a": acc, "b": v}))
@@ -684,6 +724,20 @@ class Reduce(Spec):
     @staticmethod
     def reference_for(op: str, *inputs: np.ndarray) -> float:
         return Reduce(op=op, dtype=np.dtype(inputs[0].dtype).name).reference(*inputs)
+
+
+_SMS: list[int] = []
+
+
+def _device_multiprocessors() -> int:
+    """This GPU's SM count (it sets the grid, so the busiest thread's run), or 132 (an
+    H100's or H200's) without one."""
+    if not _SMS:
+        try:
+            _SMS.append(int(runtime.device_limits()["multiprocessors"]))
+        except Exception:  # noqa: BLE001 - no pycuda, no driver, no device: the default
+            _SMS.append(132)
+    return _SMS[0]
 
 
 # ---------------------------------------------------------------------------------
@@ -730,23 +784,23 @@ class ReduceKernel(Kernel):
         self._empty_error = spec.empty_is_undefined
         self._scratch: dict[int, dict[str, Any]] = {}
         self._retired: list[Any] = []  # outgrown scratch, kept alive for older bound launchers
-        self._memo: dict[tuple, list] = {}  # (pointers, n, out, stream) -> packed launches
+        self._memo: dict[tuple, tuple] = {}  # (n, alignment, stream) -> launch steps
+        self._launchers: dict[tuple, Launch] = {}
         x_args = "P" * self._arity
         s = spec.strategy
         if s == "single_pass":
-            self._main = self.function("kgen_reduce_single").prepare(x_args + "qiPPP")
+            self._main = (self.function("kgen_reduce_single"), "kgen_reduce_single", x_args + "qiPPP")
             self._finish = None
         elif s == "atomic":
-            self._main = self.function("kgen_reduce_atomic").prepare(x_args + "qiPPP")
+            self._main = (self.function("kgen_reduce_atomic"), "kgen_reduce_atomic", x_args + "qiPPP")
             self._finish = None
         else:
-            self._main = self.function("kgen_reduce_partials").prepare(x_args + "qiP")
-            self._finish = self.function("kgen_reduce_finish").prepare("PqP")
+            self._main = (self.function("kgen_reduce_partials"), "kgen_reduce_partials", x_args + "qiP")
+            self._finish = (self.function("kgen_reduce_finish"), "kgen_reduce_finish", "PqP")
 
     # -- scratch --------------------------------------------------------------------------
-    def _scratch_for(self, stream, partials: int) -> dict[str, Any]:
-        key = 0 if stream is None else int(stream.handle)
-        s = self._scratch.get(key)
+    def _scratch_for(self, stream: int, partials: int) -> dict[str, Any]:
+        s = self._scratch.get(stream)
         need = max(1, partials) * self.spec.partial_bytes
         if s is None or s["bytes"] < need:
             drv = self._drv
@@ -761,7 +815,7 @@ class ReduceKernel(Kernel):
             else:
                 self._retired.append(s["buf"])  # a bound launcher may still point at it
             s.update(buf=buf, bytes=max(need, 4096))
-            self._scratch[key] = s
+            self._scratch[stream] = s
         return s
 
     # -- arguments -------------------------------------------------------------------------
@@ -846,46 +900,57 @@ class ReduceKernel(Kernel):
             return -1
         return min(heads.pop(), n)
 
-    def _args(self, ptrs, n, out_ptr, stream):
+    def _steps(self, n: int, head: int, stream: int) -> tuple:
+        """The launches of a reduction of length n, as ((launch, takes the inputs, middle
+        arguments, takes the output), ...): a kernel's arguments are the input pointers,
+        then the fixed middle, then the output pointer. Decided once per (length,
+        alignment, stream), so a loop over fresh arrays of one length reuses it."""
+        key = (n, head, stream)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         spec = self.spec
-        head = self._head(ptrs, n)
         grid, block = spec.launch_geometry(n, self._sms, vectorized=head >= 0)
         s = self._scratch_for(stream, spec.partial_count(grid))
-        ctl = int(s["ctl"])
-        buf = int(s["buf"])
-        main = (*ptrs, n, head)
+        ctl, buf = int(s["ctl"]), int(s["buf"])
+        main = self._launcher(self._main, grid, block)
         if spec.strategy == "single_pass":
-            return [(self._main, (grid, 1), (block, 1, 1), (*main, buf, ctl, out_ptr))]
-        if spec.strategy == "atomic":
-            return [(self._main, (grid, 1), (block, 1, 1), (*main, ctl + 8, ctl, out_ptr))]
-        return [(self._main, (grid, 1), (block, 1, 1), (*main, buf)),
-                (self._finish, (1, 1), (block, 1, 1), (buf, spec.partial_count(grid), out_ptr))]
-
-    def _launches(self, ptrs, n, out_ptr, stream, memo: bool = True) -> list:
-        """[(launch function, grid, block, packed arguments)], packed once per distinct
-        (pointers, length, output, stream): repeated calls skip the packing."""
-        key = (*ptrs, n, out_ptr, 0 if stream is None else int(stream.handle))
-        hit = self._memo.get(key) if memo else None
-        if hit is None:
-            from pycuda._pvt_struct import pack
-
-            hit = [(fn._launch_kernel, grid, block, pack(fn.arg_format, *args))
-                   for fn, grid, block, args in self._args(ptrs, n, out_ptr, stream)]
-            if memo:
-                if len(self._memo) >= 64:
-                    self._memo.clear()
-                self._memo[key] = hit
+            hit = ((main, True, (n, head, buf, ctl), True),)
+        elif spec.strategy == "atomic":
+            hit = ((main, True, (n, head, ctl + 8, ctl), True),)
+        else:
+            finish = self._launcher(self._finish, 1, block)
+            hit = ((main, True, (n, head, buf), False), (finish, False, (buf, spec.partial_count(grid)), True))
+        if len(self._memo) >= 64:
+            self._memo.clear()
+        self._memo[key] = hit
         return hit
 
+    def _go(self, steps: tuple, ptrs: list[int], out_ptr: int, handle: int) -> None:
+        for go, inputs, middle, output in steps:
+            if inputs and output:
+                go(handle, *ptrs, *middle, out_ptr)
+            elif inputs:
+                go(handle, *ptrs, *middle)
+            else:
+                go(handle, *middle, out_ptr)
+
+    def _launcher(self, entry: tuple, grid: int, block: int) -> Launch:
+        key = (entry[1], grid, block)
+        go = self._launchers.get(key)
+        if go is None:
+            _, name, fmt = entry
+            go = self._launchers[key] = Launch(self.handle(name), name, (grid, 1, 1), (block, 1, 1), 0, fmt)
+        return go
+
     def __call__(self, *inputs, out=None, stream=None):
-        runtime.driver()  # the context must be current in this thread
         on_host, ptrs, n, out_ptr, owner, host_res, keep = self._resolve(inputs, out)
-        launches = self._launches(ptrs, n, out_ptr, stream, memo=not on_host)
+        handle = runtime.library_stream(inputs[0], stream)
+        ensure_context()
         try:
-            for go, grid, block, buf in launches:
-                go(grid, block, buf, 0, stream)
-        except self._drv.Error as exc:
-            raise RuntimeError(f"reduce launch failed ({self.spec.describe()}, n={n}): {exc}") from None
+            self._go(self._steps(n, self._head(ptrs, n), handle), ptrs, out_ptr, handle)
+        except LaunchError as exc:
+            raise LaunchError(f"{exc} ({self.spec.describe()}, n={n})") from None
         if on_host:
             value = runtime.copy_back(host_res)[()]
             if isinstance(out, np.ndarray):
@@ -896,19 +961,30 @@ class ReduceKernel(Kernel):
 
     def bind(self, *inputs, out, stream=None):
         """A zero-argument callable that relaunches this reduction on the same device
-        arrays: the arguments are checked and packed once, so a call costs one (or two)
-        driver launches. For benchmarks and tight loops; `out` is required."""
+        arrays: the arguments are checked and the launches decided once, so a call costs
+        one (or two) driver launches. For benchmarks and tight loops; `out` is required."""
         on_host, ptrs, n, out_ptr, owner, _, _ = self._resolve(inputs, out)
         if on_host:
             raise ArrayError("bind() takes device arrays (numpy inputs are copied on every call)")
-        launches = self._launches(ptrs, n, out_ptr, stream, memo=False)
+        handle = runtime.library_stream(inputs[0], stream)
+        ensure_context()
+        steps = self._steps(n, self._head(ptrs, n), handle)
 
         def launch():
-            for go, grid, block, buf in launches:
-                go(grid, block, buf, 0, stream)
+            self._go(steps, ptrs, out_ptr, handle)
 
         launch.keep = (inputs, out)  # the arrays must outlive the launcher
         return launch
 
 
 Reduce.kernel_class = ReduceKernel
+
+# Known-wrong variants the template renders for testing the tests (kgen/core/faults.py).
+from ..core import faults as _faults  # noqa: E402 - test-only declarations, kept beside the family
+
+_faults.plant("reduce", "drop_block_partial", "the final fold skips block 0's partial (with atomics, block 0 adds "
+              "the identity instead of its value)")
+_faults.plant("reduce", "count_tail_twice", "the elements after the last whole vector are folded twice")
+_faults.plant("reduce", "skip_last_warp_final_merge", "the last warp's values are left out of the final merge")
+_faults.plant("reduce", "edge_guard_off_by_one", "the tail's bound check reads t <= n: one element past the end "
+              "is folded")

@@ -1,14 +1,17 @@
-"""Tuned dispatch: kgen.matmul(A, B), kgen.dot(x, y), kgen.reduce(x, op=...).
+"""Dispatch: kgen.matmul(A, B), kgen.dot(x, y), kgen.reduce(x, op=...).
 
-Each call picks a spec for its problem from the tuning database:
+Each call picks a spec for its problem:
   1. the result tuned for exactly this problem on this device (same nvcc and kgen);
-  2. else the nearest tuned problem on the same device (distance between the family's
-     bucket() coordinates, e.g. log2 of M, N, K), results from other kgen or nvcc
-     versions included: a tuned spec stays a sound choice across upgrades;
-  3. else the family's default_spec, a sound choice for any problem.
+  2. else a tuned problem near it on the same device (each dimension within about a
+     factor of two: the family's bucket() coordinates within NEAR), results from other
+     kgen or nvcc versions included;
+  3. else the defaults kgen ships (kgen.tune.defaults): a model learned from a measured
+     corpus of problems, for this GPU model or its architecture;
+  4. else the family's own rule (Spec.default_spec).
 A call never tunes unless asked (tune=True). The choice and the loaded kernel are
-memoised per (family, dtype, problem, layouts), so after the first call a dispatch
-costs a dictionary lookup. forget() drops the memo (autotune() calls it).
+memoised per (family, dtype, problem, layouts); torch tensors skip even that through a
+memo keyed by their shapes, strides and dtype, so a repeat call is one dictionary lookup
+before the kernel's own launch. forget() drops the memos (autotune() calls it).
 """
 from __future__ import annotations
 
@@ -36,7 +39,9 @@ class Choice:
 
     def describe(self) -> str:
         if self.origin == "default":
-            return f"default spec (nothing tuned on this device): {self.spec.to_json()}"
+            return f"the family's default rule (nothing tuned, no shipped table for this device): {self.spec.to_json()}"
+        if self.origin == "shipped":
+            return f"shipped default for this shape and device: {self.spec.to_json()}"
         return (f"{self.origin} tuned entry for {self.tuned_problem} ({self.tuned_ms:.4f} ms there, "
                 f"bucket distance {self.distance:.2f}): {self.spec.to_json()}")
 
@@ -47,11 +52,20 @@ _choices: dict[tuple, Choice] = {}
 _device: list = []
 
 
+# Tuned entries further than this (in bucket coordinates, log2 of each dimension) from a
+# problem are not used for it: a spec tuned for 4096^3 is a poor choice for 1x4096x4096,
+# and the shipped model knows better.
+NEAR = 1.5
+
+_fast: dict[tuple, Any] = {}
+
+
 def forget() -> None:
     """Drop memoised choices and kernels (e.g. after tuning in another process)."""
     with _lock:
         _kernels.clear()
         _choices.clear()
+        _fast.clear()
 
 
 def _this_device():
@@ -92,7 +106,7 @@ def _lookup(cls, problem, dtype, dev, db, nvcc, problem_key) -> Choice:
     from .. import __version__
     from .db import open_db
 
-    default = Choice(_default(cls, problem, dtype, dev.limits), "default")
+    default = _shipped_or_rule(cls, problem, dtype, dev)
     if db is False:
         return default
     try:
@@ -112,6 +126,8 @@ def _lookup(cls, problem, dtype, dev, db, nvcc, problem_key) -> Choice:
         if len(there) != len(here):
             continue
         dist = math.dist(here, there)
+        if dist > NEAR:
+            continue
         stale = row["nvcc"] != nvcc or row["kgen"] != __version__
         ranked.append((dist, row["key"] != key, stale, row["best_ms"], row))
     ranked.sort(key=lambda t: t[:4])
@@ -129,6 +145,18 @@ def _lookup(cls, problem, dtype, dev, db, nvcc, problem_key) -> Choice:
             continue
         return Choice(spec, "nearest" if inexact else "exact", row["problem"], row["best_ms"], dist)
     return default
+
+
+def _shipped_or_rule(cls, problem, dtype, dev) -> Choice:
+    from . import defaults
+
+    try:
+        spec = defaults.choose(cls.kernel, problem, dtype, dev.name, dev.arch, dev.limits)
+    except Exception:  # noqa: BLE001 - a damaged shipped table must not break a call
+        spec = None
+    if spec is not None:
+        return Choice(spec, "shipped")
+    return Choice(_default(cls, problem, dtype, dev.limits), "default")
 
 
 def _default(cls, problem, dtype, limits) -> Spec:
@@ -205,6 +233,13 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     numpy in, numpy out; device arrays (pycuda, torch, CuPy) in, the same library out.
     tune=True tunes this shape first (guided) when the database has no exact entry.
     """
+    tensor = runtime.torch_tensor_type()
+    fast = None
+    if tensor is not None and type(A) is tensor and type(B) is tensor and not tune:
+        fast = ("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype)
+        k = _fast.get(fast)
+        if k is not None:
+            return k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
     from ..ops.matmul import Matmul
 
     sa, da, dev_a = _shape_dtype(A, "A")
@@ -222,7 +257,19 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
     k = _kernel(Matmul, problem, dtype, tune, overrides)
-    return k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
+    result = k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
+    if fast is not None:
+        _remember(fast, k)
+    return result
+
+
+def _remember(key: tuple, kernel: Any) -> None:
+    """Keep a torch call's kernel under its shapes, strides and dtype (after the call
+    succeeded, so only checked combinations take the shortcut)."""
+    with _lock:
+        if len(_fast) >= 4096:
+            _fast.clear()
+        _fast[key] = kernel
 
 
 def dot(x, y, out=None, *, tune: bool = False, stream=None):
@@ -232,6 +279,13 @@ def dot(x, y, out=None, *, tune: bool = False, stream=None):
 
 def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=None):  # noqa: A001
     """op ("sum", "min", "max"; "dot" with y) of a 1-D array, with the tuned kernel."""
+    tensor = runtime.torch_tensor_type()
+    fast = None
+    if tensor is not None and type(x) is tensor and not tune:
+        fast = ("reduce", op, x.shape, x.dtype, y is None)
+        k = _fast.get(fast)
+        if k is not None:
+            return k(x, out=out, stream=stream) if y is None else k(x, y, out=out, stream=stream)
     from ..ops.reduce import OPS, Reduce
 
     if op == "custom":
@@ -248,4 +302,7 @@ def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=N
     dtype = _dtype_name(dx, ("float32", "float64") + (("int32",) if op != "dot" else ()), "x")
     k = _kernel(Reduce, {"n": sx[0], "op": op}, dtype, tune)
     args = (x,) if y is None else (x, y)
-    return k(*args, out=out, stream=stream)
+    result = k(*args, out=out, stream=stream)
+    if fast is not None:
+        _remember(fast, k)
+    return result

@@ -1,0 +1,152 @@
+"""Thin kernel launches: cuLaunchKernel through ctypes, with arguments packed into one buffer.
+
+A repeat call of a kgen kernel should cost little more than the driver's launch. pycuda's
+prepared calls build a Python tuple of grid and block, wrap the stream and go through
+pycuda's argument handling on every call; here a `Launch` fixes the function, the
+geometry and the argument format once, and a call is one `struct.pack_into` and one
+foreign call. Streams are raw handles (ints), so a torch or CuPy stream is used as it is.
+
+libcuda is opened as a `ctypes.PyDLL`: the call holds the GIL, so packing the shared
+argument buffer and launching from it cannot interleave with another thread's launch
+of the same `Launch`.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any
+
+from . import runtime
+
+_CU_LAUNCH_PARAM_END = 0
+_CU_LAUNCH_PARAM_BUFFER_POINTER = 1
+_CU_LAUNCH_PARAM_BUFFER_SIZE = 2
+
+_lib: list[Any] = []
+_lib_lock = threading.Lock()
+_ready = threading.local()
+
+
+class LaunchError(RuntimeError):
+    """The driver refused a launch (bad geometry, too much shared memory, a lost context)."""
+
+
+def _libcuda():
+    if _lib:
+        return _lib[0]
+    with _lib_lock:
+        if not _lib:
+            try:
+                lib = ctypes.PyDLL("libcuda.so.1")
+            except OSError as exc:
+                raise runtime.NoGPUError(f"the CUDA driver library libcuda.so.1 could not be loaded: {exc}") from None
+            go = lib.cuLaunchKernel
+            go.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            go.restype = ctypes.c_int
+            lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+            lib.cuGetErrorString.restype = ctypes.c_int
+            lib.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+            lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
+            lib.cuModuleUnload.argtypes = [ctypes.c_void_p]
+            lib.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+            for name in ("cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuFuncSetAttribute"):
+                getattr(lib, name).restype = ctypes.c_int
+            _lib.append(lib)
+    return _lib[0]
+
+
+def error_text(code: int) -> str:
+    text = ctypes.c_char_p()
+    if _libcuda().cuGetErrorString(code, ctypes.byref(text)) == 0 and text.value:
+        return f"{text.value.decode()} (CUresult {code})"
+    return f"CUresult {code}"
+
+
+def _check(code: int, what: str) -> None:
+    if code:
+        raise LaunchError(f"{what} failed: {error_text(code)}")
+
+
+_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
+class DriverModule:
+    """A cubin loaded through the driver API, for launches by handle. (pycuda keeps its
+    function handles private, so the launch path loads its own copy of the module.)"""
+
+    def __init__(self, cubin: bytes):
+        ensure_context()
+        lib = _libcuda()
+        handle = ctypes.c_void_p()
+        _check(lib.cuModuleLoadData(ctypes.byref(handle), cubin), "loading the cubin (cuModuleLoadData)")
+        self._lib = lib
+        self._handle = handle
+        self._functions: dict[str, int] = {}
+        self._shared: dict[str, int] = {}
+
+    def function(self, name: str, dynamic_shared: int = 0) -> int:
+        """The CUfunction `name`, opted in to `dynamic_shared` bytes of shared memory."""
+        fn = self._functions.get(name)
+        if fn is None:
+            out = ctypes.c_void_p()
+            _check(self._lib.cuModuleGetFunction(ctypes.byref(out), self._handle, name.encode()),
+                   f"looking up kernel {name}")
+            fn = self._functions[name] = int(out.value)
+        if dynamic_shared > 48 * 1024 and self._shared.get(name, 0) < dynamic_shared:
+            # Past 48 KiB a kernel must opt in to dynamic shared memory.
+            _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _MAX_DYNAMIC_SHARED, int(dynamic_shared)),
+                   f"allowing {dynamic_shared} bytes of shared memory for {name}")
+            self._shared[name] = dynamic_shared
+        return fn
+
+    def __del__(self) -> None:
+        try:
+            self._lib.cuModuleUnload(self._handle)
+        except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone
+            pass
+
+
+def ensure_context() -> None:
+    """Make kgen's context current on this thread once; later launches skip the check."""
+    if not getattr(_ready, "ok", False):
+        runtime.driver()
+        _ready.ok = True
+
+
+class Launch:
+    """One kernel (a CUfunction handle, from DriverModule.function) with its grid, block,
+    dynamic shared memory and argument format fixed.
+
+    `fmt` is a struct format in native alignment ("P" pointer, "q" int64, "i" int32,
+    "f"/"d" float/double), which is how the CUDA ABI lays out kernel parameters.
+    Calling it with (stream handle, *arguments) launches once.
+    """
+
+    __slots__ = ("name", "grid", "block", "shared", "_pack", "_buf", "_size", "_extra", "_go", "_handle", "_geom")
+
+    def __init__(self, fn: int, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
+                 fmt: str):
+        self.name = name
+        self.grid = tuple(int(g) for g in grid)
+        self.block = tuple(int(b) for b in block)
+        self.shared = int(shared)
+        packer = struct.Struct("@" + fmt)
+        self._pack = packer.pack_into
+        self._buf = (ctypes.c_char * max(packer.size, 8))()
+        self._size = ctypes.c_size_t(packer.size)
+        self._extra = (ctypes.c_void_p * 5)(_CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buf),
+                                            _CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self._size),
+                                            _CU_LAUNCH_PARAM_END)
+        self._go = _libcuda().cuLaunchKernel
+        if not isinstance(fn, int):
+            raise TypeError(f"Launch takes a CUfunction handle (Kernel.handle(name, shared)), got {type(fn).__name__}")
+        self._handle = fn
+        self._geom = (*self.grid, *self.block, self.shared)
+
+    def __call__(self, stream: int, *args: Any) -> None:
+        self._pack(self._buf, 0, *args)
+        code = self._go(self._handle, *self._geom, stream, None, self._extra)
+        if code:
+            raise LaunchError(f"launch of {self.name} (grid={self.grid}, block={self.block}, shared={self.shared} "
+                              f"bytes) failed: {error_text(code)}")

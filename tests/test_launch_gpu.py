@@ -1,0 +1,75 @@
+"""The thin call path on the GPU: the caller's stream, and repeat calls that reuse their plan."""
+import numpy as np
+import pytest
+
+import kgen
+from kgen.tune import dispatch
+
+pytestmark = pytest.mark.gpu
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device")
+    return torch
+
+
+def test_matmul_and_dot_run_on_the_callers_torch_stream():
+    torch = _torch()
+    s = torch.cuda.Stream()
+    A = torch.randn(1500, 700, device="cuda")
+    B = torch.randn(700, 900, device="cuda")
+    C = torch.full((1500, 900), float("nan"), device="cuda")
+    x = torch.randn(3_000_001, device="cuda")
+    out = torch.full((), float("nan"), device="cuda")
+    with torch.cuda.stream(s):
+        # Work queued on s before the kgen calls: if kgen ran on another stream it would
+        # read A, B and x before these writes land (the sleep makes that race certain).
+        torch.cuda._sleep(50_000_000)
+        A.mul_(2.0)
+        x.mul_(3.0)
+        kgen.matmul(A, B, out=C)
+        kgen.dot(x, x, out=out)
+        done = torch.cuda.Event()
+        done.record(s)
+    done.synchronize()
+    ref = (A.double() @ B.double())
+    assert float((C.double() - ref).norm() / ref.norm()) < 1e-5
+    xd = x.double()
+    assert abs(float(out) - float(xd @ xd)) <= 1e-4 * float(xd @ xd)
+
+
+def test_explicit_stream_argument_is_used():
+    torch = _torch()
+    s = torch.cuda.Stream()
+    x = torch.randn(1 << 20, device="cuda")
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)
+        x.add_(1.0)
+    # stream=s: ordered after the add on s although the current stream is the default one.
+    got = kgen.reduce(x, op="sum", stream=s)
+    s.synchronize()
+    assert abs(float(got) - float(x.double().sum())) <= 1e-4 * float(x.double().abs().sum())
+
+
+def test_repeat_calls_reuse_one_plan_and_stay_correct():
+    torch = _torch()
+    A = torch.randn(257, 333, device="cuda")
+    B = torch.randn(333, 129, device="cuda")
+    first = kgen.matmul(A, B)
+    k = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype)]
+    plans = len(k._torch_calls)
+    for _ in range(5):
+        A2 = torch.randn(257, 333, device="cuda")
+        C = kgen.matmul(A2, B)
+        ref = A2.double() @ B.double()
+        assert float((C.double() - ref).norm() / ref.norm()) < 1e-5
+    assert len(k._torch_calls) == plans, "same shapes, strides and alignment: no new plan"
+    assert torch.equal(first, kgen.matmul(A, B))
+    # An odd-offset view changes the alignment class: a new plan, and still right.
+    A3 = torch.randn(257 * 333 + 1, device="cuda")[1:].view(257, 333)
+    C3 = kgen.matmul(A3, B)
+    ref = A3.double() @ B.double()
+    assert float((C3.double() - ref).norm() / ref.norm()) < 1e-5
+    assert np.isfinite(C3.cpu().numpy()).all()
