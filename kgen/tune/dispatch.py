@@ -174,10 +174,16 @@ def _default(cls, problem, dtype, limits) -> Spec:
     return spec
 
 
-def _shape_dtype(x: Any, name: str) -> tuple[tuple[int, ...], np.dtype, bool]:
-    """(shape, dtype, on the device?) without copying anything."""
+def _shape_dtype(x: Any, name: str) -> tuple[tuple[int, ...], Any, bool]:
+    """(shape, dtype or its name, on the device?) without copying anything."""
     if isinstance(x, np.ndarray):
         return tuple(x.shape), x.dtype, False
+    tensor = runtime.torch_tensor_type()
+    if tensor is not None and isinstance(x, tensor):
+        if not x.is_cuda:
+            raise ArrayError(f"{name} is a CPU torch tensor; pass a CUDA tensor or a numpy array")
+        # torch's own dtype name: __cuda_array_interface__ has no spelling for bfloat16.
+        return tuple(x.shape), str(x.dtype).replace("torch.", ""), True
     if runtime.is_device_array(x):
         v = runtime.view(x, name)
         return v.shape, v.dtype, True
@@ -187,9 +193,13 @@ def _shape_dtype(x: Any, name: str) -> tuple[tuple[int, ...], np.dtype, bool]:
 
 def _col_major(x: Any, name: str) -> bool:
     """Whether a 2-D device array is stored column by column (e.g. a transposed view)."""
-    v = runtime.view(x, name)
-    rows, cols = v.shape
-    return rows > 1 and cols > 1 and v.strides[0] == 1 and v.strides[1] != 1
+    tensor = runtime.torch_tensor_type()
+    if tensor is not None and isinstance(x, tensor):
+        (rows, cols), strides = x.shape, x.stride()
+    else:
+        v = runtime.view(x, name)
+        (rows, cols), strides = v.shape, v.strides
+    return rows > 1 and cols > 1 and strides[0] == 1 and strides[1] != 1
 
 
 def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dict[str, Any] | None = None):
@@ -220,8 +230,8 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
     return k
 
 
-def _dtype_name(dt: np.dtype, allowed: tuple[str, ...], what: str) -> str:
-    name = np.dtype(dt).name
+def _dtype_name(dt: Any, allowed: tuple[str, ...], what: str) -> str:
+    name = dt if isinstance(dt, str) else np.dtype(dt).name
     if name not in allowed:
         raise ArrayError(f"{what} has dtype {name}; kgen's tuned kernels take {', '.join(allowed)}")
     return name
@@ -240,8 +250,6 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         k = _fast.get(fast)
         if k is not None:
             return k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
-    from ..ops.matmul import Matmul
-
     sa, da, dev_a = _shape_dtype(A, "A")
     sb, _, _ = _shape_dtype(B, "B")
     if len(sa) != 2 or len(sb) != 2:
@@ -249,18 +257,35 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     (M, K), (K2, N) = sa, sb
     if K != K2:
         raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
-    dtype = _dtype_name(da, ("float32", "float64"), "A")
+    dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
+    problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
+    family = matmul_family(M, N, K, dtype)
     overrides = {}
-    if dev_a:
+    if dev_a and family.kernel == "matmul":
         # A transposed device view is read in place by a column-major spec of the same tiles.
         overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
-    problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
-    k = _kernel(Matmul, problem, dtype, tune, overrides)
+    k = _kernel(family, problem, dtype, tune, overrides)
     result = k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
     if fast is not None:
         _remember(fast, k)
     return result
+
+
+def matmul_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
+    """The family that runs an M x N x K product: few rows or columns (the products of
+    model layers against a batch of tokens) go to the skinny-product kernels, which stream
+    the large operand at memory speed; 16-bit inputs otherwise to the tensor-core family;
+    everything else to the tiled SIMT matmul."""
+    from ..ops.matmul import Matmul
+    from ..ops.skinny import Skinny
+    from ..ops.tensorcore import TensorMatmul
+
+    if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype):
+        return Skinny
+    if dtype in ("float16", "bfloat16"):
+        return TensorMatmul
+    return Matmul
 
 
 def _remember(key: tuple, kernel: Any) -> None:

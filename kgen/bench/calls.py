@@ -1,0 +1,211 @@
+"""Benchmarks of kgen's public calls the way users make them, beside torch (cuBLAS).
+
+    kgen bench calls matmul --shapes 1x4096x4096,513x513x513 [--dtype float32] [--json FILE]
+    kgen bench calls matmul --random 40 --seed 123          # shapes drawn at run time
+    kgen bench calls reduce --lengths 1048576,33554433 [--json FILE]
+
+Each problem is timed as a user calls it: torch tensors in, `kgen.matmul(A, B)` (or
+kgen.dot / kgen.reduce) with no spec, the tuning database as it is (point KGEN_TUNE_DB
+at an empty file to measure the shipped defaults alone). Two figures per call:
+  single     one call between two CUDA events, median of many (host time included:
+             the events bracket the Python call, so a slow call path shows here);
+  pipelined  many calls back to back between two events, divided by their number.
+The peer is the same call through torch (torch.matmul with TF32 off: cuBLAS SGEMM/DGEMM;
+torch.dot, torch.sum, torch.max), measured in the same process and the same way. The
+first call (compile or cache load, and the choice) is reported on its own.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+
+def _events_ms(fn: Callable[[], Any], reps: int, inner: int = 1) -> float:
+    import torch
+
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(inner):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / inner)
+    return statistics.median(times)
+
+
+def _time_pair(kg: Callable[[], Any], peer: Callable[[], Any], budget_ms: float = 150.0) -> dict[str, float]:
+    """single and pipelined ms of the kgen call and its peer, interleaved (so drifting
+    clocks hit both alike)."""
+    probe = max(_events_ms(peer, 3), _events_ms(kg, 3), 1e-3)
+    reps = int(max(5, min(50, budget_ms / probe)))
+    inner = int(max(1, min(200, 2.0 / probe)))
+    out: dict[str, list[float]] = {"kgen_single": [], "peer_single": [], "kgen_pipe": [], "peer_pipe": []}
+    for _ in range(3):
+        out["kgen_single"].append(_events_ms(kg, reps))
+        out["peer_single"].append(_events_ms(peer, reps))
+        out["kgen_pipe"].append(_events_ms(kg, 3, inner))
+        out["peer_pipe"].append(_events_ms(peer, 3, inner))
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def random_matmul_shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
+    """Shapes drawn at run time: a third few-row products (M 1..256 against N, K 1024..16384,
+    the shapes of model layers), the rest log-uniform from 16 to 8192, a third odd."""
+    rng = random.Random(seed)
+    shapes = []
+    while len(shapes) < count:
+        if len(shapes) % 3 == 0:
+            M = int(2 ** rng.uniform(0, 8))
+            N, K = (int(2 ** rng.uniform(10, 14)) for _ in range(2))
+        else:
+            M, N, K = (int(2 ** rng.uniform(4, 13)) for _ in range(3))
+        if rng.random() < 1 / 3:
+            N |= 1
+        if 2.0 * M * N * K > 2 ** 40:
+            continue
+        shapes.append((max(M, 1), max(N, 1), max(K, 1)))
+    return shapes
+
+
+def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> dict[str, Any]:
+    import torch
+
+    import kgen
+    from kgen.core import runtime
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    tdt = getattr(torch, dtype)
+    rows = []
+    for M, N, K in shapes:
+        A = torch.randn(M, K, device="cuda", dtype=tdt)
+        B = torch.randn(K, N, device="cuda", dtype=tdt)
+        t0 = time.perf_counter()
+        C = kgen.matmul(A, B)
+        torch.cuda.synchronize()
+        first_s = time.perf_counter() - t0
+        ref = A.double() @ B.double()
+        err = float((C.double() - ref).norm() / max(float(ref.norm()), 1e-30))
+        t = _time_pair(lambda: kgen.matmul(A, B), lambda: torch.matmul(A, B))
+        flops = 2.0 * M * N * K
+        row = {"shape": [M, N, K], "flops": flops, "first_call_s": round(first_s, 3), "rel_error": err,
+               "kgen_ms": t["kgen_single"], "cublas_ms": t["peer_single"],
+               "kgen_pipe_ms": t["kgen_pipe"], "cublas_pipe_ms": t["peer_pipe"],
+               "speed_x": t["peer_single"] / t["kgen_single"], "speed_pipe_x": t["peer_pipe"] / t["kgen_pipe"],
+               "kgen_tflops": flops / t["kgen_single"] / 1e9}
+        rows.append(row)
+        print(f"{M:6d}x{N:6d}x{K:6d}  kgen {row['kgen_ms']:9.4f} ms  cuBLAS {row['cublas_ms']:9.4f} ms  "
+              f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)  err {err:.1e}  "
+              f"first {first_s:.2f}s", flush=True)
+        del A, B, C, ref
+        torch.cuda.empty_cache()
+    return {"device": runtime.device().name(), "dtype": dtype, "rows": rows, "summary": summarize(rows)}
+
+
+def _geo(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    groups = {
+        "products >= 2^30 flops": [r for r in rows if r["flops"] >= 2 ** 30 and r["shape"][0] > 256],
+        "smaller products": [r for r in rows if r["flops"] < 2 ** 30 and r["shape"][0] > 256],
+        "few rows (M <= 256)": [r for r in rows if r["shape"][0] <= 256],
+        "all": rows,
+    }
+    out = {}
+    for name, rs in groups.items():
+        if rs:
+            xs = [r["speed_x"] for r in rs]
+            out[name] = {"count": len(rs), "geomean_x": round(_geo(xs), 3), "min_x": round(min(xs), 3)}
+    return out
+
+
+def bench_reduce(lengths: list[int], dtype: str = "float32") -> dict[str, Any]:
+    import torch
+
+    import kgen
+    from kgen.core import runtime
+
+    tdt = getattr(torch, dtype)
+    rows = []
+    for n in lengths:
+        x = torch.randn(n, device="cuda", dtype=tdt)
+        y = torch.randn(n, device="cuda", dtype=tdt)
+        for op, kg, peer, ref in (
+                ("dot", lambda: kgen.dot(x, y), lambda: torch.dot(x, y), lambda: x.double() @ y.double()),
+                ("sum", lambda: kgen.reduce(x, op="sum"), lambda: torch.sum(x), lambda: x.double().sum()),
+                ("max", lambda: kgen.reduce(x, op="max"), lambda: torch.max(x), lambda: x.double().max())):
+            got = float(kg())
+            want = float(ref())
+            scale = float(x.double().abs().sum()) if op != "max" else 1.0
+            t = _time_pair(kg, peer)
+            row = {"op": op, "n": n, "kgen_ms": t["kgen_single"], "torch_ms": t["peer_single"],
+                   "kgen_pipe_ms": t["kgen_pipe"], "torch_pipe_ms": t["peer_pipe"],
+                   "speed_x": t["peer_single"] / t["kgen_single"], "speed_pipe_x": t["peer_pipe"] / t["kgen_pipe"],
+                   "abs_error_over_scale": abs(got - want) / max(scale, 1e-30),
+                   "kgen_gbs": n * x.element_size() * (2 if op == "dot" else 1) / t["kgen_pipe"] / 1e6}
+            rows.append(row)
+            print(f"{op:4s} n={n:10d}  kgen {row['kgen_ms']*1e3:8.2f} us  torch {row['torch_ms']*1e3:8.2f} us  "
+                  f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)", flush=True)
+        del x, y
+        torch.cuda.empty_cache()
+    summary = {}
+    for op in ("dot", "sum", "max"):
+        xs = [r["speed_x"] for r in rows if r["op"] == op]
+        if xs:
+            summary[op] = {"geomean_x": round(_geo(xs), 3), "min_x": round(min(xs), 3)}
+    return {"device": runtime.device().name(), "dtype": dtype, "rows": rows, "summary": summary}
+
+
+def _parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    out = []
+    for item in text.split(","):
+        parts = item.lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise SystemExit(f"--shapes: {item!r} is not MxNxK with positive integers")
+        out.append(tuple(int(p) for p in parts))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kgen bench calls", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("matmul", "reduce"))
+    ap.add_argument("--shapes", help="matmul: comma-separated MxNxK")
+    ap.add_argument("--random", type=int, default=0, help="matmul: this many shapes drawn at run time")
+    ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
+    ap.add_argument("--lengths", help="reduce: comma-separated lengths")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    if args.what == "matmul":
+        shapes = _parse_shapes(args.shapes) if args.shapes else []
+        if args.random:
+            seed = args.seed if args.seed is not None else time.time_ns() % 2 ** 31
+            print(f"random shapes, seed {seed}")
+            shapes += random_matmul_shapes(args.random, seed)
+        if not shapes:
+            raise SystemExit("give --shapes or --random N")
+        result = bench_matmul(shapes, args.dtype)
+    else:
+        if not args.lengths:
+            raise SystemExit("give --lengths")
+        result = bench_reduce([int(v) for v in args.lengths.split(",")], args.dtype)
+    print(json.dumps(result["summary"], indent=1))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

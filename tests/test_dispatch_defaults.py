@@ -1,0 +1,87 @@
+"""Dispatch on CPU: the shipped defaults (kgen.tune.defaults) and the family choice by shape."""
+import math
+import random
+
+import pytest
+
+import kgen
+from kgen.tune import defaults
+from kgen.tune.device import DeviceInfo, arch_limits
+from kgen.tune.dispatch import forget, matmul_family, select
+
+H100 = DeviceInfo("NVIDIA H100 80GB HBM3", "sm_90", arch_limits("sm_90"))
+H200 = DeviceInfo("NVIDIA H200", "sm_90", arch_limits("sm_90"))
+A100 = DeviceInfo("NVIDIA A100", "sm_80", arch_limits("sm_80"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    forget()
+    yield
+    forget()
+
+
+def _shipped(family, op=None, dtype="float32"):
+    tables = [t for t in defaults._load() if t["family"] == family and t.get("op") == op and t["dtype"] == dtype]
+    if not tables:
+        pytest.fail(f"kgen ships no {family} {op or ''} {dtype} table (kgen/tune/data/defaults.json)")
+    return tables[0]
+
+
+@pytest.mark.parametrize("op", ["dot", "sum", "max"])
+def test_reductions_use_the_shipped_table_on_its_architecture(op):
+    table = _shipped("reduce", op)
+    shipped = {kgen.spec_from_dict(d).key for d in table["specs"]}
+    rng = random.Random(5)
+    for _ in range(10):
+        n = int(2 ** rng.uniform(10, 28)) | 1
+        for dev in (H100, H200):  # an sm_90 GPU without a table of its own uses the sm_90 one
+            choice = select(kgen.Reduce, {"n": n, "op": op}, "float32", device=dev, db=False)
+            assert choice.origin == "shipped" and choice.spec.key in shipped and choice.spec.op == op
+    other = select(kgen.Reduce, {"n": 1 << 20, "op": op}, "float32", device=A100, db=False)
+    assert other.origin == "default"
+
+
+def test_the_model_picks_the_spec_that_wins_near_the_problem():
+    specs = [kgen.Reduce(op="sum", block_size=256).to_dict(), kgen.Reduce(op="sum", block_size=1024).to_dict()]
+    problems = [{"n": 2 ** e, "op": "sum"} for e in range(10, 29)]
+    # The small-block spec wins below 2^20, the large one above.
+    ms = [[1.0, 1.5] if p["n"] < 2 ** 20 else [2.0, 1.0] for p in problems]
+    data = {"family": "reduce", "dtype": "float32", "device": "X", "arch": "sm_90", "op": "sum",
+            "specs": specs, "problems": problems, "ms": ms}
+    table = defaults.Table(data)
+    assert table.choose({"n": 3000, "op": "sum"})[0].block_size == 256
+    assert table.choose({"n": 3 * 2 ** 25, "op": "sum"})[0].block_size == 1024
+    train = [i for i in range(len(problems)) if i % 3]
+    test = [i for i in range(len(problems)) if i % 3 == 0]
+    s = defaults.score(data, train, test)
+    assert s["count"] == len(test) and s["worst"] > 0.6 and math.isclose(s["geomean_of_best"], 1.0, rel_tol=0.2)
+
+
+def test_unmeasured_or_failed_specs_are_not_preferred():
+    specs = [kgen.Reduce(op="sum", block_size=256).to_dict(), kgen.Reduce(op="sum", block_size=1024).to_dict()]
+    data = {"family": "reduce", "dtype": "float32", "device": "X", "op": "sum", "specs": specs,
+            "problems": [{"n": 2 ** 20, "op": "sum"}], "ms": [[None, 3.0]]}
+    assert defaults.Table(data).choose({"n": 2 ** 20, "op": "sum"})[0].block_size == 1024
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_matmul_uses_the_shipped_table_when_there_is_one(dtype):
+    tables = [t for t in defaults._load() if t["family"] == "matmul" and t["dtype"] == dtype]
+    if not tables:
+        pytest.skip(f"no shipped matmul {dtype} table in this checkout")
+    shipped = {kgen.spec_from_dict(d).key for d in tables[0]["specs"]}
+    choice = select(kgen.Matmul, {"M": 777, "N": 1500, "K": 333}, dtype, device=H200, db=False)
+    assert choice.origin == "shipped" and choice.spec.key in shipped
+
+
+def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
+    rng = random.Random(11)
+    for _ in range(50):
+        small = rng.randint(1, 16)
+        big = (rng.randint(1024, 16384), rng.randint(1024, 16384))
+        for dtype in ("float32", "float64", "float16", "bfloat16"):
+            assert matmul_family(small, *big, dtype).kernel == "skinny"
+            assert matmul_family(big[0], small, big[1], dtype).kernel == "skinny"
+    assert matmul_family(1000, 1000, 1000, "float32").kernel == "matmul"
+    assert matmul_family(1000, 1000, 1000, "bfloat16").kernel == "tensor_matmul"
