@@ -124,6 +124,8 @@ def _problem(args) -> dict[str, Any]:
             return json.loads(args.problem)
         except json.JSONDecodeError as exc:
             raise TuneError(f"--problem is not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise TuneError("--problem is nested too deeply: give a flat JSON object") from None
     if args.family == "matmul":
         if not args.shape:
             raise TuneError("kgen tune matmul needs --shape MxNxK (e.g. --shape 4096x4096x4096)")
@@ -136,11 +138,16 @@ def _problem(args) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    from ..tune.db import TuneDBError
+
     args = _parser().parse_args(argv)
     try:
         if args.family == "list":
             return _list(args)
         return _tune(args)
+    except TuneDBError as exc:  # locked, damaged, a folder, a newer schema: the message says what to do
+        print(f"kgen tune: {exc}", file=sys.stderr)
+        return 1
     except TuneError as exc:
         print(f"kgen tune: {exc}", file=sys.stderr)
         return 2
@@ -152,7 +159,7 @@ def main(argv: list[str]) -> int:
 def _list(args) -> int:
     from ..tune.db import open_db
 
-    db = open_db(args.db)
+    db = open_db(args.db, read_only=True)
     rows = db.all_results()
     print(f"{len(rows)} tuned problem(s) in {db.path}")
     for r in rows:
