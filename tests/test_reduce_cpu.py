@@ -102,7 +102,7 @@ def test_parser_precedence_matches_c():
     tree = parse_expression("1 + 2 * 3 < 4 ? -x : x && y", "e", ("x", "y"))
     from kgen.ops.reduce import evaluate, render_c
 
-    assert render_c(tree, False, False) == "(((1 + (2 * 3)) < 4) ? -x : (x && y))"
+    assert render_c(tree, False, True) == "(((1 + (2 * 3)) < 4) ? (-x) : (x && y))"
     assert evaluate(tree, {"x": 2.0, "y": 0.0}) == 0.0
 
 
