@@ -35,11 +35,12 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(spec: Spec, standalone: bool = False) -> str:
+def render(spec: Spec, standalone: bool = False, *, _fault: str | None = None) -> str:
     """Render `spec` to CUDA C. Byte-identical output for equal specs.
 
     standalone=True appends a main() that allocates random inputs, launches, checks
     against a CPU reference and prints the time, so `nvcc -o x file.cu && ./x` works.
+    _fault is for kgen.core.faults only: it plants a known bug to test the tests.
     """
     if not isinstance(spec, Spec):
         raise TypeError(f"render() takes a kgen spec (kgen.Matmul, kgen.Reduce, ...), got {type(spec).__name__}")
@@ -51,6 +52,7 @@ def render(spec: Spec, standalone: bool = False) -> str:
         version=__version__,
         ctype=spec.ctype,
         standalone=standalone,
+        fault=_fault,
     )
     context.update(spec.template_context())
     return template.render(**context)

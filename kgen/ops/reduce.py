@@ -518,14 +518,15 @@ class Reduce(Spec):
         run = max(1, min(n, loads * vec + (2 if vec > 1 else 0)))
         depth = 5 if self.strategy == "warp_shuffle" else block.bit_length() - 1
         partial = min(n, run * 2 ** depth)
-        partials = self.partial_count(grid)
-        parts = [rounding.chain(n, run, 1), rounding.tree(n, depth, run)]
+        # Values that are not the identity: at most one per term.
+        partials = min(self.partial_count(grid), n)
+        parts = [rounding.chain(n, run, 1), rounding.tree(n, depth, run, min(2 ** depth, n))]
         if self.strategy == "atomic":
             parts.append(rounding.chain(n, partials, partial))
         else:
             per_thread = -(-partials // block)
             parts += [rounding.chain(n, per_thread, partial),
-                      rounding.tree(n, block.bit_length() - 1, per_thread * partial)]
+                      rounding.tree(n, block.bit_length() - 1, per_thread * partial, min(block, partials))]
         return rounding.add(*parts)
 
     def _vector_options(self) -> tuple[bool, ...]:
