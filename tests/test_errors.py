@@ -746,7 +746,7 @@ def test_repeat_calls_reuse_their_launch_plan(fake_gpu, rng):
     for _ in range(3):
         mm(A, B, out=GPUArray(_nan((70, 30))))
     assert len(mm._launch_plans) == 1, "one shape, layout and alignment class: one plan"
-    assert len(fake_gpu.launches) == 3 and len({repr(l[:3]) for l in fake_gpu.launches}) == 1
+    assert len(fake_gpu.launches) == 3 and len({repr(launch[:3]) for launch in fake_gpu.launches}) == 1
     mm(GPUArray(rng.standard_normal((71, 50)).astype(np.float32)), B, out=GPUArray(_nan((71, 30))))
     assert len(mm._launch_plans) == 2, "a new shape makes a new plan"
     red = fake_gpu(kgen.Reduce(op="sum"))

@@ -23,6 +23,7 @@ import random
 import statistics
 import sys
 import time
+from functools import partial
 from typing import Any, Callable
 
 
@@ -61,7 +62,7 @@ def random_matmul_shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
     """Shapes drawn at run time: a third few-row products (M 1..256 against N, K 1024..16384,
     the shapes of model layers), the rest log-uniform from 16 to 8192, a third odd."""
     rng = random.Random(seed)
-    shapes = []
+    shapes: list[tuple[int, int, int]] = []
     while len(shapes) < count:
         if len(shapes) % 3 == 0:
             M = int(2 ** rng.uniform(0, 8))
@@ -94,7 +95,13 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> 
         first_s = time.perf_counter() - t0
         ref = A.double() @ B.double()
         err = float((C.double() - ref).norm() / max(float(ref.norm()), 1e-30))
-        t = _time_pair(lambda: kgen.matmul(A, B), lambda: torch.matmul(A, B))
+        def kg(A: Any = A, B: Any = B) -> Any:
+            return kgen.matmul(A, B)
+
+        def peer(A: Any = A, B: Any = B) -> Any:
+            return torch.matmul(A, B)
+
+        t = _time_pair(kg, peer)
         flops = 2.0 * M * N * K
         row = {"shape": [M, N, K], "flops": flops, "first_call_s": round(first_s, 3), "rel_error": err,
                "kgen_ms": t["kgen_single"], "cublas_ms": t["peer_single"],
@@ -110,8 +117,8 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> 
     return {"device": runtime.device().name(), "dtype": dtype, "rows": rows, "summary": summarize(rows)}
 
 
-def _geo(xs: list[float]) -> float | None:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+def _geo(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -140,12 +147,14 @@ def bench_reduce(lengths: list[int], dtype: str = "float32") -> dict[str, Any]:
     for n in lengths:
         x = torch.randn(n, device="cuda", dtype=tdt)
         y = torch.randn(n, device="cuda", dtype=tdt)
-        for op, kg, peer, ref in (
-                ("dot", lambda: kgen.dot(x, y), lambda: torch.dot(x, y), lambda: x.double() @ y.double()),
-                ("sum", lambda: kgen.reduce(x, op="sum"), lambda: torch.sum(x), lambda: x.double().sum()),
-                ("max", lambda: kgen.reduce(x, op="max"), lambda: torch.max(x), lambda: x.double().max())):
+        calls: dict[str, tuple[Callable[[], Any], Callable[[], Any], Any]] = {
+            "dot": (partial(kgen.dot, x, y), partial(torch.dot, x, y), x.double() @ y.double()),
+            "sum": (partial(kgen.reduce, x, op="sum"), partial(torch.sum, x), x.double().sum()),
+            "max": (partial(kgen.reduce, x, op="max"), partial(torch.max, x), x.double().max()),
+        }
+        for op, (kg, peer, ref) in calls.items():
             got = float(kg())
-            want = float(ref())
+            want = float(ref)
             scale = float(x.double().abs().sum()) if op != "max" else 1.0
             t = _time_pair(kg, peer)
             row = {"op": op, "n": n, "kgen_ms": t["kgen_single"], "torch_ms": t["peer_single"],
@@ -156,7 +165,7 @@ def bench_reduce(lengths: list[int], dtype: str = "float32") -> dict[str, Any]:
             rows.append(row)
             print(f"{op:4s} n={n:10d}  kgen {row['kgen_ms']*1e3:8.2f} us  torch {row['torch_ms']*1e3:8.2f} us  "
                   f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)", flush=True)
-        del x, y
+        del calls
         torch.cuda.empty_cache()
     summary = {}
     for op in ("dot", "sum", "max"):
@@ -172,7 +181,7 @@ def _parse_shapes(text: str) -> list[tuple[int, int, int]]:
         parts = item.lower().split("x")
         if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
             raise SystemExit(f"--shapes: {item!r} is not MxNxK with positive integers")
-        out.append(tuple(int(p) for p in parts))
+        out.append((int(parts[0]), int(parts[1]), int(parts[2])))
     return out
 
 

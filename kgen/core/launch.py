@@ -92,7 +92,7 @@ class DriverModule:
             out = ctypes.c_void_p()
             _check(self._lib.cuModuleGetFunction(ctypes.byref(out), self._handle, name.encode()),
                    f"looking up kernel {name}")
-            fn = self._functions[name] = int(out.value)
+            fn = self._functions[name] = int(out.value or 0)
         if dynamic_shared > 48 * 1024 and self._shared.get(name, 0) < dynamic_shared:
             # Past 48 KiB a kernel must opt in to dynamic shared memory.
             _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _MAX_DYNAMIC_SHARED, int(dynamic_shared)),

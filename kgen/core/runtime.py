@@ -251,11 +251,7 @@ def _view(x: Any, name: str) -> DeviceView:
         dtype = np.dtype(cai["typestr"])
         shape = tuple(int(s) for s in cai["shape"])
         if cai.get("strides") is None:
-            strides, acc = [], 1
-            for s in reversed(shape):
-                strides.append(acc)
-                acc *= s
-            strides = tuple(reversed(strides))
+            strides = _dense_strides(shape)
         else:
             if any(s % dtype.itemsize for s in cai["strides"]):
                 raise ArrayError(f"{name} has strides {cai['strides']} that are not whole elements")

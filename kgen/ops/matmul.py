@@ -681,7 +681,7 @@ class MatmulKernel(Kernel):
                 a_ok = b_ok = True
             vec_loads = a_ok and b_ok
         entry = "kgen_matmul_vec" if vec_loads else "kgen_matmul"
-        parts = []
+        parts: list[tuple[Any, ...]] = []
         for m0, rows, grid, splits, chunk in self._plan(M, N, K, entry):
             name = "kgen_matmul"
             if vec_loads and (splits > 1 or c_ok):
@@ -703,7 +703,8 @@ class MatmulKernel(Kernel):
             ws = self._buffer("split", splits * stride * item)
             total = rows * N
             rgrid = (max(1, min(-(-total // 256), 132 * 16)), 1, 1)
-            reduce = Launch(self.handle("kgen_matmul_splitk_reduce"), "kgen_matmul_splitk_reduce", rgrid, (256, 1, 1), 0, self._fmt_reduce)
+            reduce = Launch(self.handle("kgen_matmul_splitk_reduce"), "kgen_matmul_splitk_reduce", rgrid,
+                            (256, 1, 1), 0, self._fmt_reduce)
             parts.append((main, a_off, c_off, (rows, N, K, lda, ldb, ldw, chunk, stride), ws, reduce,
                           (rows, N, ldw, ldc, stride, splits)))
         plan = (repacks[0], repacks[1], tuple(parts))
@@ -780,7 +781,8 @@ class MatmulKernel(Kernel):
         pa, pb = A.data_ptr(), B.data_ptr()
         key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
                pa % 16 == 0, pb % 16 == 0,
-               None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16 == 0))
+               None if out is None else
+               (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16 == 0))
         hit = self._torch_calls.get(key)
         if hit is None:
             hit = self._torch_plan(A, B, out, key)
@@ -843,7 +845,8 @@ class MatmulKernel(Kernel):
             raise ArrayError(
                 f"{name} has shape {v.shape} and element strides {v.strides}, which layout_{name.lower()}="
                 f"{layout!r} cannot express (it needs unit stride along {'columns' if layout == 'row' else 'rows'}); "
-                f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, or make it contiguous")
+                f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, "
+                "or make it contiguous")
         return rows, cols, ld
 
     def _output(self, c: runtime.DeviceView, M: int, N: int) -> int:

@@ -211,7 +211,7 @@ def measure(family: str, dtype: str, problems: list[dict[str, Any]], portfolio: 
         if old.get("specs") == record["specs"] and old.get("dtype") == dtype:
             record = old
     done = {json.dumps(p, sort_keys=True) for p in record["problems"]}
-    kernels = []
+    kernels: list[Any] = []
     for s in portfolio:
         try:
             kernels.append(build(s))
@@ -251,7 +251,8 @@ def _measure_problem(family, prob, portfolio, kernels, tdt, gen, events, slack, 
         B = torch.randn(K, N, device="cuda", dtype=tdt, generator=gen)
         C = torch.empty(M, N, device="cuda", dtype=tdt)
         ref = (A.double() @ B.double())
-        args, ref_norm = (A, B), float(ref.norm()) or 1.0
+        args: tuple[Any, ...] = (A, B)
+        ref_norm = float(ref.norm()) or 1.0
     else:
         n, op = prob["n"], prob["op"]
         x = torch.randn(n, device="cuda", dtype=tdt, generator=gen)
@@ -260,7 +261,8 @@ def _measure_problem(family, prob, portfolio, kernels, tdt, gen, events, slack, 
         xd = x.double()
         ref = {"sum": xd.sum(), "dot": (xd * y.double()).sum() if y is not None else None,
                "max": xd.max(), "min": xd.min()}[op]
-        args, ref_norm = ((x,) if y is None else (x, y)), max(float(xd.abs().sum()), 1e-30)
+        args = (x,) if y is None else (x, y)
+        ref_norm = max(float(xd.abs().sum()), 1e-30)
     row: list[float | None] = [None] * len(portfolio)
     best = math.inf
     for j, (spec, k) in enumerate(zip(portfolio, kernels)):
@@ -274,7 +276,8 @@ def _measure_problem(family, prob, portfolio, kernels, tdt, gen, events, slack, 
         C.fill_(float("nan"))
         try:
             if family == "matmul":
-                run = (lambda k=k: k(A, B, out=C))
+                def run(k=k):
+                    k(A, B, out=C)
             else:
                 run = k.bind(*args, out=C)
             run()
