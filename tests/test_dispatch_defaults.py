@@ -67,10 +67,7 @@ def test_unmeasured_or_failed_specs_are_not_preferred():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_uses_the_shipped_table_when_there_is_one(dtype):
-    tables = [t for t in defaults._load() if t["family"] == "matmul" and t["dtype"] == dtype]
-    if not tables:
-        pytest.skip(f"no shipped matmul {dtype} table in this checkout")
-    shipped = {kgen.spec_from_dict(d).key for d in tables[0]["specs"]}
+    shipped = {kgen.spec_from_dict(d).key for d in _shipped("matmul", None, dtype)["specs"]}
     choice = select(kgen.Matmul, {"M": 777, "N": 1500, "K": 333}, dtype, device=H200, db=False)
     assert choice.origin == "shipped" and choice.spec.key in shipped
 

@@ -143,6 +143,7 @@ def score(data: dict[str, Any], train: Sequence[int], test: Sequence[int]) -> di
     """Fit on `train`, choose on `test`: the chosen spec's time over the best measured."""
     model = Table(data, train)
     ratios = []
+    unmeasured = []  # the chosen spec failed or was not run on that problem
     for i in test:
         times = data["ms"][i]
         ok = [t for t in times if t is not None and t > 0]
@@ -153,12 +154,15 @@ def score(data: dict[str, Any], train: Sequence[int], test: Sequence[int]) -> di
             continue
         j = model.specs.index(picked[0])
         t = times[j]
-        ratios.append(min(ok) / t if t else 0.0)
+        if t is None:
+            unmeasured.append(data["problems"][i])
+            continue
+        ratios.append(min(ok) / t)
     if not ratios:
-        return {"count": 0}
+        return {"count": 0, "chosen_unmeasured": unmeasured}
     geo = math.exp(sum(math.log(max(r, 1e-9)) for r in ratios) / len(ratios))
     return {"count": len(ratios), "geomean_of_best": round(geo, 4), "worst": round(min(ratios), 4),
-            "below_0.9": sum(r < 0.9 for r in ratios)}
+            "below_0.9": sum(r < 0.9 for r in ratios), "chosen_unmeasured": unmeasured}
 
 
 def build_defaults(corpora: Sequence[str], out: str | None = None, held_out: float = 0.25,
