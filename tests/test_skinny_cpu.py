@@ -13,7 +13,7 @@ import pytest
 
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
-from kgen.ops.skinny import ITEMSIZE, MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, Skinny, _form, tolerance
+from kgen.ops.skinny import MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SUITS_ROWS, Skinny, _form, tolerance
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -36,6 +36,7 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
     (dict(rows=64, warp_cols=4), "warp_cols"),                 # 256 accumulators a thread
     (dict(rows=64, warp_cols=1, lane_vectors=4, dtype="float64"), "lane_vectors"),
     (dict(min_blocks=9), "min_blocks"),
+    (dict(min_blocks=0), "min_blocks"),
     (dict(rows=8, warp_cols=8, loads=16, threads=512), "threads"),  # 64 accumulators + 64 in flight > 128
 ])
 def test_invalid_fields_name_the_field(fields, field):
@@ -121,10 +122,11 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
             tiles = -(-r // s.rows)
             assert s.rows <= 64 and tiles * s.rows - r < 8 * tiles   # even tiles, little waste
         acc = 2 if dtype == "float64" else 1
-        assert s.warp_cols == max(1, min(4, 64 // (s.rows * acc)))   # ~64 accumulator registers, or one column
-        assert Skinny.suits(M, N, K, dtype) == (r <= {"float32": 64, "float64": 64}.get(dtype, 256))
-    assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 16, 4096, "float32")
-    assert not Skinny.suits(4096, 4096, 4096, "float32")
+        assert s.warp_cols == max(1, min(8, 64 // (s.rows * acc)))   # ~64 accumulator registers, or one column
+        assert Skinny.suits(M, N, K, dtype) == (r <= SUITS_ROWS[dtype])
+    assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
+    assert Skinny.suits(1, 4096, 4096, "bfloat16") and not Skinny.suits(4, 4096, 4096, "bfloat16")
+    assert not Skinny.suits(4096, 4096, 4096, "float32") and not Skinny.suits(17, 4096, 4096, "float32")
 
 
 def test_search_space_is_valid_and_contains_the_default():

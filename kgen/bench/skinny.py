@@ -42,11 +42,14 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--random", type=int, default=0, help="draw this many shapes instead: M in 1..64, N, K in 1024..16384")
     ap.add_argument("--seed", type=int, default=0, help="seed for --random")
     ap.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of float32, bfloat16, float16, float64")
-    ap.add_argument("--layout", choices=("col", "row"), default="col",
-                    help="col: B = W.T with W stored N x K (torch Linear); row: B stored K x N")
+    ap.add_argument("--layouts", default="col",
+                    help="comma list of col (B = W.T with W stored N x K, as torch's Linear holds it) and row "
+                         "(B stored K x N)")
     ap.add_argument("--repeats", type=int, default=20, help="timed samples per measurement (median taken)")
     ap.add_argument("--sweep", action="store_true", help="also time field variants of the default spec")
     ap.add_argument("--sweep-shapes", default="", help="shapes for --sweep (default: the first four table shapes)")
+    ap.add_argument("--sweep-only", action="store_true", help="with --sweep: skip the table")
+    ap.add_argument("--sweep-dtypes", default="", help="dtypes for --sweep (default: --dtypes)")
     ap.add_argument("--json", default="", help="write every result to this JSON file")
     ap.add_argument("--budget", type=float, default=0.0, help="stop starting new shapes after this many seconds")
     return ap.parse_args(argv)
@@ -82,7 +85,7 @@ def sweep_variants(spec) -> list[tuple[str, Any]]:
         if s != spec and all(s != o for _, o in out):
             out.append((label, s))
 
-    for wc in (1, 2, 4, 8):
+    for wc in (1, 2, 8):
         add(f"warp_cols={wc}", warp_cols=wc)
     for loads in (4, 16):
         add(f"loads={loads}", loads=loads)
@@ -93,7 +96,7 @@ def sweep_variants(spec) -> list[tuple[str, Any]]:
     for merge in MERGES:
         add(f"merge={merge}", merge=merge)
     add("lane_vectors=2", lane_vectors=2)
-    add("vector_bytes=8", vector_bytes=8)
+    add("min_blocks=2", min_blocks=2)
     add("k_split=1", k_split=1)
     return out
 
@@ -174,6 +177,27 @@ def copy_bandwidth(torch, repeats: int) -> float:
     return 2 * (1 << 30) / (us * 1e-6)
 
 
+def host_overhead(torch, calls: int = 3000) -> dict[str, float]:
+    """CPU microseconds per public call on a tiny product (the GPU work is shorter than the
+    host's, so back-to-back calls measure the host path: argument checks, launch)."""
+    from ..core.kernel import build
+    from ..ops.skinny import Skinny
+
+    A, B = torch.randn(1, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    k = build(Skinny.default_spec({"M": 1, "N": 256, "K": 256}, "float32"))
+    out = {}
+    for name, fn in (("kgen_us", lambda: k(A, B)), ("torch_us", lambda: torch.matmul(A, B))):
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out[name] = (time.perf_counter() - t0) / calls * 1e6
+        torch.cuda.synchronize()
+    return out
+
+
 # ---------------------------------------------------------------------------------
 # One shape
 # ---------------------------------------------------------------------------------
@@ -205,13 +229,13 @@ def _check(torch, k, ops: Operands, dtype: str) -> float:
     return float((C.double() - ref).norm() / ref.norm().clamp_min(1e-300))
 
 
-def bench_shape(torch, M, N, K, dtype, args, bw: float, l2: int) -> dict[str, Any]:
+def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict[str, Any]:
     from ..core.kernel import build
     from ..ops.skinny import Skinny, tolerance
 
     spec = Skinny.default_spec({"M": M, "N": N, "K": K}, dtype)
     k = build(spec)
-    ops = Operands(torch, M, N, K, dtype, args.layout, l2)
+    ops = Operands(torch, M, N, K, dtype, layout, l2)
     err = _check(torch, k, ops, dtype)
     ok = math.isfinite(err) and err <= tolerance(dtype, K)
     bound_us = ops.bytes / bw * 1e6
@@ -232,7 +256,7 @@ def bench_shape(torch, M, N, K, dtype, args, bw: float, l2: int) -> dict[str, An
         print(f"  (cuBLAS graph timing failed: {exc})", flush=True)
         tm_device = float("nan")
     return {
-        "M": M, "N": N, "K": K, "dtype": dtype, "layout": args.layout, "spec": spec.to_dict(),
+        "M": M, "N": N, "K": K, "dtype": dtype, "layout": layout, "spec": spec.to_dict(),
         "form": plan.form, "width": plan.width, "splits": plan.splits, "mode": plan.mode,
         "grid": [list(launch.grid) for kind, launch, _ in plan.launches if kind == "main"],
         "error": err, "ok": bool(ok), "bytes": ops.bytes, "bound_us": bound_us,
@@ -249,14 +273,15 @@ def sweep_shape(torch, M, N, K, dtype, args, bw, l2) -> list[dict[str, Any]]:
     from ..ops.skinny import Skinny, tolerance
 
     base = Skinny.default_spec({"M": M, "N": N, "K": K}, dtype)
-    ops = Operands(torch, M, N, K, dtype, args.layout, l2)
+    layout = args.layouts.split(",")[0]
+    ops = Operands(torch, M, N, K, dtype, layout, l2)
     rows = []
     for label, spec in [("default", base)] + sweep_variants(base):
         k = build(spec)
         err = _check(torch, k, ops, dtype)
         bound = [k.bind(a, b, c) for a, b, c in zip(ops.A, ops.B, ops.C)]
         us = time_batched(torch, bound, max(5, args.repeats // 2), max(ops.sets, 40))
-        rows.append({"M": M, "N": N, "K": K, "dtype": dtype, "layout": args.layout, "variant": label,
+        rows.append({"M": M, "N": N, "K": K, "dtype": dtype, "layout": layout, "variant": label,
                      "spec": spec.to_dict(), "device_us": us, "pct_bound": ops.bytes / bw * 1e6 / us,
                      "ok": bool(math.isfinite(err) and err <= tolerance(dtype, K)), "splits": bound[0].plan.splits})
     return rows
@@ -267,13 +292,30 @@ def geomean(xs) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
+def specs_needed(args) -> set:
+    """Every spec a run with these arguments builds (for compiling ahead)."""
+    from ..ops.skinny import Skinny
+
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    shapes = shapes_from(args)
+    specs = set() if args.sweep and args.sweep_only else {
+        Skinny.default_spec({"M": M, "N": N, "K": K}, d) for M, N, K in shapes for d in dtypes}
+    specs.add(Skinny.default_spec({"M": 1, "N": 256, "K": 256}, "float32"))
+    if args.sweep:
+        sweep = shapes_from(argparse.Namespace(random=0, shapes=args.sweep_shapes)) if args.sweep_shapes else shapes[:4]
+        for M, N, K in sweep:
+            for d in [d for d in (args.sweep_dtypes or args.dtypes).split(",") if d]:
+                base = Skinny.default_spec({"M": M, "N": N, "K": K}, d)
+                specs.update([base] + [s for _, s in sweep_variants(base)])
+    return specs
+
+
 def run(args) -> dict[str, Any]:
     import torch
 
     from ..core import runtime
     from ..core.compiler import ToolchainError  # noqa: F401 - fail early without nvcc
     from ..core.kernel import compile as kcompile, default_arch
-    from ..ops.skinny import Skinny
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.cuda.init()
@@ -288,13 +330,8 @@ def run(args) -> dict[str, Any]:
     # Compile every spec first, in parallel (nvcc only; the cache makes this free when warm).
     import concurrent.futures as cf
 
-    specs = {Skinny.default_spec({"M": M, "N": N, "K": K}, d) for M, N, K in shapes for d in dtypes}
+    specs = specs_needed(args)
     sweep = shapes_from(argparse.Namespace(random=0, shapes=args.sweep_shapes)) if args.sweep_shapes else shapes[:4]
-    if args.sweep:
-        for M, N, K in sweep:
-            for d in dtypes:
-                base = Skinny.default_spec({"M": M, "N": N, "K": K}, d)
-                specs.update(s for _, s in sweep_variants(base))
     t0 = time.perf_counter()
     arch = default_arch()
     with cf.ThreadPoolExecutor(min(16, os.cpu_count() or 4)) as ex:
@@ -303,20 +340,23 @@ def run(args) -> dict[str, Any]:
 
     bw = copy_bandwidth(torch, args.repeats)
     print(f"copy bandwidth: {bw / 1e12:.3f} TB/s (read + write)", flush=True)
-    result: dict[str, Any] = {"device": device, "copy_bandwidth_Bps": bw, "layout": args.layout, "rows": [],
+    host = host_overhead(torch)
+    print(f"host time per call, 1x256x256 float32 (back to back, CPU clock): kgen {host['kgen_us']:.1f} us, "
+          f"torch.matmul {host['torch_us']:.1f} us", flush=True)
+    result: dict[str, Any] = {"device": device, "copy_bandwidth_Bps": bw, "host_overhead": host, "rows": [],
                               "sweep": [], "command": " ".join(sys.argv)}
     start = time.perf_counter()
-    hdr = (f"{'shape':>18} {'dtype':>8} {'form':>4} {'split':>5} {'bound':>7} {'device':>7} {'%bound':>6} "
+    hdr = (f"{'shape':>18} {'dtype':>8} {'B':>3} {'form':>4} {'split':>5} {'bound':>7} {'device':>7} {'%bound':>6} "
            f"{'kg 1x':>7} {'cb 1x':>7} {'x':>5} {'kg pipe':>7} {'cb pipe':>7} {'x':>5} {'cb dev':>7} {'err':>8}")
     print(hdr, flush=True)
-    for M, N, K in shapes:
+    for M, N, K in ([] if args.sweep and args.sweep_only else shapes):
         if args.budget and time.perf_counter() - start > args.budget:
             print(f"budget of {args.budget} s reached: later shapes skipped", flush=True)
             break
-        for d in dtypes:
-            r = bench_shape(torch, M, N, K, d, args, bw, l2)
+        for d, layout in [(d, lay) for d in dtypes for lay in args.layouts.split(",") if lay]:
+            r = bench_shape(torch, M, N, K, d, layout, args, bw, l2)
             result["rows"].append(r)
-            print(f"{f'{M}x{N}x{K}':>18} {d:>8} {r['form']:>4} {r['splits']:>5} {r['bound_us']:7.1f} "
+            print(f"{f'{M}x{N}x{K}':>18} {d:>8} {layout:>3} {r['form']:>4} {r['splits']:>5} {r['bound_us']:7.1f} "
                   f"{r['kgen_device_us']:7.1f} {100 * r['pct_bound']:5.0f}% {r['kgen_single_us']:7.1f} "
                   f"{r['cublas_single_us']:7.1f} {r['speedup_single']:5.2f} {r['kgen_pipelined_us']:7.1f} "
                   f"{r['cublas_pipelined_us']:7.1f} {r['speedup_pipelined']:5.2f} {r['cublas_device_us']:7.1f} "
@@ -340,7 +380,7 @@ def run(args) -> dict[str, Any]:
     if args.sweep:
         print("sweep (device us, % of bound):", flush=True)
         for M, N, K in sweep:
-            for d in dtypes:
+            for d in [d for d in (args.sweep_dtypes or args.dtypes).split(",") if d]:
                 rows = sweep_shape(torch, M, N, K, d, args, bw, l2)
                 result["sweep"].extend(rows)
                 base = rows[0]["device_us"]

@@ -35,6 +35,7 @@ MAX_SHARED_BYTES = 227 * 1024
 MAX_ACC_REGS = 128
 # Merge modes passed to the kernel.
 MODE_DIRECT, MODE_ATOMIC, MODE_PARTIALS, MODE_TICKET = 0, 1, 2, 3
+STAGE_VECTOR = 16  # flag beside the mode: S's rows are contiguous and 16-byte aligned
 
 
 @register_family
@@ -63,7 +64,8 @@ class Skinny(Spec):
                   launch, deterministic), "two_pass" (a second kernel sums them:
                   deterministic), "atomic" (atomicAdd into C after a pre-scaling launch;
                   float32/float64 only; the order of additions varies run to run).
-    min_blocks    the second __launch_bounds__ argument (0: left out).
+    min_blocks    blocks per SM that ptxas must fit (the second __launch_bounds__ argument;
+                  with 1 it may use up to 255 registers a thread where the kernel needs them).
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -79,7 +81,7 @@ class Skinny(Spec):
     k_split: int = 0
     waves: int = 2
     merge: str = "single_pass"
-    min_blocks: int = 0
+    min_blocks: int = 1
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -107,8 +109,8 @@ class Skinny(Spec):
         if self.merge == "atomic" and self.dtype not in ("float32", "float64"):
             fail("merge", self.merge, "'single_pass' or 'two_pass' for 16-bit dtypes (16-bit atomics would "
                  "round every partial sum to the output type)")
-        if not 0 <= self.min_blocks <= 8:
-            fail("min_blocks", self.min_blocks, "an integer from 0 (left out) to 8")
+        if not 1 <= self.min_blocks <= 8:
+            fail("min_blocks", self.min_blocks, "an integer from 1 to 8")
         regs = self.rows * self.warp_cols * (ACC_BYTES[self.dtype] // 4)
         if regs > MAX_ACC_REGS:
             fail("warp_cols", self.warp_cols, f"at most {MAX_ACC_REGS} accumulator registers a thread: "
@@ -116,11 +118,11 @@ class Skinny(Spec):
         if self.lane_vectors * self._acc_regs_per_column() * self.rows > MAX_ACC_REGS:
             fail("lane_vectors", self.lane_vectors, f"at most {MAX_ACC_REGS} accumulator registers a thread: "
                  f"rows x lane_vectors = {self.rows * self.lane_vectors} (one element wide)")
-        cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
+        cap = min(255, 65536 // (self.threads * self.min_blocks))
         if self.register_estimate > cap:
             fail("threads", self.threads, f"at most {65536 // max(self.register_estimate, 1)} threads a block "
                  f"(divided by min_blocks): a thread needs about {self.register_estimate} registers "
-                 f"(accumulators and loads in flight) and {self.threads} x {max(self.min_blocks, 1)} "
+                 f"(accumulators and loads in flight) and {self.threads} x {self.min_blocks} "
                  f"block(s) cap it at {cap}")
         if self.shared_bytes > MAX_SHARED_BYTES:
             fail("rows", self.rows, f"needs {self.shared_bytes} bytes of shared memory; the limit is {MAX_SHARED_BYTES}")
@@ -256,7 +258,7 @@ class Skinny(Spec):
             dot_chunk=self.dot_chunk, axpy_chunk=self.axpy_chunk, red_rows=self.red_rows,
             dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
-            atomic_ok=self.dtype in ("float32", "float64"),
+            atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
@@ -298,9 +300,9 @@ class Skinny(Spec):
 
     @classmethod
     def suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
-        """Whether this family should run M x N x K rather than the tiled Matmul: the small
-        dimension is at most SUITS_ROWS[dtype] (16-bit dtypes have no tiled kernel, so any
-        product with a small dimension up to 256 comes here)."""
+        """Whether this family should run M x N x K rather than a tiled (or tensor-core)
+        matmul: the small dimension is at most SUITS_ROWS[dtype], where it measured at least
+        as fast as cuBLAS (docs/matmul.md, "Skinny products")."""
         small = min(M, N)
         return small >= 1 and small <= SUITS_ROWS.get(dtype, 0)
 
@@ -313,7 +315,7 @@ class Skinny(Spec):
         small = min(p["M"], p["N"])
         rows = default_rows(small)
         acc = ACC_BYTES[dtype] // 4
-        warp_cols = max(1, min(4, 64 // (rows * acc)))
+        warp_cols = max(1, min(8, 64 // (rows * acc)))
         loads = 8 if rows <= 16 else 4
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
                    vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
@@ -393,9 +395,10 @@ class Skinny(Spec):
         return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
 
 
-# The largest small dimension for which suits() picks this family (float32/float64 from
-# the measured crossover with the tiled Matmul; 16-bit dtypes have no tiled kernel).
-SUITS_ROWS = {"float32": 64, "float64": 64, "float16": 256, "bfloat16": 256}
+# The largest small dimension for which suits() picks this family: float32 up to 8 rows
+# matched or beat cuBLAS on an H100 (docs/matmul.md); 16-bit dtypes only at 1-2 rows, where
+# the float32 FMAs of this kernel still keep up with memory (tensor cores win beyond).
+SUITS_ROWS = {"float32": 8, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
 def default_rows(small: int) -> int:
@@ -644,8 +647,15 @@ class SkinnyKernel(Kernel):
         plan.splits, plan.mode = g["splits"], g["mode"]
         if g["mode"] == MODE_ATOMIC:
             plan.launches.append(prescale)
-        plan.launches.append(("main", Launch(self.handle(name, shared), name, g["grid"], (spec.threads, 1, 1), shared,
-                                             self._fmt_main), (s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, g["ks"])))
+        # The opt-in covers static shared memory too (the tile's ticket flag): ask for a little more.
+        fn = self.handle(name, shared + 1024)
+        # S is staged with 16-byte loads where its rows are contiguous and 16-byte aligned.
+        ps = pb if swap else pa
+        vec_s = 16 // item
+        s_vec = s_ks == 1 and ps % 16 == 0 and (s_rs % vec_s == 0 or R == 1)
+        mode = g["mode"] | (STAGE_VECTOR if s_vec else 0)
+        plan.launches.append(("main", Launch(fn, name, g["grid"], (spec.threads, 1, 1), shared, self._fmt_main),
+                              (s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, g["ks"], mode)))
         if g["mode"] == MODE_PARTIALS:
             plan.launches.append(("merge", Launch(self.handle("kgen_skinny_merge"), "kgen_skinny_merge", small_grid,
                                                   (256, 1, 1), 0, self._fmt_merge), out_args + (g["splits"],)))
@@ -662,10 +672,10 @@ class SkinnyKernel(Kernel):
         out = []
         for kind, launch, fixed in plan.launches:
             if kind == "main":
-                s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, ks = fixed
+                s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, ks, mode = fixed
                 # With atomics the prescale launch has applied beta already.
                 out.append((launch, (ps, s_rs, s_ks, pl, ldl, pc, o_rs, o_cs, R, NC, K, ks, alpha,
-                                     0.0 if plan.mode == MODE_ATOMIC else beta, part, tick, plan.mode)))
+                                     0.0 if plan.mode == MODE_ATOMIC else beta, part, tick, mode)))
             elif kind == "merge":
                 out.append((launch, (part, pc, *fixed, alpha, beta)))
             else:

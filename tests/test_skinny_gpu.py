@@ -1,0 +1,217 @@
+"""GPU property tests of the skinny-products family: random specs from a fixed pool (the
+defaults of 1-64 rows and variants of every field), random shapes (the small dimension
+1-64 as M or as N, the large one 1-5000, K 1-20000), both storage orders of A and B,
+pointers at odd element offsets and padded leading dimensions, every dtype, alpha/beta,
+outputs poisoned with NaN (and framed by NaN columns that must stay NaN); the reference is
+the float64 product of the very inputs (already rounded to the dtype), on the GPU."""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kgen
+from kgen.core.runtime import ArrayError
+from kgen.ops.skinny import Skinny, tolerance
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = int(os.environ.get("KGEN_SKINNY_EXAMPLES", "300"))
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def spec_pool() -> dict[str, list[Skinny]]:
+    """The specs the property test draws from (fixed, so they can be compiled ahead)."""
+    pool = {}
+    for dtype in DTYPES:
+        specs = [Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype) for small in (1, 3, 16, 64)]
+        b = Skinny.default_spec({"M": 8, "N": 4096, "K": 4096}, dtype)
+        variants = [dict(k_split=3, merge="two_pass"), dict(k_split=40, threads=128, warp_cols=2, loads=4),
+                    dict(vector_bytes=8, lane_vectors=2, loads=4), dict(rows=5, warp_cols=3, waves=4, k_split=1)]
+        if dtype in ("float32", "float64"):
+            variants.append(dict(merge="atomic"))
+        for v in variants:
+            try:
+                specs.append(b.replace(**v))
+            except ValueError:
+                pass
+        pool[dtype] = list({s.key: s for s in specs}.values())
+    return pool
+
+
+POOL = spec_pool()
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prebuild():
+    """Compile the pool in parallel up front (a warm disk cache makes this free)."""
+    import concurrent.futures as cf
+
+    from kgen.core.kernel import compile as kcompile, default_arch
+
+    arch = default_arch()
+    every = [s for specs in POOL.values() for s in specs]
+    with cf.ThreadPoolExecutor(min(16, os.cpu_count() or 2)) as ex:
+        list(ex.map(lambda s: kcompile(s, arch), every))
+
+
+def operand(torch, rows, cols, order, offset, pad, dtype):
+    """A rows x cols tensor stored row-major ("row") or as a transposed view ("col"), starting
+    `offset` elements into its buffer, with `pad` spare elements per stored line."""
+    tdt = getattr(torch, dtype)
+    outer, inner = (rows, cols) if order == "row" else (cols, rows)
+    ld = inner + pad
+    buf = torch.randn(offset + max(outer, 1) * ld + 1, device="cuda").to(tdt)
+    x = torch.as_strided(buf, (outer, inner), (ld, 1), offset)
+    return x if order == "row" else x.t()
+
+
+SMALL = st.integers(1, 64)
+LARGE = st.one_of(st.integers(1, 5000), st.sampled_from([1, 2, 3, 127, 4096, 4099]))
+INNER = st.one_of(st.integers(1, 20000), st.sampled_from([1, 2, 3, 7, 8, 9, 15, 16, 17, 255, 4095, 4096, 4097]))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_random_skinny_products_match_float64(data):
+    torch = _torch()
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    spec = data.draw(st.sampled_from(POOL[dtype]), label="spec")
+    small, large, K = data.draw(SMALL, label="small"), data.draw(LARGE, label="large"), data.draw(INNER, label="K")
+    few_cols = data.draw(st.booleans(), label="few columns")
+    M, N = (large, small) if few_cols else (small, large)
+    a_order, b_order = data.draw(st.sampled_from(["row", "col"])), data.draw(st.sampled_from(["row", "col"]))
+    a_off, b_off = data.draw(st.sampled_from([0, 1, 2, 3, 8])), data.draw(st.sampled_from([0, 1, 2, 3, 8]))
+    a_pad, b_pad = data.draw(st.sampled_from([0, 0, 1, 8])), data.draw(st.sampled_from([0, 0, 1, 8]))
+    alpha = data.draw(st.sampled_from([1.0, -0.75]), label="alpha")
+    beta = data.draw(st.sampled_from([0.0, 0.0, 0.5]), label="beta")
+    use_out = beta != 0 or data.draw(st.booleans(), label="out=")
+    A = operand(torch, M, K, a_order, a_off, a_pad, dtype)
+    B = operand(torch, K, N, b_order, b_off, b_pad, dtype)
+    k = kgen.build(spec)
+    tdt = getattr(torch, dtype)
+    if use_out:
+        frame = torch.full((M, N + 3), float("nan"), device="cuda", dtype=tdt)
+        C = frame[:, 1:N + 1]                      # an unaligned, padded output between NaN columns
+        if beta:
+            C.copy_(torch.randn(M, N, device="cuda").to(tdt))
+        C0 = C.double() if beta else 0.0         # (beta = 0: C holds NaN and must not be read)
+        got = k(A, B, C, alpha=alpha, beta=beta)
+        assert got is C
+    else:
+        got = k(A, B, alpha=alpha)
+        C0 = 0.0
+    torch.cuda.synchronize()
+    ref = alpha * (A.double() @ B.double()) + beta * C0
+    err = float((got.double() - ref).norm() / ref.norm().clamp_min(1e-300))
+    bound = tolerance(dtype, K) * (2 if beta else 1)
+    where = f"{spec.to_json()} M={M} N={N} K={K} A {a_order}+{a_off} pad {a_pad}, B {b_order}+{b_off} pad {b_pad}"
+    assert math.isfinite(err) and err <= bound, f"relative error {err:.3g} > {bound:.3g}: {where}"
+    if use_out:
+        assert bool(frame[:, 0].isnan().all()) and bool(frame[:, N + 1:].isnan().all()), f"wrote outside C: {where}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_deterministic_merges_repeat_bit_for_bit(dtype):
+    torch = _torch()
+    A = torch.randn(8, 20000, device="cuda").to(getattr(torch, dtype))
+    W = torch.randn(3000, 20000, device="cuda").to(getattr(torch, dtype))
+    single = kgen.build(Skinny.default_spec({"M": 8, "N": 3000, "K": 20000}, dtype))
+    two = kgen.build(single.spec.replace(merge="two_pass"))
+    runs = [single(A, W.t()) for _ in range(3)] + [two(A, W.t()) for _ in range(2)]
+    torch.cuda.synchronize()
+    plan = next(iter(single._plans.values()))
+    assert plan.splits > 1, "the test needs a split K"
+    for r in runs[1:]:
+        assert torch.equal(r, runs[0])
+
+
+def test_atomic_merge_is_close_and_applies_beta_once():
+    torch = _torch()
+    spec = Skinny.default_spec({"M": 4, "N": 4096, "K": 8192}, "float32").replace(merge="atomic")
+    k = kgen.build(spec)
+    A, B = torch.randn(4, 8192, device="cuda"), torch.randn(8192, 4096, device="cuda")
+    C = torch.randn(4, 4096, device="cuda")
+    ref = 2.0 * (A.double() @ B.double()) - 0.5 * C.double()
+    k(A, B, C, alpha=2.0, beta=-0.5)
+    torch.cuda.synchronize()
+    assert next(iter(k._plans.values())).splits > 1
+    assert float((C.double() - ref).norm() / ref.norm()) <= tolerance("float32", 8192) * 2
+
+
+def test_repeat_calls_reuse_one_plan_and_follow_the_current_stream():
+    torch = _torch()
+    k = kgen.build(Skinny.default_spec({"M": 2, "N": 1000, "K": 3000}, "float16"))
+    A = torch.randn(2, 3000, device="cuda", dtype=torch.float16)
+    W = torch.randn(1000, 3000, device="cuda", dtype=torch.float16)
+    ref = A.double() @ W.t().double()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        outs = [k(A, W.t()) for _ in range(5)]
+    side.synchronize()
+    assert len(k._plans) == 1
+    for o in outs:
+        assert float((o.double() - ref).norm() / ref.norm()) <= tolerance("float16", 3000)
+    launcher = k.bind(A, W.t(), outs[0])
+    outs[0].fill_(float("nan"))
+    launcher()
+    torch.cuda.synchronize()
+    assert float((outs[0].double() - ref).norm() / ref.norm()) <= tolerance("float16", 3000)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_numpy_inputs_round_trip(dtype):
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((37, 5)).astype(dtype)      # few columns: C^T = B^T A^T
+    B = rng.standard_normal((5, 3)).astype(dtype)
+    k = kgen.build(Skinny.default_spec({"M": 37, "N": 3, "K": 5}, dtype))
+    C = k(A, B)
+    assert isinstance(C, np.ndarray) and C.dtype == np.dtype(dtype) and C.shape == (37, 3)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.linalg.norm(C.astype(np.float64) - ref) / np.linalg.norm(ref) <= tolerance(dtype, 5)
+    out = np.full((37, 3), np.nan, dtype=dtype)
+    assert k(A.T.copy().T, B, out=out) is out and np.all(np.isfinite(out))
+
+
+def test_bfloat16_numpy_through_ml_dtypes():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((3, 700)).astype(ml_dtypes.bfloat16)
+    B = rng.standard_normal((700, 900)).astype(ml_dtypes.bfloat16)
+    C = kgen.build(Skinny.default_spec({"M": 3, "N": 900, "K": 700}, "bfloat16"))(A, B)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.linalg.norm(C.astype(np.float64) - ref) / np.linalg.norm(ref) <= tolerance("bfloat16", 700)
+
+
+def test_zero_sizes_and_k_zero():
+    torch = _torch()
+    k = kgen.build(Skinny(rows=4))
+    assert k(torch.randn(0, 5, device="cuda"), torch.randn(5, 7, device="cuda")).shape == (0, 7)
+    C = torch.full((3, 7), float("nan"), device="cuda")
+    k(torch.randn(3, 0, device="cuda"), torch.randn(0, 7, device="cuda"), C)
+    torch.cuda.synchronize()
+    assert bool((C == 0).all())
+
+
+def test_errors_name_the_problem():
+    torch = _torch()
+    k = kgen.build(Skinny(rows=4))
+    A, B = torch.randn(4, 64, device="cuda"), torch.randn(64, 100, device="cuda")
+    with pytest.raises(ArrayError, match="inner dimensions"):
+        k(A, torch.randn(65, 100, device="cuda"))
+    with pytest.raises(ArrayError, match="dtype"):
+        k(A.double(), B.double())
+    with pytest.raises(ArrayError, match="unit stride"):
+        k(A, torch.randn(128, 200, device="cuda")[::2, ::2])
+    with pytest.raises(ArrayError, match="beta"):
+        k(A, B, beta=1.0)
+    with pytest.raises(ArrayError, match="CPU"):
+        k(A.cpu(), B)
