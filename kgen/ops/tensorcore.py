@@ -463,6 +463,15 @@ def host_dtype(dtype: str) -> np.dtype:
     return np.dtype(dtype)
 
 
+def _one_device(tensors: dict[str, Any]) -> int:
+    """The CUDA device index shared by the named torch tensors (None entries skipped)."""
+    devices = {name: runtime.torch_device_index(t, name) for name, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"{name} on cuda:{d}" for name, d in devices.items())
+        raise ArrayError(f"the tensors are on different GPUs ({listing}); pass tensors of one GPU")
+    return next(iter(devices.values()))
+
+
 def _raw(x: np.ndarray) -> np.ndarray:
     """The bytes of a contiguous array, in memory order, as a view: numpy exports no buffer
     for ml_dtypes' bfloat16, and pycuda's copies need one."""
@@ -681,10 +690,7 @@ class TensorMatmulKernel(Kernel):
         K2, N, ldb = self._operand(tuple(B.shape), B.stride(), B.dtype, "B", spec.layout_b)
         if K != K2:
             raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
-        device = runtime.torch_device_index(A, "A")
-        for name, t in (("B", B), ("out", out)):
-            if t is not None and runtime.torch_device_index(t, name) != device:
-                raise ArrayError(f"A is on cuda:{device} but {name} is on {t.device}: pass tensors of one GPU")
+        device = _one_device({"A": A, "B": B, "out": out})
         out_dtype = getattr(torch, spec.output_dtype)
         if out is not None:
             ldc = self._output(tuple(out.shape), out.stride(), out.dtype, M, N)
