@@ -384,8 +384,7 @@ def test_standalone_reduce_tolerance_is_the_python_formula(tmp_path):
 
 @pytest.mark.nvcc
 def test_standalone_matmul_tolerance_is_the_python_formula(tmp_path):
-    specs = [kgen.Matmul(), kgen.Matmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float32"),
-             kgen.Matmul.default_spec({"M": 512, "N": 512, "K": 4096}, "float32"),
+    specs = [kgen.Matmul(), kgen.Matmul.default_spec({"M": 512, "N": 512, "K": 4096}, "float32"),
              kgen.Matmul.default_spec({"M": 512, "N": 512, "K": 512}, "float64")]
     for i, spec in enumerate(specs):
         exe = _host_program(spec, tmp_path, f"matmul{i}")

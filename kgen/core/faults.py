@@ -83,8 +83,10 @@ def get(family: str, name: str) -> Fault:
 
 
 def _fault_of(spec: Spec, fault: str | Fault) -> Fault:
-    name = fault.name if isinstance(fault, Fault) else fault
-    return get(spec.kernel, name)
+    if isinstance(fault, Fault) and fault.family != spec.kernel:
+        raise ValueError(f"fault {fault.family}/{fault.name} is planted in the {fault.family!r} family, not in "
+                         f"{spec.kernel!r}")
+    return get(spec.kernel, fault.name if isinstance(fault, Fault) else fault)
 
 
 def render(spec: Spec, fault: str | Fault, standalone: bool = False) -> str:
