@@ -403,7 +403,7 @@ def test_dispatch_survives_a_broken_database(tmp_path):
         def results_for_device(self, *a):
             raise sqlite3.OperationalError("disk I/O error")
 
-    assert select(kgen.Matmul, P4096, "float32", device=DEVICE, db=Broken()).origin == "default"
+    assert select(kgen.Matmul, P4096, "float32", device=DEVICE, db=Broken()).origin in ("shipped", "default")
 
 
 def test_autotune_result_feeds_dispatch(db):

@@ -73,12 +73,15 @@ def test_matmul_uses_the_shipped_table_when_there_is_one(dtype):
 
 
 def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
+    from kgen.ops.skinny import SUITS_ROWS
+
     rng = random.Random(11)
     for _ in range(50):
-        small = rng.randint(1, 16)
         big = (rng.randint(1024, 16384), rng.randint(1024, 16384))
         for dtype in ("float32", "float64", "float16", "bfloat16"):
+            small = rng.randint(1, SUITS_ROWS[dtype])
             assert matmul_family(small, *big, dtype).kernel == "skinny"
             assert matmul_family(big[0], small, big[1], dtype).kernel == "skinny"
+            assert matmul_family(SUITS_ROWS[dtype] + 1, *big, dtype).kernel != "skinny"
     assert matmul_family(1000, 1000, 1000, "float32").kernel == "matmul"
     assert matmul_family(1000, 1000, 1000, "bfloat16").kernel == "tensor_matmul"

@@ -30,6 +30,7 @@ from typing import Any
 from ..core.spec import Spec, spec_from_dict
 from ..ops.matmul import Matmul
 from ..ops.reduce import Reduce
+from .defaults import build_defaults
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +91,6 @@ def reduce_problems(count: int, seed: int, op: str) -> list[dict[str, Any]]:
     return out
 
 
-def split(problems: list[dict[str, Any]], held_out: float, seed: int) -> tuple[list[int], list[int]]:
-    """Indices of the training and held-out problems (a fixed random split)."""
-    idx = list(range(len(problems)))
-    random.Random(seed + 1).shuffle(idx)
-    cut = int(round(len(idx) * (1 - held_out)))
-    return sorted(idx[:cut]), sorted(idx[cut:])
-
-
 # ---------------------------------------------------------------------------------
 # The portfolio: the specs every problem is measured with.
 # ---------------------------------------------------------------------------------
@@ -141,13 +134,13 @@ def matmul_portfolio(dtype: str) -> list[Spec]:
         if tile[0] * tile[1] >= 128 * 128:
             add(tile=tile, thread_tile=tt, warp_tile=wt, stages=3, async_copy=True, min_blocks=mb, tail_split_k=4,
                 **tuned)
-    for split in (2, 4, 8, 16):
+    for ways in (2, 4, 8, 16):
         for tile, tt, wt in big[1:]:
             if tile[0] * tile[1] > 128 * 128:
                 continue
             threads = (tile[0] // tt[0]) * (tile[1] // tt[1])
             mb = 512 // threads if f32 and tt[0] * tt[1] <= 64 and threads <= 256 else 0
-            add(tile=tile, thread_tile=tt, warp_tile=wt, stages=3, async_copy=True, min_blocks=mb, split_k=split,
+            add(tile=tile, thread_tile=tt, warp_tile=wt, stages=3, async_copy=True, min_blocks=mb, split_k=ways,
                 **tuned)
     # Tiny outputs: plain shared-memory tiles and one thread an element.
     add(tile=(32, 32, 32), thread_tile=(1, 1), shared_memory=True)
@@ -341,8 +334,6 @@ def main(argv: list[str] | None = None) -> int:
             portfolio = reduce_portfolio(args.dtype, args.op)
         measure(args.family, args.dtype, problems, portfolio, args.out, budget_s=args.budget)
         return 0
-    from .defaults import build_defaults
-
     report = build_defaults(args.corpora, args.out, held_out=args.held_out)
     print(json.dumps(report, indent=1))
     return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -139,6 +140,14 @@ def choose(family: str, problem: dict[str, Any], dtype: str, device: str, arch: 
 # ---------------------------------------------------------------------------------
 # Building the shipped file from measured corpora (kgen.tune.corpus measure ...)
 # ---------------------------------------------------------------------------------
+def split(problems: list[dict[str, Any]], held_out: float, seed: int) -> tuple[list[int], list[int]]:
+    """Indices of the training and held-out problems (a fixed random split)."""
+    idx = list(range(len(problems)))
+    random.Random(seed + 1).shuffle(idx)
+    cut = int(round(len(idx) * (1 - held_out)))
+    return sorted(idx[:cut]), sorted(idx[cut:])
+
+
 def score(data: dict[str, Any], train: Sequence[int], test: Sequence[int]) -> dict[str, Any]:
     """Fit on `train`, choose on `test`: the chosen spec's time over the best measured."""
     model = Table(data, train)
@@ -168,8 +177,6 @@ def score(data: dict[str, Any], train: Sequence[int], test: Sequence[int]) -> di
 def build_defaults(corpora: Sequence[str], out: str | None = None, held_out: float = 0.25,
                    seed: int = 2026) -> dict[str, Any]:
     """Merge measured corpora into the shipped file, scoring each on its held-out split."""
-    from .corpus import split
-
     path = Path(out) if out else DATA
     try:
         shipped = json.loads(path.read_text())
