@@ -85,3 +85,13 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(SUITS_ROWS[dtype] + 1, *big, dtype).kernel != "skinny"
     assert matmul_family(1000, 1000, 1000, "float32").kernel == "matmul"
     assert matmul_family(1000, 1000, 1000, "bfloat16").kernel == "tensor_matmul"
+
+
+def test_tf32_only_when_allowed_and_large_float64_on_tensor_cores():
+    assert matmul_family(2000, 2000, 2000, "float32").kernel == "matmul"
+    assert matmul_family(2000, 2000, 2000, "float32", allow_tf32=True).kernel == "tensor_matmul"
+    spec = select(kgen.TensorMatmul if hasattr(kgen, "TensorMatmul") else matmul_family(2000, 2000, 2000, "float32",
+                  True), {"M": 2000, "N": 2000, "K": 2000}, "float32", device=H100, db=False).spec
+    assert spec.tf32, "a float32 tensor-core spec computes as TF32: only reached with allow_tf32"
+    assert matmul_family(4096, 4096, 4096, "float64").kernel == "tensor_matmul"
+    assert matmul_family(300, 4096, 4096, "float64").kernel == "matmul"

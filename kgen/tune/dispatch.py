@@ -237,16 +237,22 @@ def _dtype_name(dt: Any, allowed: tuple[str, ...], what: str) -> str:
     return name
 
 
-def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool = False, stream=None):
+def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool = False, stream=None,
+           allow_tf32: bool = False):
     """C = alpha * A @ B + beta * out with the tuned matmul for this shape and device.
 
     numpy in, numpy out; device arrays (pycuda, torch, CuPy) in, the same library out.
+    float32, float64, float16 and bfloat16 inputs (16-bit: float32 accumulation).
     tune=True tunes this shape first (guided) when the database has no exact entry.
+    allow_tf32=True lets float32 products run on the tensor cores as TF32 (inputs
+    rounded to 10 mantissa bits), like torch.backends.cuda.matmul.allow_tf32.
+    stream= a pycuda, torch or CuPy stream or a raw handle; by default the current
+    stream of the arrays' library (torch's for torch tensors).
     """
     tensor = runtime.torch_tensor_type()
     fast = None
     if tensor is not None and type(A) is tensor and type(B) is tensor and not tune:
-        fast = ("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype)
+        fast = ("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, allow_tf32)
         k = _fast.get(fast)
         if k is not None:
             return k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
@@ -259,9 +265,9 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
     dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
-    family = matmul_family(M, N, K, dtype)
+    family = matmul_family(M, N, K, dtype, allow_tf32)
     overrides = {}
-    if dev_a and family.kernel == "matmul":
+    if dev_a and family.kernel in ("matmul", "tensor_matmul"):
         # A transposed device view is read in place by a column-major spec of the same tiles.
         overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
@@ -272,18 +278,26 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     return result
 
 
-def matmul_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
+# float64 products this large run on the FP64 tensor cores: 0.47-0.54x cuBLAS DGEMM at
+# 4096^3-8192^3 on an H100 (docs/tensorcore.md) against about 0.28x for the SIMT kernels.
+TENSOR_F64_MIN_DIM = 1024
+
+
+def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False) -> type[Spec]:
     """The family that runs an M x N x K product: few rows or columns (the products of
     model layers against a batch of tokens) go to the skinny-product kernels, which stream
-    the large operand at memory speed; 16-bit inputs otherwise to the tensor-core family;
-    everything else to the tiled SIMT matmul."""
+    the large operand at memory speed; 16-bit inputs otherwise to the tensor-core family,
+    as do large float64 products and float32 ones when TF32 is allowed; everything else
+    to the tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
     from ..ops.tensorcore import TensorMatmul
 
     if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype):
         return Skinny
-    if dtype in ("float16", "bfloat16"):
+    if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
+        return TensorMatmul
+    if dtype == "float64" and min(M, N, K) >= TENSOR_F64_MIN_DIM:
         return TensorMatmul
     return Matmul
 
