@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-# Shapes of the issue: (M, N, K).
+# The default shapes, (M, N, K): powers of two, odd sizes and skinny products.
 SHAPES: list[tuple[int, int, int]] = [
     (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (1000, 1000, 1000),
     (4097, 4097, 4097), (3000, 5000, 700), (127, 4096, 4096), (4096, 64, 4096),
@@ -381,17 +381,27 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return tuple(vals)  # type: ignore[return-value]
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="kgen bench matmul", description=__doc__.splitlines()[0])
+def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The options of `kgen bench matmul`, added to `ap` (the kgen command's subparser) or a new parser."""
+    if ap is None:
+        ap = argparse.ArgumentParser(prog="kgen bench matmul", description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", type=parse_shape, default=None,
-                    help="MxNxK shapes (default: the issue's nine)")
+                    help="MxNxK shapes, or N for N^3 (default: nine shapes from 127x4096x4096 to 8192^3)")
     ap.add_argument("--no-baselines", action="store_true", help="skip the textbook kernels")
     ap.add_argument("--repeats", type=int, default=25, help="timed samples per kernel (median reported)")
     ap.add_argument("--json", default=None, help="write the raw record here")
     ap.add_argument("--plot", default=None, help="write a bar chart (PNG, needs matplotlib) here")
     ap.add_argument("--tune", choices=["guided", "random", "exhaustive"], default=None,
                     help="also time the autotuner's pick for each shape (tuned now, or read from the database)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    return main_args(build_parser().parse_args(argv))
+
+
+def main_args(args: argparse.Namespace) -> int:
+    """Run the benchmark for parsed options (see build_parser)."""
 
     def save(record):
         if args.json:

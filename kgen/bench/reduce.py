@@ -32,7 +32,13 @@ STRATEGY_ORDER = ("shared_tree", "warp_shuffle", "two_pass", "atomic", "single_p
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="kgen bench reduce", description=__doc__.splitlines()[0])
+    return build_parser().parse_args(argv)
+
+
+def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The options of `kgen bench reduce`, added to `ap` (the kgen command's subparser) or a new parser."""
+    if ap is None:
+        ap = argparse.ArgumentParser(prog="kgen bench reduce", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20,24,28", help="log2 of the lengths for the table (default 20,24,28)")
     ap.add_argument("--ops", default="dot,sum", help="comma list of dot, sum (default both)")
     ap.add_argument("--sweep-sizes", default="", help="log2 lengths for the per-strategy curve, e.g. 12,14,...,28 "
@@ -43,7 +49,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--json", default="", help="write all results to this JSON file")
     ap.add_argument("--plot", default="", help="write GB/s against length per strategy to this PNG (matplotlib)")
     ap.add_argument("--no-peers", action="store_true", help="skip torch / CuPy")
-    return ap.parse_args(argv)
+    return ap
 
 
 # ---------------------------------------------------------------------------------
@@ -352,7 +358,11 @@ def plot(result: dict[str, Any], path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parse(argv)
+    return main_args(_parse(argv))
+
+
+def main_args(args: argparse.Namespace) -> int:
+    """Run the benchmark for parsed options (see build_parser)."""
     try:
         result = run(args)
     except ImportError as exc:

@@ -9,91 +9,144 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import re
+import shutil
+import subprocess
 import sys
+import textwrap
 import time
-from typing import Any
+from typing import Any, Iterable
 
-from .. import ops as _families  # noqa: F401 - registers every family
-from ..tune.plot import plot_records
-from ..tune.records import TuneError, TuneResult
-from ..tune.tuner import STRATEGIES, autotune
+from .common import CLIError, CommandFailed, count, default_workers, run_command
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("exhaustive", "random", "guided")
+# A dry run compiles at most this many candidates unless --max-configs says otherwise.
+DRY_RUN_BOUND = 64
+# For the estimate a dry run prints before compiling: nvcc takes about this long for one
+# matmul candidate on one core (0.4 to 1 s measured); kernels already cached take none.
+SECONDS_PER_COMPILE = 1.0
+
+DESCRIPTION = """\
+Autotune a kernel family for one problem on this GPU, store the winner in the
+tuning database (kgen.matmul, kgen.dot and kgen.reduce use it from then on) and
+print the fastest candidates. Without a GPU, --dry-run enumerates, prunes and
+compiles only.
+
+FAMILY is matmul (with --shape), reduce (with --n and --op), another registered
+family (with --problem), or 'list' to show what the database holds."""
+
+EPILOG = """\
+examples:
+  kgen tune matmul --shape 4096x4096x4096
+  kgen tune reduce --op dot --n 268435456
+  kgen tune matmul --shape 4096x4096x4096 --dry-run --arch sm_90
+  kgen tune list
+
+The result table's columns: median ms (the median of the candidate's timed
+runs), spread (the interquartile range of those runs over their median: how
+noisy the figure is), n (how many timed runs), regs (registers per thread),
+smem B (shared memory per block, dynamic included)."""
 
 
-class ProgressBar:
-    """One status line on stderr, redrawn in place on a terminal, printed now and then otherwise."""
+def _max_configs(text: str) -> int | str:
+    if text.strip().lower() == "all":
+        return "all"
+    return count(1, "a positive number of candidates, or 'all'")(text)
 
-    def __init__(self, stream=None, width: int = 28):
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.width = width
-        self.t0 = time.perf_counter()
-        self._last = 0.0
-        self._drawn = False
 
-    def __call__(self, ev: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        done, target = ev.get("done", 0), max(ev.get("target", 0), 1)
-        final = ev.get("phase") == "leaders"
-        if not self.tty and not final and now - self._last < 5.0:
-            return
-        self._last = now
-        filled = min(self.width, int(self.width * done / target))
-        best = ev.get("best_ms", float("inf"))
-        best_txt = f"best {best:.4f} ms" if best != float("inf") else "best -"
-        text = (f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{target} evaluated | "
-                f"compiled {ev.get('compiled', 0)}/{ev.get('submitted', 0)} | launched {ev.get('launched', 0)} | "
-                f"{best_txt} | {now - self.t0:5.1f} s")
-        if final:
-            text += f" | re-timing {ev.get('leaders', 0)} leaders"
-        if self.tty:
-            self.stream.write("\r" + text[:160].ljust(160))
-            self._drawn = True
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("family", metavar="FAMILY", help="matmul, reduce (or another registered family), or 'list'")
+    prob = p.add_argument_group("the problem")
+    prob.add_argument("--shape", metavar="MxNxK", help="matmul: MxNxK, e.g. 4096x4096x4096")
+    prob.add_argument("--n", type=count(1, "a positive vector length"), metavar="LENGTH",
+                      help="reduce: the vector length")
+    prob.add_argument("--op", default="dot", help="reduce: sum, dot, min or max (default dot)")
+    prob.add_argument("--problem", metavar="JSON",
+                      help="any family: the problem as JSON, e.g. '{\"M\": 64, \"N\": 64, \"K\": 64}'")
+    prob.add_argument("--dtype", default="float32",
+                      help="element type: float32 (default), float64, or int32 for reduce")
+    search = p.add_argument_group("the search")
+    search.add_argument("--strategy", choices=STRATEGIES,
+                        help="guided (default): a model picks what to try next; random; exhaustive: every "
+                             "candidate in order (a bounded dry run samples at random unless one is named)")
+    search.add_argument("--max-configs", type=_max_configs, metavar="N|all",
+                        help="most candidates to compile and time (default: guided and random a third of the "
+                             f"candidates, exhaustive all of them; a dry run {DRY_RUN_BOUND}); 'all' lifts the bound")
+    search.add_argument("--time-budget", type=float, metavar="SECONDS",
+                        help="seconds after which no new candidate is started")
+    search.add_argument("--where", action="append", default=[], metavar="FIELD=V1,V2",
+                        help="restrict the space to specs whose FIELD is one of the values (repeatable); "
+                             "tuples as 128x128x8, booleans as true/false")
+    search.add_argument("--workers", type=count(0, "0 (compile in this process) or more compile processes"),
+                        metavar="N",
+                        help=f"compile processes (default: one fewer than the CPU count, at least 1: "
+                             f"{default_workers()} here; 0 compiles in this process)")
+    search.add_argument("--seed", type=int, help="seed of the random choices (and of the test data)")
+    db = p.add_argument_group("the tuning database")
+    db.add_argument("--db", metavar="FILE",
+                    help="database file (default: KGEN_TUNE_DB, else tune.sqlite3 in the cache folder)")
+    db.add_argument("--force", action="store_true", help="tune again even if the database has this problem")
+    db.add_argument("--no-resume", action="store_true",
+                    help="do not reuse candidate records the database holds for this problem")
+    dry = p.add_argument_group("without a GPU")
+    dry.add_argument("--dry-run", action="store_true",
+                     help=f"enumerate, prune and compile only (at most {DRY_RUN_BOUND} candidates unless "
+                          "--max-configs says otherwise); needs nvcc, no GPU")
+    dry.add_argument("--arch", help="with --dry-run: the architecture to compile for (default sm_90)")
+    out = p.add_argument_group("output")
+    out.add_argument("--top", type=count(1, "a positive number of rows"), default=10, metavar="N",
+                     help="rows in the final table (default 10)")
+    out.add_argument("--plot", metavar="FILE",
+                     help="write time per candidate against its parameters (.png or .svg; needs matplotlib)")
+    out.add_argument("--json", metavar="FILE", help="write the whole result (every record) as JSON")
+    out.add_argument("--compare", action="store_true",
+                     help="after tuning, time the winner against torch (cuBLAS) in the same process")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
 
-    def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
 
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="autotune a family for a problem (or tune list)", description=DESCRIPTION,
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog="kgen tune", description=DESCRIPTION, epilog=EPILOG,
+                                                 formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
+def main(argv: list[str]) -> int:
+    """`kgen tune` on its own: parse `argv` (the words after `kgen tune`) and run."""
+    return run_command(run, parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import ops  # noqa: F401 - registers every family
+    from ..tune.db import TuneDBError
+
+    try:
+        if args.family == "list":
+            return _list(args)
+        return _tune(args)
+    except TuneDBError as exc:  # locked, damaged, a folder, a newer schema: the message says what to do
+        raise CommandFailed(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------
+# Arguments
+# ---------------------------------------------------------------------------------------
 
 def _shape(text: str) -> dict[str, int]:
     parts = text.lower().replace("*", "x").split("x")
-    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-        raise TuneError(f"--shape {text!r} is not allowed: use MxNxK with positive integers, e.g. 4096x4096x4096")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise CLIError(f"--shape {text!r} is not allowed: use MxNxK with positive integers, e.g. 4096x4096x4096")
     M, N, K = (int(p) for p in parts)
     return {"M": M, "N": N, "K": K}
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kgen tune", description="Autotune a kernel family for one problem.")
-    p.add_argument("family", help="matmul, reduce (or another registered family), or 'list' to show the database")
-    p.add_argument("--shape", help="matmul: MxNxK, e.g. 4096x4096x4096")
-    p.add_argument("--n", type=int, help="reduce: the vector length")
-    p.add_argument("--op", default="dot", help="reduce: sum, dot, min or max (default dot)")
-    p.add_argument("--problem", help="any family: the problem as JSON, e.g. '{\"M\": 64, \"N\": 64, \"K\": 64}'")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--strategy", default="guided", choices=STRATEGIES)
-    p.add_argument("--max-configs", type=int, help="most candidates to launch and time")
-    p.add_argument("--time-budget", type=float, help="seconds after which no new candidate is started")
-    p.add_argument("--where", action="append", default=[], metavar="FIELD=V1,V2",
-                   help="restrict the space to specs whose FIELD is one of the values (repeatable); "
-                        "tuples as 128x128x8, booleans as true/false")
-    p.add_argument("--force", action="store_true", help="tune again even if the database has this problem")
-    p.add_argument("--no-resume", action="store_true", help="ignore candidate records of an earlier run")
-    p.add_argument("--db", help="tuning database file (default: tune.sqlite3 in the cache folder)")
-    p.add_argument("--workers", type=int, help="compile processes (default: CPU count; 0 = in-process)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--top", type=int, default=10, help="rows in the final table (default 10)")
-    p.add_argument("--plot", help="write time per candidate against its parameters (.png needs matplotlib; .svg not)")
-    p.add_argument("--json", help="write the whole result (every record) as JSON")
-    p.add_argument("--compare", action="store_true",
-                   help="after tuning, time the winner against torch (cuBLAS) in the same process")
-    p.add_argument("--dry-run", action="store_true", help="no GPU: enumerate, prune and compile only")
-    p.add_argument("--arch", help="with --dry-run: the architecture to compile for (default sm_90)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
 
 
 def _value(text: str) -> Any:
@@ -108,53 +161,71 @@ def _value(text: str) -> Any:
         return t
 
 
-def _where(items: list[str]) -> dict[str, list] | None:
+def _where(items: list[str]) -> dict[str, Iterable[Any]] | None:
+    from ..tune.records import TuneError
+
     out: dict[str, list] = {}
     for item in items:
         field, sep, values = item.partition("=")
         if not sep or not field.strip() or not values.strip():
             raise TuneError(f"--where {item!r} is not allowed: use FIELD=V1,V2 (e.g. --where stages=2,3)")
         out.setdefault(field.strip(), []).extend(_value(v) for v in values.split(","))
-    return out or None
+    return dict(out) if out else None
 
 
 def _problem(args) -> dict[str, Any]:
     if args.problem:
         try:
-            return json.loads(args.problem)
+            problem = json.loads(args.problem)
         except json.JSONDecodeError as exc:
-            raise TuneError(f"--problem is not valid JSON: {exc.msg}") from None
+            raise CLIError(f"--problem is not valid JSON: {exc.msg}") from None
         except RecursionError:
-            raise TuneError("--problem is nested too deeply: give a flat JSON object") from None
+            raise CLIError("--problem is nested too deeply: give a flat JSON object") from None
+        if not isinstance(problem, dict):
+            raise CLIError(f"--problem must be a JSON object (e.g. '{{\"n\": 1024}}'), got {type(problem).__name__}")
+        return problem
     if args.family == "matmul":
         if not args.shape:
-            raise TuneError("kgen tune matmul needs --shape MxNxK (e.g. --shape 4096x4096x4096)")
+            raise CLIError("kgen tune matmul needs --shape MxNxK (e.g. --shape 4096x4096x4096)")
         return _shape(args.shape)
     if args.family == "reduce":
         if args.n is None:
-            raise TuneError("kgen tune reduce needs --n LENGTH (and --op, default dot)")
+            raise CLIError("kgen tune reduce needs --n LENGTH (and --op, default dot)")
         return {"n": args.n, "op": args.op}
-    raise TuneError(f"kgen tune {args.family} needs --problem JSON")
+    raise CLIError(f"kgen tune {args.family} needs --problem JSON")
 
 
-def main(argv: list[str]) -> int:
-    from ..tune.db import TuneDBError
+def _columns() -> int:
+    """Width to wrap plain messages to: the terminal's, at most 100."""
+    return min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
 
-    args = _parser().parse_args(argv)
+
+def _nvcc_archs() -> list[str]:
+    """The sm_XY codes this nvcc compiles for ([] when it cannot say)."""
+    from ..core.compiler import find_nvcc
+
     try:
-        if args.family == "list":
-            return _list(args)
-        return _tune(args)
-    except TuneDBError as exc:  # locked, damaged, a folder, a newer schema: the message says what to do
-        print(f"kgen tune: {exc}", file=sys.stderr)
-        return 1
-    except TuneError as exc:
-        print(f"kgen tune: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # a bad problem or dtype, named by the family
-        print(f"kgen tune: {exc}", file=sys.stderr)
-        return 2
+        proc = subprocess.run([find_nvcc(), "--list-gpu-code"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    codes = re.findall(r"\bsm_\d+[af]?\b", proc.stdout) if proc.returncode == 0 else []
+    return sorted(set(codes), key=lambda a: int(re.sub(r"\D", "", a)))
 
+
+def _check_arch(arch: str) -> str:
+    from ..core.compiler import check_arch
+
+    check_arch(arch)
+    known = _nvcc_archs()
+    if known and re.sub(r"[af]$", "", arch) not in known:
+        raise CLIError(f"--arch {arch} is not an architecture this nvcc compiles for; allowed: {', '.join(known)} "
+                       "(with an a or f suffix where the toolkit has one, e.g. sm_90a)")
+    return arch
+
+
+# ---------------------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------------------
 
 def _list(args) -> int:
     from ..tune.db import open_db
@@ -170,21 +241,83 @@ def _list(args) -> int:
     return 0
 
 
+def _dry_run_plan(cls, problem: dict[str, Any], dtype: str, arch: str, where: dict[str, Iterable[Any]] | None,
+                  bound: int | None, workers: int, sample: bool) -> tuple[str, bool]:
+    """What a dry run will do, said before it compiles anything: the space, the candidates
+    left after pruning, how many of them it compiles, and roughly how long that takes; and
+    whether the bound leaves candidates out."""
+    from ..tune.device import arch_limits
+
+    problem = cls.normalize_problem(problem)
+    limits = arch_limits(arch)
+    space = cls.search_space(problem, dtype)
+    if where:
+        def text(v):
+            return json.dumps(list(v) if isinstance(v, tuple) else v)
+
+        allowed = {f: {text(v) for v in vals} for f, vals in where.items()}
+        space = [s for s in space if all(text(getattr(s, f, None)) in ok for f, ok in allowed.items())]
+    candidates = sum(1 for s in space if not s.prune_reason(problem, limits))
+    todo = candidates if bound is None else min(bound, candidates)
+    seconds = SECONDS_PER_COMPILE * todo / max(workers, 1)
+    est = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    what = f"dry run for {arch}: {len(space)} specs in the space, {candidates} candidates after pruning; "
+    if todo < candidates:
+        what += (f"compiling {'a random sample of ' if sample else ''}{todo} of them (--max-configs N or "
+                 "--max-configs all compiles more)")
+    else:
+        what += f"compiling {'all ' if todo > 1 else ''}{todo}"
+    procs = f"{workers} compile process{'es' if workers != 1 else ''}" if workers else "this process"
+    return f"{what}, in {procs}: about {est} (kernels already in the cache take no time)", todo < candidates
+
+
 def _tune(args) -> int:
     from ..core.spec import families
+    from ..tune.records import TuneError
+    from ..tune.tuner import autotune
+    from .progress import TuneProgress
 
     if args.family not in families():
-        raise TuneError(f"unknown family {args.family!r}; allowed: {sorted(families())} or 'list'")
+        raise CLIError(f"unknown family {args.family!r}; allowed: {sorted(families())} or 'list'")
     if args.arch and not args.dry_run:
-        raise TuneError("--arch only goes with --dry-run (a real tune compiles for the GPU it runs on)")
+        raise CLIError("--arch only goes with --dry-run (a real tune compiles for the GPU it runs on)")
     problem = _problem(args)
-    bar = None if args.quiet else ProgressBar()
+    workers = default_workers() if args.workers is None else args.workers
+    max_configs = args.max_configs
+    if max_configs == "all":
+        max_configs = None
+    elif max_configs is None and args.dry_run:
+        max_configs = DRY_RUN_BOUND
+    where = _where(args.where)
+    strategy = args.strategy or "guided"
+    arch = None
+    if args.dry_run:
+        arch = _check_arch(args.arch or "sm_90")
+        cls = families()[args.family]
+        # A bounded dry run times nothing, so no model can guide it: a random sample of the
+        # space says more about it than the first candidates in the space's order.
+        sample = args.strategy is None
+        plan, bounded = _dry_run_plan(cls, problem, args.dtype, arch, where, max_configs, workers, sample)
+        if bounded and sample:
+            strategy = "random"
+        print(textwrap.fill(plan, width=_columns(), subsequent_indent="  "), flush=True)
+    bar = None if args.quiet else TuneProgress(dry_run=args.dry_run)
     t0 = time.perf_counter()
     try:
-        result = autotune(args.family, problem, args.dtype, strategy=args.strategy, max_configs=args.max_configs,
+        result = autotune(args.family, problem, args.dtype, strategy=strategy, max_configs=max_configs,
                           time_budget_s=args.time_budget, db=args.db, force=args.force, resume=not args.no_resume,
-                          dry_run=args.dry_run, arch=args.arch, workers=args.workers, seed=args.seed, progress=bar,
-                          restrict=_where(args.where))
+                          dry_run=args.dry_run, arch=arch, workers=workers, seed=args.seed, progress=bar,
+                          restrict=where)
+    except Exception as exc:
+        no_gpu = sys.modules.get("kgen.core.runtime")
+        if no_gpu is not None and isinstance(exc, no_gpu.NoGPUError):
+            why = str(exc).strip()
+            raise CLIError(f"{why}{'' if why.endswith('.') else '.'} Without a GPU, add --dry-run to enumerate, "
+                           f"prune and compile the candidates only (kgen tune {args.family} ... --dry-run "
+                           "[--arch sm_90])") from None
+        if isinstance(exc, TuneError):
+            raise CLIError(str(exc)) from None
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -202,13 +335,18 @@ def _tune(args) -> int:
             json.dump(out, fh, indent=1)
         print(f"result written to {args.json}")
     if args.plot and not args.dry_run:
+        from ..tune.plot import plot_records
+
         title = f"{result.family} {json.dumps(result.problem)} {result.dtype} on {result.device} ({result.strategy})"
         try:
             plot_records(result.records, args.plot, title)
         except TuneError as exc:  # the tune itself succeeded and is stored: say why there is no plot
-            print(f"kgen tune: no plot: {exc}", file=sys.stderr)
-            return 1
+            raise CommandFailed(f"no plot: {exc}") from None
         print(f"plot written to {args.plot}")
+    if args.dry_run and not result.by_status("compiled") and result.by_status("compile-error"):
+        first = result.by_status("compile-error")[0].reason or ""
+        raise CommandFailed(f"none of the {len(result.by_status('compile-error'))} candidates compiled for "
+                            f"{result.arch}; the first error: {first.splitlines()[0] if first else '-'}")
     return 0
 
 
@@ -220,7 +358,7 @@ def _counts_line(c: dict[str, int]) -> str:
             f"{c.get('timed', 0)} timed" + (f", {c['resumed']} resumed from the database" if c.get("resumed") else ""))
 
 
-def _print_result(r: TuneResult, top: int, wall: float) -> None:
+def _print_result(r, top: int, wall: float) -> None:
     from ..core.spec import families
 
     head = f"{r.family} {r.dtype} {json.dumps(r.problem)} on {r.device} ({r.arch}), strategy {r.strategy}"
@@ -241,21 +379,20 @@ def _print_result(r: TuneResult, top: int, wall: float) -> None:
     print(r.table(top))
 
 
-def _print_dry(r: TuneResult) -> None:
-    print(f"{r.family} {r.dtype} {json.dumps(r.problem)}: dry run for {r.arch}")
-    print(_counts_line(r.counts) + f"; {r.elapsed_s:.1f} s")
-    compiled = r.by_status("compiled")
-    print(f"{len(compiled)} compiled and kept:")
+def _print_dry(r) -> None:
     from ..tune.records import _field_text, _varying_fields
 
+    print(f"{r.family} {r.dtype} {json.dumps(r.problem)}: dry run for {r.arch}")
+    print(_counts_line(r.counts) + f"; {r.elapsed_s:.1f} s")
+    if r.note:
+        print(r.note)
+    compiled = r.by_status("compiled")
+    print(f"{len(compiled)} compiled and kept (smem B: shared memory per block as launched, dynamic included):")
     varying = _varying_fields([x.spec for x in r.records]) or []
     print(f"  {'regs':>5} {'smem B':>7} {'stack':>6} {'spill':>6}  " + "  ".join(varying))
     for rec in compiled:
-        res = rec.resources or {}
-        regs = max((v.get("registers", 0) for v in res.values()), default=0)
-        smem = max((v.get("shared_bytes", 0) for v in res.values()), default=0)
-        stack = max((v.get("stack_bytes", 0) for v in res.values()), default=0)
-        spill = max((v.get("spill_stores", 0) for v in res.values()), default=0)
+        regs, smem, stack, spill = (_most(rec.resources, k) for k in
+                                    ("registers", "shared_bytes", "stack_bytes", "spill_stores"))
         print(f"  {regs:>5} {smem:>7} {stack:>6} {spill:>6}  " + "  ".join(_field_text(rec.spec, f) for f in varying))
     for status in ("pruned", "compile-error"):
         bad = r.by_status(status)
@@ -267,7 +404,12 @@ def _print_dry(r: TuneResult) -> None:
                 print(f"  ... and {len(bad) - 8} more")
 
 
-def _compare(r: TuneResult) -> dict[str, Any]:
+def _most(resources: dict[str, dict[str, int]] | None, key: str) -> int:
+    """The largest figure `key` over a candidate's entry points."""
+    return max((v.get(key, 0) for v in (resources or {}).values()), default=0)
+
+
+def _compare(r) -> dict[str, Any]:
     """Time the winner and torch's equivalent (cuBLAS for matmul) the same way, same process."""
     import numpy as np
 
@@ -296,7 +438,7 @@ def _compare(r: TuneResult) -> dict[str, Any]:
         op = r.problem["op"]
         fn = {"dot": lambda: torch.dot(dev[0], dev[1]), "sum": lambda: torch.sum(dev[0]),
               "min": lambda: torch.min(dev[0]), "max": lambda: torch.max(dev[0])}[op]
-        peer, peer_name = fn, f"torch.{op if op != 'sum' else 'sum'}"
+        peer, peer_name = fn, f"torch.{op}"
     else:
         return {"error": f"no peer for {r.family}"}
     mine = time_calls(lambda: k(*dev, out=out), warmup=5, repeats=50, flush_l2=True)

@@ -291,9 +291,9 @@ class DiskCache:
         with _usage_lock:
             _usage.pop(str(self.dir), None)
         if failed:
-            path, exc = failed[0]
+            first, why = failed[0]
             raise CacheClearError(f"could not remove {len(failed)} of {len(failed) + removed} entries from "
-                                  f"{self.dir} ({exc.strerror}: {path.name}, ...)", removed, failed)
+                                  f"{self.dir} ({why.strerror}: {first.name}, ...)", removed, failed)
         return removed
 
 
