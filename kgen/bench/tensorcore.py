@@ -55,7 +55,7 @@ def variants(dtype: str) -> list:
                 dict(tile=(64, 128, 16), warp_tile=(32, 64), stages=4, smem_layout="pad"),
                 dict(tile=(128, 128, 16), warp_tile=(64, 32), stages=3, smem_layout="pad"),
                 dict(tile=(64, 64, 8), warp_tile=(32, 32), stages=4, smem_layout="swizzle")]
-    return [T(dtype=dtype, tf32=dtype == "float32", **r) for r in rows]
+    return [T(dtype=dtype, tf32=dtype == "float32", **r) for r in rows]  # type: ignore[arg-type]
 
 
 def bench_specs() -> list:
@@ -339,7 +339,7 @@ def main(argv=None) -> int:
     shapes = SHAPES
     if args.shapes:
         try:
-            shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+            shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]  # type: ignore[misc]
         except ValueError:
             ap.error(f"--shapes={args.shapes!r}: use MxNxK,MxNxK")
         if any(len(s) != 3 or min(s) < 1 for s in shapes):
