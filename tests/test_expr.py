@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kgen
-from kgen.ops import expr
 from kgen.ops.expr import (ALIASES, FUNCTIONS, MAX_DEPTH, MAX_LENGTH, ExpressionError, canonical_text, evaluate,
                            parse_expression, render_c, rounding_bound, undefined, uses, walk)
 from kgen.ops.reduce import Reduce
@@ -162,7 +161,7 @@ def test_floating_min_and_max_ignore_nan_as_cuda_does():
     "x ? " * 497 + "x" + " : x" * 497,
     "sqrt(" * 60 + "x" + ")" * 60,
     "x + " * (MAX_LENGTH // 4) + "x",
-])
+], ids=["98 parentheses", "497 nested ?:", "60 nested calls", "too long"])
 def test_limits_raise_expression_error(text):
     with pytest.raises(ExpressionError) as info:
         custom(text)
@@ -197,7 +196,7 @@ def test_a_deep_caller_gets_an_expression_error_not_a_recursion_error():
     " * ".join(["1.0001"] * 1000) + " * x",
     "x > 0 ? 1 : " * 497 + "x",
     "- " * 2000 + "x",
-])
+], ids=["991-term sum", "5000-term sum", "1000-factor product", "497-arm ?: chain", "2000 signs"])
 def test_long_flat_chains_render_and_evaluate_without_recursion(text):
     spec = custom(text, dtype="float64")
     x = np.array([1.0, 2.0])

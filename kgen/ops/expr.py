@@ -99,12 +99,14 @@ def tokenize(text: str, what: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     pos, end = 0, len(text)
     while True:
-        pos = _SPACE.match(text, pos).end()
+        space = _SPACE.match(text, pos)
+        pos = space.end() if space else pos
         if pos >= end:
             return out
         m = _NUMBER.match(text, pos)
         if m:
-            word = _WORD.match(text, pos).group()
+            whole = _WORD.match(text, pos)
+            word = whole.group() if whole else m.group()
             if len(word) > len(m.group()):
                 raise _fail(what, text, f"number {word!r} at position {pos} is not allowed; numbers are decimal, "
                                         "such as 3, 2.5, .5, 1e-3 or 2.5f")

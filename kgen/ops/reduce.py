@@ -33,7 +33,7 @@ from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import DTYPES, Spec, fail, register_family
 from .expr import (  # noqa: F401 - the expression language; its names stay importable from here
-    CONSTANTS, FUNCTIONS, INT32_MAX, INT32_MIN, ExpressionError, canonical_text, check_types, evaluate,
+    CONSTANTS, FUNCTIONS, INT32_MAX, INT32_MIN, ExpressionError, canonical_text, check_types, evaluate, fold,
     infinite_constant, parse_expression, render_c, rounding_bound, tokenize, undefined, uses, walk,
 )
 
@@ -625,28 +625,28 @@ class Reduce(Spec):
         (x, y): each node's value v<i> and bound e<i>, by the same rules."""
         lines: list[str] = []
 
-        def visit(node) -> int:
+        def visit(node, kids: list[int]) -> int:  # kids: the line numbers of the children's values
             kind = node[0]
             if kind == "paren":
-                return visit(node[1])
+                return kids[0]
             if kind in ("num", "const", "var"):
                 i = len(lines)
                 lines.append(f"const double v{i} = (double)({render_c(node, False, False)}); const double e{i} = 0.0;")
                 return i
             if kind == "un":
-                a = visit(node[2])
+                a = kids[0]
                 i = len(lines)
                 if node[1] == "!":
                     lines.append(f"const double v{i} = (double)(!v{a}); const double e{i} = 0.0;")
                 else:
                     lines.append(f"const double v{i} = {node[1]}v{a}; const double e{i} = e{a};")
                 return i
-            args = [visit(k) for k in ((node[2], node[3]) if kind == "bin" else
-                                       node[1:] if kind == "?:" else tuple(node[2]))]
+            args = kids
             i = len(lines)
             if kind == "bin" and node[1] in ("+", "-", "*", "/"):
                 a, b = args
-                err = {"+": f"e{a} + e{b}", "-": f"e{a} + e{b}", "*": f"std::fabs(v{b}) * e{a} + std::fabs(v{a}) * e{b}",
+                err = {"+": f"e{a} + e{b}", "-": f"e{a} + e{b}",
+                       "*": f"std::fabs(v{b}) * e{a} + std::fabs(v{a}) * e{b}",
                        "/": f"e{a} / std::fabs(v{b}) + std::fabs(v{a}) * e{b} / (v{b} * v{b})"}[node[1]]
                 lines.append(f"const double v{i} = v{a} {node[1]} v{b}; "
                              f"const double e{i} = kgen_nan_to_inf({err} + std::fabs(v{i}));")
@@ -671,7 +671,7 @@ class Reduce(Spec):
                          f"const double e{i} = x{i}{'' if exact else f' + std::fabs(v{i})'};")
             return i
 
-        root = visit(self._parsed()[0])
+        root = fold(self._parsed()[0], visit)  # iterative: long flat chains need no deep stack
         return "\n".join("    " + line for line in lines) + f"\n    (void)x; (void)y;\n    return e{root};"
 
     @classmethod

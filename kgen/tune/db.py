@@ -122,19 +122,19 @@ def problem_key(family: str, dtype: str, problem: dict[str, Any], device: str, a
 
 
 # -- what an SQLite error means ---------------------------------------------------------
+# SQLite's primary result codes (https://sqlite.org/rescode.html); the sqlite3 module names
+# them only from Python 3.11.
+_KINDS = {26: "corrupt", 11: "corrupt",  # SQLITE_NOTADB, SQLITE_CORRUPT
+          5: "busy", 6: "busy",  # SQLITE_BUSY, SQLITE_LOCKED
+          8: "unwritable", 14: "unwritable", 13: "unwritable", 10: "unwritable",  # READONLY, CANTOPEN, FULL, IOERR
+          3: "unwritable", 23: "unwritable"}  # SQLITE_PERM, SQLITE_AUTH
+
+
 def _error_kind(exc: sqlite3.Error) -> str:
     """'corrupt', 'busy', 'unwritable' or 'other'."""
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+: the extended result code
     if code is not None:
-        primary = code & 0xFF
-        if primary in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
-            return "corrupt"
-        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            return "busy"
-        if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR,
-                       sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
-            return "unwritable"
-        return "other"
+        return _KINDS.get(code & 0xFF, "other")
     text = str(exc).lower()
     if "not a database" in text or "malformed" in text:
         return "corrupt"
@@ -398,12 +398,13 @@ class TuneDB:
         return conn
 
     # -- reading and writing ------------------------------------------------------------
-    def _write(self, work: Callable[[sqlite3.Connection], None]) -> None:
+    def _write(self, work: Callable[[sqlite3.Connection], object]) -> None:
         if self.read_only:
             raise TuneDBError(f"the tuning database {self.path} was opened read-only; open it with "
                               "open_db(path) to write", self.path)
         with self._lock:
             conn = self._connection()
+            assert conn is not None  # only a reader goes without a connection
             try:
                 _transaction(conn, work)
                 return
@@ -509,7 +510,7 @@ class TuneDB:
         self._write(work)
 
 
-def _transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], None]) -> None:
+def _transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], object]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         work(conn)
