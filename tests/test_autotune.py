@@ -593,3 +593,23 @@ def test_a_compile_pool_that_cannot_start_logs_a_warning_and_compiles_in_process
                  runner=RecordedRunner(lambda s: 1.0 + s.block_size / 1000), db=db)
     assert r.counts["compile_errors"] == 0 and r.counts["launched"] + r.counts["pruned_by_ptxas"] == 2
     assert any("compile pool failed (process creation is not allowed here)" in m for m in caplog.messages)
+
+
+def test_guided_search_starts_from_the_shipped_models_guesses(db, monkeypatch):
+    """A warm start: the specs the shipped table predicts fastest are in the first batch."""
+    from kgen.tune import defaults
+
+    space = kgen.Matmul.search_space(P4096, "float32")
+    best = min(space, key=landscape)
+    others = [s for s in space if s.key != best.key][:5]
+    data = {"family": "matmul", "dtype": "float32", "device": DEVICE.name, "arch": "sm_90",
+            "specs": [s.to_dict() for s in [*others, best]],
+            "problems": [{"M": 4000, "N": 4000, "K": 4000}], "ms": [[2.0] * len(others) + [1.0]]}
+    monkeypatch.setattr(defaults, "table_for", lambda *a, **k: defaults.Table(data))
+    runner = RecordedRunner(landscape, noise=0.0)
+    result = run(db, strategy="guided", runner=runner, seed=3)
+    from kgen.tune.model import GUIDED_BATCH, GUIDED_START_BATCHES
+
+    # The start batch (compiled in a pool, so timed in any order) holds the top guess.
+    assert best.key in runner.launched[:GUIDED_BATCH * GUIDED_START_BATCHES]
+    assert result.best.key == best.key

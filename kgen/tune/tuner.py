@@ -448,6 +448,22 @@ class _Tuner:
         return Record(spec, "ok", median_ms=med, iqr_ms=iqr, samples=len(samples), resources=resources)
 
     # -- guided ---------------------------------------------------------------------------
+    def _warm_start_keys(self, count: int = 4) -> list[str]:
+        """Keys of the specs the shipped defaults predict fastest for this problem (none
+        when no table covers the family, dtype and device)."""
+        from . import defaults
+
+        try:
+            op = self.problem.get("op") if self.cls.kernel == "reduce" else None
+            table = defaults.table_for(self.cls.kernel, self.dtype, self.device.name, self.device.arch, op)
+            if table is None:
+                return []
+            ranked = sorted(zip(table.predict(self.problem), range(len(table.specs))))
+            return [table.specs[j].key for _, j in ranked[:count]]
+        except Exception:  # noqa: BLE001 - a damaged table only loses the warm start
+            logger.debug("no warm start from the shipped defaults", exc_info=True)
+            return []
+
     def _guided(self, survivors: list[Spec]) -> None:
         n = len(survivors)
         budget = self._budget(n)
@@ -465,10 +481,11 @@ class _Tuner:
         def untried() -> list[int]:
             return [i for i, k in enumerate(keys) if k not in self.records]
 
-        # Start: the family's default (a sound spec is a good anchor) plus a space-filling sample.
-        start = []
+        # Start: the shipped model's best guesses for this problem and the family's default
+        # (sound anchors), plus a space-filling sample.
+        start = [index[k] for k in self._warm_start_keys() if k in index and k not in self.records]
         default = self.cls.default_spec(self.problem, self.dtype)
-        if default.key in index and default.key not in self.records:
+        if default.key in index and default.key not in self.records and index[default.key] not in start:
             start.append(index[default.key])
         known = [index[k] for k in self.records if k in index]
         n0 = min(max(batch, min(budget // 3, GUIDED_START_BATCHES * batch)), budget) - launched()
