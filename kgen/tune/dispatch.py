@@ -110,7 +110,7 @@ def _lookup(cls, problem, dtype, dev, db, nvcc, problem_key) -> Choice:
     if db is False:
         return default
     try:
-        database = db if hasattr(db, "results_for_device") else open_db(db)
+        database = db if hasattr(db, "results_for_device") else open_db(db, read_only=True)
         rows = database.results_for_device(cls.kernel, dtype, dev.name, dev.arch)
     except Exception:  # noqa: BLE001 - an unusable database means "nothing tuned", never a failed call
         return default
