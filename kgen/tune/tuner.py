@@ -99,7 +99,8 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
     runner         what verifies and times (default: CudaRunner on this GPU).
     dry_run        no GPU: enumerate, prune, compile for `arch` (default sm_90) and
                    report ptxas' resources.
-    workers        compile processes (default: the CPU count; 0 compiles in-process).
+    workers        compile processes (default: one fewer than the CPU count, at least 1; 0 compiles
+                   in-process).
     compiler       replaces kgen.core.kernel.compile (spec, arch) -> ptxas resources; runs
                    in-process. For tests.
     restrict       keep only part of the family's space: {field: allowed values} (tuple
