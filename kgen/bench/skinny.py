@@ -348,8 +348,10 @@ def run(args) -> dict[str, Any]:
     start = time.perf_counter()
     hdr = (f"{'shape':>18} {'dtype':>8} {'B':>3} {'form':>4} {'split':>5} {'bound':>7} {'device':>7} {'%bound':>6} "
            f"{'kg 1x':>7} {'cb 1x':>7} {'x':>5} {'kg pipe':>7} {'cb pipe':>7} {'x':>5} {'cb dev':>7} {'err':>8}")
-    print(hdr, flush=True)
-    for M, N, K in ([] if args.sweep and args.sweep_only else shapes):
+    table = [] if args.sweep and args.sweep_only else shapes
+    if table:
+        print(hdr, flush=True)
+    for M, N, K in table:
         if args.budget and time.perf_counter() - start > args.budget:
             print(f"budget of {args.budget} s reached: later shapes skipped", flush=True)
             break
@@ -363,7 +365,7 @@ def run(args) -> dict[str, Any]:
                   f"{r['error']:8.1e}{'' if r['ok'] else ' WRONG'}", flush=True)
             torch.cuda.empty_cache()
     summary = {}
-    for d in dtypes:
+    for d in (dtypes if table else []):
         rows = [r for r in result["rows"] if r["dtype"] == d]
         low = [r for r in rows if min(r["M"], r["N"]) <= 16]
         mid = [r for r in rows if 17 <= min(r["M"], r["N"]) <= 256]
