@@ -28,19 +28,9 @@ from typing import Any, Callable
 
 
 def _events_ms(fn: Callable[[], Any], reps: int, inner: int = 1) -> float:
-    import torch
+    from kgen.core.timing import time_calls
 
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(inner):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    return statistics.median(times)
+    return time_calls(fn, warmup=0, repeats=reps, inner=inner).median_ms
 
 
 def _time_pair(kg: Callable[[], Any], peer: Callable[[], Any], budget_ms: float = 150.0) -> dict[str, float]:
