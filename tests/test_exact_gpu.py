@@ -308,7 +308,8 @@ def matmul_case(spec: Matmul, choose: Chooser) -> dict:
         M, N = size("M"), size("N")
         K = choose.pick([1, size("K"), choose.integer(1, 600, "long K")], "K")
     return dict(M=M, N=N, K=K, tail=tail,
-                pad_a=choose.pick([0, 0, 1, 3, 4], "A row padding"), pad_b=choose.pick([0, 0, 1, 3, 4], "B row padding"),
+                pad_a=choose.pick([0, 0, 1, 3, 4], "A row padding"),
+                pad_b=choose.pick([0, 0, 1, 3, 4], "B row padding"),
                 off_a=choose.pick([0, 0, 0, 1, 2], "A offset"), off_b=choose.pick([0, 0, 0, 1, 2], "B offset"),
                 pad_c=choose.pick([0, 0, 1, 4], "C row padding"), off_c=choose.pick([0, 0, 1], "C offset"),
                 alpha=choose.pick([1.0, 1.0, 2.0, 0.5], "alpha"), beta=choose.pick([0.0, 0.0, 1.0, -2.0], "beta"),
@@ -351,7 +352,7 @@ def _storage(spec: Matmul, which: str, case: dict) -> tuple[int, int, int, bool]
 
 def matmul_triggers(fault: str, spec: Matmul, case: dict) -> bool:
     """Whether `fault` must change the result of this case (exact positive products)."""
-    M, N, K = case["M"], case["N"], case["K"]
+    N, K = case["N"], case["K"]
     BM, BN, BK = spec.tile
     parts = matmul_parts(spec, case)
     if fault == "skip_last_k_tile":

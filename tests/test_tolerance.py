@@ -183,7 +183,7 @@ def simulate_sum(spec, n: int, rng, dot: bool = False):
         t, sums, s1, s2 = source.take(count, block * items * vec)
         pad = step - count
 
-        def tile(a):
+        def tile(a, pad=pad):
             return np.concatenate([a, np.zeros(pad, a.dtype)]).reshape(grid, items, block, vec)
 
         tiles = (tile(t[0]), tile(t[1])) if dot else tile(t)

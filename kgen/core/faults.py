@@ -54,28 +54,20 @@ def plant(family: str, name: str, description: str) -> Fault:
     return fault
 
 
-def _load_families() -> None:
-    import kgen
-
-    kgen._load_families()
-
-
 def families() -> list[str]:
-    """Families with at least one planted fault."""
-    _load_families()
+    """Families with at least one planted fault (of the family modules imported so far:
+    each plants its faults when it is imported)."""
     return sorted(_FAULTS)
 
 
 def faults(family: str | None = None) -> list[Fault]:
     """The planted faults of `family` (all families when None), in a stable order."""
-    _load_families()
     if family is None:
         return [f for fam in sorted(_FAULTS) for f in _FAULTS[fam].values()]
     return list(_FAULTS.get(family, {}).values())
 
 
 def get(family: str, name: str) -> Fault:
-    _load_families()
     known = _FAULTS.get(family, {})
     if name not in known:
         raise ValueError(f"no fault {name!r} is planted in the {family!r} family; planted: {sorted(known)}")

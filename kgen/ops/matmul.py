@@ -309,7 +309,7 @@ class Matmul(Spec):
         kgen_tolerance builds the same levels."""
         from ..core import rounding
 
-        if splits <= 1:
+        if splits <= 1 or chunk is None:
             return rounding.chain(K, K, 1)
         return rounding.add(rounding.chain(K, chunk, 1), rounding.chain(K, splits, chunk))
 
