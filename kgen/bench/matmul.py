@@ -258,7 +258,7 @@ def run(shapes, *, baselines: bool = True, repeats: int = 25, extra_specs=None, 
         inputs = Inputs(M, N, K, dtype, lib, mod, limits["l2_bytes"])
         row: dict[str, Any] = {"shape": list(shape), "n_input_sets": len(inputs.sets), "results": []}
         peer = peer_call(lib, mod)
-        entries = []
+        entries: list[tuple[str, Any, Any]] = []  # (label, kgen spec or None, peer call or None)
         if peer is not None:
             entries.append(("cuBLAS (" + lib + ")", None, peer))
         best = best_spec(shape, dtype)
@@ -268,6 +268,8 @@ def run(shapes, *, baselines: bool = True, repeats: int = 25, extra_specs=None, 
             import kgen
 
             tuned = kgen.autotune(kgen.Matmul, problem={"M": M, "N": N, "K": K}, dtype=dtype, strategy=tune)
+            if tuned.best is None:
+                raise RuntimeError(f"{shape_key(shape)}: the {tune} tune timed no candidate ({tuned.note})")
             log(f"{shape_key(shape)}: {tune} tune picked {tuned.best.to_json()} ({tuned.note})")
             entries.append((f"kgen tuned ({tune})", tuned.best, None))
         if baselines:

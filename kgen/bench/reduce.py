@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import importlib
 import itertools
 import json
 import math
@@ -25,8 +26,6 @@ import statistics
 import sys
 import time
 from typing import Any, Callable
-
-import numpy as np
 
 STRATEGY_ORDER = ("shared_tree", "warp_shuffle", "two_pass", "atomic", "single_pass")
 
@@ -89,7 +88,7 @@ def _batch_size(nbytes: float, sets: int) -> int:
     return max(sets, 3, min(400, math.ceil(600.0 / est_us)))
 
 
-def time_batched(calls: list[Callable[[], Any]], nbytes: float, repeats: int) -> float:
+def time_batched(calls: list[Callable[..., Any]], nbytes: float, repeats: int) -> float:
     """Median microseconds per call over batches of back-to-back calls (rotating inputs)."""
     from ..core.timing import time_calls
 
@@ -176,7 +175,7 @@ def run(args) -> dict[str, Any]:
     from ..core.kernel import build, compile as kcompile, default_arch
     from ..ops.reduce import Reduce
 
-    drv = runtime.driver()
+    runtime.driver()  # a context for what follows
     limits = runtime.device_limits()
     sms, l2 = limits["multiprocessors"], limits["l2_bytes"]
     device = runtime.device().name()
@@ -200,17 +199,17 @@ def run(args) -> dict[str, Any]:
     arch = default_arch()
     with concurrent.futures.ThreadPoolExecutor(min(16, os.cpu_count() or 4)) as ex:
         list(ex.map(lambda s: kcompile(s, arch), every))
-    kernels = {s: build(s) for s in every}
+    kernels: dict[Any, Any] = {s: build(s) for s in every}  # Reduce spec -> ReduceKernel
     print(f"compiled {len(every)} specs in {time.perf_counter() - t0:.1f} s", flush=True)
 
     copy_gbps = copy_bandwidth(args.repeats)
     print(f"device copy (cuMemcpyDtoD, read+write): {copy_gbps:.0f} GB/s", flush=True)
 
-    cupy = None
+    cupy: Any = None
     if not args.no_peers:
         os.environ.setdefault("CUPY_ACCELERATORS", "cub")
         try:
-            import cupy  # noqa: F811
+            cupy = importlib.import_module("cupy")
         except Exception:  # noqa: BLE001 - CuPy is optional
             cupy = None
 
@@ -241,11 +240,11 @@ def run(args) -> dict[str, Any]:
             best = min(good, key=lambda r: r["us"])
             best_spec = Reduce(**{k: v for k, v in best["spec"].items() if k != "kernel"})
             result["best_specs"][f"{op}/{lg}"] = best["spec"]
-            table = []
+            table: list[dict[str, Any]] = []
 
-            def add(impl, us, single=None, note=""):
+            def add(impl, us, single=None, note="", table=table, op=op, n=n, lg=lg, nbytes=inp.nbytes):
                 table.append({"op": op, "n": n, "log2n": lg, "impl": impl, "us": us, "single_us": single,
-                              "GBps": inp.nbytes / (us * 1e-6) / 1e9, "note": note})
+                              "GBps": nbytes / (us * 1e-6) / 1e9, "note": note})
 
             k = kernels[best_spec]
             out = torch.full((), float("nan"), device="cuda")
@@ -253,7 +252,7 @@ def run(args) -> dict[str, Any]:
             add("kgen best (bound launcher)", best["us"], time_single(bound),
                 f"{best_spec.strategy}, block {best_spec.block_size}, items {best_spec.items_per_thread}, "
                 f"vector {best_spec.vector_loads}, grid_stride {best_spec.grid_stride}")
-            api_calls = [(lambda s=s, o=o: k(*s, out=o)) for s, o in
+            api_calls = [(lambda s=s, o=o, k=k: k(*s, out=o)) for s, o in
                          zip(inp.sets, [torch.empty((), device="cuda") for _ in inp.sets])]
             add("kgen best (k(x, y, out=) API)", time_batched(api_calls, inp.nbytes, args.repeats),
                 time_single(api_calls[0]), "the public call: argument checks every call")
