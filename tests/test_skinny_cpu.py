@@ -74,7 +74,8 @@ def test_geometry_slabs_cover_k_once_aligned(dtype):
             assert ks % (32 * s.vec) == 0                                 # slabs start on whole vectors
         cols = s.dot_cols() if form == "dot" else s.axpy_cols(width)
         assert g["grid"] == (-(-NC // cols), splits, -(-R // s.rows))
-        assert g["mode"] == (MODE_DIRECT if splits == 1 else {"single_pass": MODE_TICKET, "two_pass": MODE_PARTIALS}[s.merge])
+        merged = {"single_pass": MODE_TICKET, "two_pass": MODE_PARTIALS}
+        assert g["mode"] == (MODE_DIRECT if splits == 1 else merged[s.merge])
         if s.k_split:
             assert splits <= s.k_split
         else:
@@ -149,7 +150,8 @@ def test_family_interface_reference_and_tolerance():
     assert Skinny.output_shape(p) == (3, 50)
     w = Skinny.work(p, "bfloat16")
     assert w["bytes"] == (3 * 70 + 70 * 50 + 3 * 50) * 2 and w["flops"] == 2 * 3 * 50 * 70
-    assert tolerance("bfloat16", 100) > tolerance("float16", 100) > tolerance("float32", 100) > tolerance("float64", 100)
+    tol = {d: tolerance(d, 100) for d in ("bfloat16", "float16", "float32", "float64")}
+    assert tol["bfloat16"] > tol["float16"] > tol["float32"] > tol["float64"]
     assert Skinny().tolerance_for(p) == tolerance("float32", 70)
 
 

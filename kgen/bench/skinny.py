@@ -39,7 +39,8 @@ DEFAULT_SHAPES = ("1x4096x4096", "1x14336x4096", "4x4096x4096", "8x5120x5120", "
 def _parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m kgen.bench.skinny", description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma list of MxNxK")
-    ap.add_argument("--random", type=int, default=0, help="draw this many shapes instead: M in 1..64, N, K in 1024..16384")
+    ap.add_argument("--random", type=int, default=0,
+                    help="draw this many shapes instead: M in 1..64, N, K in 1024..16384")
     ap.add_argument("--seed", type=int, default=0, help="seed for --random")
     ap.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of float32, bfloat16, float16, float64")
     ap.add_argument("--layouts", default="col",
@@ -67,7 +68,7 @@ def shapes_from(args) -> list[tuple[int, int, int]]:
         parts = text.lower().split("x")
         if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
             raise SystemExit(f"--shapes: {text!r} is not MxNxK with positive integers")
-        out.append(tuple(int(p) for p in parts))
+        out.append((int(parts[0]), int(parts[1]), int(parts[2])))
     return out
 
 
@@ -75,7 +76,7 @@ def sweep_variants(spec) -> list[tuple[str, Any]]:
     """(label, spec) variants of a default spec, one field changed at a time."""
     from ..ops.skinny import MERGES
 
-    out = []
+    out: list[tuple[str, Any]] = []
 
     def add(label, **kw):
         try:
@@ -171,8 +172,8 @@ def time_graph(torch, fn_sets, repeats: int) -> float:
 def copy_bandwidth(torch, repeats: int) -> float:
     """Bytes per second of a device-to-device clone of 1 GiB (read + write counted)."""
     x = torch.empty(1 << 28, dtype=torch.float32, device="cuda").fill_(1.0)
-    us = time_batched(torch, [lambda: x.clone()], repeats, 4)
-    del x
+    us = time_batched(torch, [x.clone], repeats, 4)
+    x = None
     torch.cuda.empty_cache()
     return 2 * (1 << 30) / (us * 1e-6)
 
@@ -239,7 +240,7 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
     err = _check(torch, k, ops, dtype)
     ok = math.isfinite(err) and err <= tolerance(dtype, K)
     bound_us = ops.bytes / bw * 1e6
-    bound = [k.bind(a, b, c) for a, b, c in zip(ops.A, ops.B, ops.C)]
+    bound = [k.bind(a, b, c) for a, b, c in zip(ops.A, ops.B, ops.C)]  # type: ignore[attr-defined]
     plan = bound[0].plan
     inner = max(ops.sets, 40)
     device_us = time_batched(torch, bound, args.repeats, inner)
@@ -279,7 +280,7 @@ def sweep_shape(torch, M, N, K, dtype, args, bw, l2) -> list[dict[str, Any]]:
     for label, spec in [("default", base)] + sweep_variants(base):
         k = build(spec)
         err = _check(torch, k, ops, dtype)
-        bound = [k.bind(a, b, c) for a, b, c in zip(ops.A, ops.B, ops.C)]
+        bound = [k.bind(a, b, c) for a, b, c in zip(ops.A, ops.B, ops.C)]  # type: ignore[attr-defined]
         us = time_batched(torch, bound, max(5, args.repeats // 2), max(ops.sets, 40))
         rows.append({"M": M, "N": N, "K": K, "dtype": dtype, "layout": layout, "variant": label,
                      "spec": spec.to_dict(), "device_us": us, "pct_bound": ops.bytes / bw * 1e6 / us,

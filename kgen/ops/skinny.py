@@ -125,7 +125,8 @@ class Skinny(Spec):
                  f"(accumulators and loads in flight) and {self.threads} x {self.min_blocks} "
                  f"block(s) cap it at {cap}")
         if self.shared_bytes > MAX_SHARED_BYTES:
-            fail("rows", self.rows, f"needs {self.shared_bytes} bytes of shared memory; the limit is {MAX_SHARED_BYTES}")
+            fail("rows", self.rows,
+                 f"needs {self.shared_bytes} bytes of shared memory; the limit is {MAX_SHARED_BYTES}")
 
     @property
     def register_estimate(self) -> int:
@@ -278,7 +279,7 @@ class Skinny(Spec):
         else:
             want = -(-self.waves * max(slots, 1) // tiles)
         splits = max(1, min(want, most))
-        ks = -(-(-(-K // splits)) // unit) * unit
+        ks = _ceil_div(_ceil_div(K, splits), unit) * unit
         splits = max(1, -(-K // ks))
         if splits == 1:
             mode = MODE_DIRECT
@@ -404,13 +405,17 @@ class Skinny(Spec):
 SUITS_ROWS = {"float32": 8, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def default_rows(small: int) -> int:
     if small <= 16:
         return max(1, small)
     if small <= 64:
         return -(-small // 8) * 8
     tiles = -(-small // 64)
-    return min(64, -(-(-(-small // tiles)) // 8) * 8)
+    return min(64, _ceil_div(_ceil_div(small, tiles), 8) * 8)
 
 
 def tolerance(dtype: str, K: int) -> float:
@@ -707,13 +712,7 @@ class SkinnyKernel(Kernel):
         h = runtime.torch_stream(dev) if stream is None else runtime.stream_handle(stream)
         launches = self._arguments(plan, A.data_ptr(), B.data_ptr(), out.data_ptr(), alpha, beta, h)
 
-        def launch():
-            for go, args in launches:
-                go(h, *args)
-
-        launch.keep = (A, B, out)  # the tensors must outlive the launcher
-        launch.plan = plan
-        return launch
+        return BoundLaunch(launches, h, keep=(A, B, out), plan=plan)
 
 
 def _form(NC: int, K: int, l_k: int, l_n: int) -> tuple[str | None, int]:
@@ -732,3 +731,15 @@ def _form(NC: int, K: int, l_k: int, l_n: int) -> tuple[str | None, int]:
 
 
 Skinny.kernel_class = SkinnyKernel
+
+
+class BoundLaunch:
+    """A zero-argument launcher (SkinnyKernel.bind): the launches with their arguments
+    resolved once. `keep` holds the tensors, which must outlive it; `plan` is the plan."""
+
+    def __init__(self, launches: list, stream: int, keep: tuple, plan: Any):
+        self.launches, self.stream, self.keep, self.plan = launches, stream, keep, plan
+
+    def __call__(self) -> None:
+        for go, args in self.launches:
+            go(self.stream, *args)
