@@ -11,8 +11,11 @@ at an empty file to measure the shipped defaults alone). Two figures per call:
              the events bracket the Python call, so a slow call path shows here);
   pipelined  many calls back to back between two events, divided by their number.
 The peer is the same call through torch (torch.matmul with TF32 off: cuBLAS SGEMM/DGEMM;
-torch.dot, torch.sum, torch.max), measured in the same process and the same way. The
-first call (compile or cache load, and the choice) is reported on its own.
+torch.dot, torch.sum, torch.max), measured in the same process and the same way, and for
+float32 matmul a Triton kernel too where Triton is importable (kgen.bench.triton_peer).
+The first call (compile or cache load, and the choice) is reported on its own, with the
+family and the origin of the spec (tuned, shipped or the family's rule).
+--without-shipped ignores the shipped defaults, to see what they are worth.
 """
 from __future__ import annotations
 
@@ -72,9 +75,13 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> 
 
     import kgen
     from kgen.core import runtime
+    from kgen.tune.dispatch import matmul_family, select
+
+    from .triton_peer import make_matmul
 
     torch.backends.cuda.matmul.allow_tf32 = False
     tdt = getattr(torch, dtype)
+    triton_mm = make_matmul() if dtype == "float32" else None
     rows = []
     for M, N, K in shapes:
         A = torch.randn(M, K, device="cuda", dtype=tdt)
@@ -93,11 +100,22 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> 
 
         t = _time_pair(kg, peer)
         flops = 2.0 * M * N * K
+        family = matmul_family(M, N, K, dtype)
+        choice = select(family, {"M": M, "N": N, "K": K}, dtype)
         row = {"shape": [M, N, K], "flops": flops, "first_call_s": round(first_s, 3), "rel_error": err,
+               "family": family.kernel, "origin": choice.origin,
                "kgen_ms": t["kgen_single"], "cublas_ms": t["peer_single"],
                "kgen_pipe_ms": t["kgen_pipe"], "cublas_pipe_ms": t["peer_pipe"],
                "speed_x": t["peer_single"] / t["kgen_single"], "speed_pipe_x": t["peer_pipe"] / t["kgen_pipe"],
                "kgen_tflops": flops / t["kgen_single"] / 1e9}
+        if triton_mm is not None:
+            try:
+                triton_mm(A, B)  # autotunes on the first call of a shape class
+                torch.cuda.synchronize()
+                tt = _time_pair(kg, partial(triton_mm, A, B))
+                row.update(triton_ms=tt["peer_single"], triton_speed_x=tt["peer_single"] / tt["kgen_single"])
+            except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, not fatal
+                row["triton_error"] = f"{type(exc).__name__}: {exc}"[:200]
         rows.append(row)
         print(f"{M:6d}x{N:6d}x{K:6d}  kgen {row['kgen_ms']:9.4f} ms  cuBLAS {row['cublas_ms']:9.4f} ms  "
               f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)  err {err:.1e}  "
@@ -184,8 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
     ap.add_argument("--lengths", help="reduce: comma-separated lengths")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    ap.add_argument("--without-shipped", action="store_true",
+                    help="ignore the shipped defaults (dispatch falls back to each family's rule)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
+    if args.without_shipped:
+        import os
+
+        os.environ["KGEN_DEFAULTS"] = os.devnull
     if args.what == "matmul":
         shapes = _parse_shapes(args.shapes) if args.shapes else []
         if args.random:
