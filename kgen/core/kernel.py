@@ -22,6 +22,8 @@ class Kernel:
     launch uses it, static and dynamic; see launch_resources).
     """
 
+    _dtype_name: str | None = None  # numpy's name of the spec's dtype, for the cheap check
+
     def __init__(self, spec: Spec, source: str, compiled: Compiled):
         self.spec = spec
         self.source = source
@@ -29,10 +31,14 @@ class Kernel:
         self.module = runtime.Module(compiled.cubin)
         self._driver_module: Any = None
         self._np_dtype = np.dtype(getattr(spec, "dtype"))  # noqa: B009 - each family declares dtype
+        self._dtype_name = self._np_dtype.name
 
     def _check_dtype(self, dtype, name: str) -> None:
         """An argument's dtype (a numpy dtype or its name) must be the spec's. A numpy
-        dtype compares equal to its name, so the hot path builds no dtype object."""
+        dtype compares equal to its name, so the hot path builds no dtype object; a name is
+        compared as a string (numpy would parse it on every comparison)."""
+        if dtype == self._dtype_name or dtype is self._np_dtype:
+            return
         if dtype != self._np_dtype:
             try:
                 got = np.dtype(dtype).name

@@ -752,7 +752,7 @@ def _fast_view(x: Any, name: str):
             raise ArrayError(f"{name} must be 1-D, got shape {tuple(x.shape)}")
         if not x.is_cuda:
             raise ArrayError(f"{name} is a CPU torch tensor; pass a CUDA tensor or a numpy array")
-        return x.data_ptr(), x.shape[0], x.stride(0), _TORCH_DTYPES.get(str(x.dtype), str(x.dtype))
+        return x.data_ptr(), x.shape[0], x.stride(0), _torch_dtype_name(x.dtype)
     if runtime._is_gpuarray(x) and x.size == 0:  # pycuda allocates nothing for it
         if len(x.shape) != 1:
             raise ArrayError(f"{name} must be 1-D, got shape {x.shape}")
@@ -764,6 +764,17 @@ def _fast_view(x: Any, name: str):
 
 
 _TORCH_DTYPES = {"torch.float32": "float32", "torch.float64": "float64", "torch.int32": "int32"}
+_torch_dtype_names: dict[Any, str] = {}
+
+
+def _torch_dtype_name(dtype: Any) -> str:
+    """numpy's name for a torch dtype, memoised by the dtype object (str() of a torch dtype
+    costs more than the rest of a call's argument checks)."""
+    name = _torch_dtype_names.get(dtype)
+    if name is None:
+        text = str(dtype)
+        name = _torch_dtype_names[dtype] = _TORCH_DTYPES.get(text, text)
+    return name
 
 
 class ReduceKernel(Kernel):
@@ -850,7 +861,7 @@ class ReduceKernel(Kernel):
             self._check_empty(n)
             if out is None:
                 out = first.new_empty(())
-            elif not out.is_cuda or out.numel() != 1 or _TORCH_DTYPES.get(str(out.dtype)) != self._np_dtype.name:
+            elif not out.is_cuda or out.numel() != 1 or _torch_dtype_name(out.dtype) != self._np_dtype.name:
                 raise ArrayError(f"out must be a 0-d or 1-element {self._np_dtype} CUDA tensor, "
                                  f"got shape {tuple(out.shape)} and dtype {out.dtype}")
             return False, ptrs, n, out.data_ptr(), out, None, ()
