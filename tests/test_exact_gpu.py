@@ -1,7 +1,8 @@
 """Exact-arithmetic property tests on the GPU: random specs from each family's search space
 and fields, random shapes (1, primes, non-multiples of every tile), data on which every
-order of summation is exact (each family's make_exact_inputs), results compared by
-equality. One dropped, doubled or misplaced term fails, at any length.
+order of summation is exact (each family's make_exact_inputs; for skinny and tensor-core
+products, small integers from exact_operands here), results compared by equality. One
+dropped, doubled or misplaced term fails, at any length.
 
 Every input lies inside a guard of poison values (NaN, or an integer that changes the
 result) and every output inside a guard of NaN; outputs are poisoned before each launch
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import math
 import os
 import random
 
@@ -25,12 +27,17 @@ from hypothesis import strategies as st
 import kgen
 from kgen.ops.matmul import DEFAULT_F32, SPLIT_F32, Matmul
 from kgen.ops.reduce import STRATEGIES, Reduce
+from kgen.ops.skinny import ITEMSIZE, Skinny
+from kgen.ops.skinny import _form as skinny_form
+from kgen.ops.tensorcore import TensorMatmul
 from test_reduce_gpu import KINDS as ROUNDING_KINDS
 
 pytestmark = pytest.mark.gpu
 
 MATMUL_EXAMPLES = int(os.environ.get("KGEN_EXACT_MATMUL_EXAMPLES", "160"))
 REDUCE_EXAMPLES = int(os.environ.get("KGEN_EXACT_REDUCE_EXAMPLES", "300"))
+SKINNY_EXAMPLES = int(os.environ.get("KGEN_EXACT_SKINNY_EXAMPLES", "160"))
+TENSOR_EXAMPLES = int(os.environ.get("KGEN_EXACT_TENSOR_EXAMPLES", "160"))
 H100 = {"max_threads_per_block": 1024, "max_shared_per_block_optin": 227 * 1024, "multiprocessors": 132}
 
 
@@ -343,11 +350,17 @@ def matmul_parts(spec: Matmul, case: dict) -> list[tuple[int, int, int, int]]:
 
 def _storage(spec: Matmul, which: str, case: dict) -> tuple[int, int, int, bool]:
     """(storage rows, contiguous columns, leading dimension the kernel sees, column-major)."""
-    M, N, K = case["M"], case["N"], case["K"]
     col = (spec.layout_a if which == "A" else spec.layout_b) == "col"
+    return (*stored_shape(which, case, col), col)
+
+
+def stored_shape(which: str, case: dict, col: bool) -> tuple[int, int, int]:
+    """(storage rows, contiguous columns, leading dimension) of operand A (M x K) or B
+    (K x N), row-major or (col) column-major, with the case's row padding."""
+    M, N, K = case["M"], case["N"], case["K"]
     rows, cols = ((K, M) if col else (M, K)) if which == "A" else ((N, K) if col else (K, N))
     ld = cols + case["pad_a" if which == "A" else "pad_b"] if rows > 1 else cols
-    return rows, cols, ld, col
+    return rows, cols, ld
 
 
 def matmul_triggers(fault: str, spec: Matmul, case: dict) -> bool:
@@ -382,44 +395,64 @@ def matmul_triggers(fault: str, spec: Matmul, case: dict) -> bool:
 def check_matmul(kernel, spec: Matmul, case: dict, memory) -> str | None:
     """Run `kernel` on the case's exact data; None if C is exact and nothing around C, A or
     B changed. The kernel's tail plan must be set up by the caller (case["tail"])."""
-    M, N, K = case["M"], case["N"], case["K"]
     rng = np.random.default_rng(case["seed"])
-    A, B = Matmul.make_exact_inputs({"M": M, "N": N, "K": K}, spec.dtype, rng)
-    dtype = np.dtype(spec.dtype)
-    item = dtype.itemsize
+    A, B = Matmul.make_exact_inputs({"M": case["M"], "N": case["N"], "K": case["K"]}, spec.dtype, rng)
+    unit = float(A.min()) * float(B.min())  # every product is a multiple of this unit
+    return check_product(kernel, memory, f"{spec.to_json()} case={case}", case, (A, B),
+                         (spec.layout_a == "col", spec.layout_b == "col", False), spec.dtype, unit, rng,
+                         guard_per_row=spec.vec)
+
+
+def check_product(kernel, memory, what: str, case: dict, operands: tuple, columns: tuple, out_dtype, unit: float, rng,
+                  guard_per_row: int) -> str | None:
+    """Run kernel(A, B, out=C, alpha=, beta=) on exact operands; None if C is exact and
+    nothing around C changed.
+
+    A and B are stored row-major or column-major (columns: A, B, C column-major?) at the
+    case's offsets and row paddings, padding and guard poisoned (NaN): guard_per_row
+    elements per stored row past the end, for kernels that may read there (repacks).
+    C (out_dtype) is stored the same way (pad_c, off_c) inside a guard of NaN; with beta
+    it starts as small multiples of `unit` drawn from rng, else as NaN."""
+    M, N = case["M"], case["N"]
     views, keep = {}, []
-    for which, logical in (("A", A), ("B", B)):
-        rows, cols, ld, col = _storage(spec, which, case)
+    for which, logical, col in (("A", operands[0], columns[0]), ("B", operands[1], columns[1])):
+        dtype = logical.dtype
+        rows, cols, ld = stored_shape(which, case, col)
         off = case["off_a" if which == "A" else "off_b"]
         stored = logical.T if col else logical  # storage rows x contiguous columns
-        host = np.full(off + rows * ld + rows * spec.vec + 64, np.nan, dtype)
+        host = np.full(off + rows * ld + rows * guard_per_row + 64, np.nan, dtype)
         host[off:off + rows * ld].reshape(rows, ld)[:, :cols] = stored
         ptr, owner = memory.put(host)
         keep.append(owner)
         strides = (1, ld) if col else (ld, 1)
-        views[which] = DeviceArray(ptr + off * item, logical.shape, strides, dtype, owner)
-    unit = float(A.min()) * float(B.min())  # every product is a multiple of this unit
+        views[which] = DeviceArray(ptr + off * dtype.itemsize, logical.shape, strides, dtype, owner)
+    dtype = np.dtype(out_dtype)
+    item = dtype.itemsize
     C0 = rng.integers(1, 17, (M, N)).astype(np.float64) * unit
     alpha, beta = case["alpha"], case["beta"]
+    A, B = operands
     expected = (alpha * (A.astype(np.float64) @ B.astype(np.float64)) + beta * C0).astype(dtype)
-    ldc = N + case["pad_c"] if M > 1 else N
+    c_col = columns[2]
+    lines, length = (N, M) if c_col else (M, N)
+    ldc = length + case["pad_c"] if lines > 1 else length
     start = 64 + case["off_c"]
-    host = np.full(start + M * ldc + 64, np.nan, dtype)
-    region = host[start:start + M * ldc].reshape(M, ldc)
+    host = np.full(start + lines * ldc + 64, np.nan, dtype)
+    region = host[start:start + lines * ldc].reshape(lines, ldc)[:, :length]
     if beta != 0.0:
-        region[:, :N] = C0
+        region[...] = C0.T if c_col else C0
     c_ptr, c_owner = memory.put(host)
-    out = DeviceArray(c_ptr + start * item, (M, N), (ldc, 1), dtype, c_owner)
+    out = DeviceArray(c_ptr + start * item, (M, N), (1, ldc) if c_col else (ldc, 1), dtype, c_owner)
     kernel(views["A"], views["B"], out=out, alpha=alpha, beta=beta)
     got = memory.get(c_ptr, host)
-    what = f"{spec.to_json()} case={case}"
-    result = got[start:start + M * ldc].reshape(M, ldc)[:, :N]
+    result = got[start:start + lines * ldc].reshape(lines, ldc)[:, :length]
+    if c_col:
+        result = result.T
     if not np.array_equal(result, expected):
         bad = np.argwhere(~(result == expected))
         m, n = (int(v) for v in bad[0])
         return f"{what}: {len(bad)} result(s) differ, C[{m},{n}] = {result[m, n]!r}, exact {expected[m, n]!r}"
     outside = np.ones(host.shape, bool)
-    outside[start:start + M * ldc].reshape(M, ldc)[:, :N] = False
+    outside[start:start + lines * ldc].reshape(lines, ldc)[:, :length] = False
     if not np.array_equal(got.view(np.uint8).reshape(host.size, item)[outside],
                           host.view(np.uint8).reshape(host.size, item)[outside]):
         return f"{what}: values outside C were written"
@@ -440,30 +473,308 @@ def matmul_kernel_for(spec: Matmul, case: dict, build):
 
 
 # ---------------------------------------------------------------------------------
+# Exact operands for the families without make_exact_inputs (skinny, tensor cores)
+# ---------------------------------------------------------------------------------
+# Largest sum of products kept exact: in the accumulator (float32: 2^24, with room for
+# alpha and beta), and for the output type's integers, so that a lost term changes C.
+EXACT_SUM = {"float16": 2 ** 9, "float32": 2 ** 22, "float64": 2 ** 50}
+EDGE_ONES = 8  # sparse operands: k columns of ones at each end of K
+
+
+def exact_operands(M: int, N: int, K: int, dtype: str, out_dtype: str, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A (M x K) and B (K x N) of small integers whose products' sums stay within what the
+    accumulator and the output hold exactly: positive integers up to R where K * R^2 fits,
+    else (a float16 output with K past 512) zeros and ones, sparse enough that a sum is
+    about half the limit, with ones at both ends of K so that a lost first or last term
+    always shows. Any order of summation gives the same, exact result, and the output
+    rounds it as numpy does."""
+    limit = min(EXACT_SUM[np.dtype(out_dtype).name], EXACT_SUM["float32" if dtype != "float64" else "float64"])
+    if K <= limit:
+        top = min(2048, max(1, math.isqrt(limit // K)))  # 2048: exact in float16 and TF32
+        A, B = rng.integers(1, top + 1, (M, K)), rng.integers(1, top + 1, (K, N))
+    else:
+        p = math.sqrt((limit - 2 * EDGE_ONES) / (2 * K))
+        A, B = (rng.random((M, K)) < p).astype(np.int64), (rng.random((K, N)) < p).astype(np.int64)
+        A[:, :EDGE_ONES] = A[:, -EDGE_ONES:] = 1
+        B[:EDGE_ONES] = B[-EDGE_ONES:] = 1
+    return A.astype(dtype), B.astype(dtype)
+
+
+def _pad_for(choice, cols: int, vec: int) -> int:
+    """Row padding: a number of elements, or "align" (rows start on 16 bytes)."""
+    return -(-cols // vec) * vec - cols if choice == "align" else choice
+
+
+def _operand_placement(case: dict, columns: tuple[bool, bool], vec: int, choose: Chooser) -> None:
+    """Offsets and row paddings of A and B in the case (16-byte aligned ones often)."""
+    for which, col in zip("AB", columns):
+        lower = which.lower()
+        case[f"pad_{lower}"] = 0
+        _, cols, _ = stored_shape(which, case, col)
+        case[f"pad_{lower}"] = _pad_for(choose.pick([0, 0, 1, 3, "align", "align"], f"{which} row padding"), cols, vec)
+        case[f"off_{lower}"] = choose.pick([0, 0, 0, 1, 2, vec], f"{which} offset")
+
+
+def _output_fields(choose: Chooser) -> dict:
+    return dict(pad_c=choose.pick([0, 0, 1, 4], "C row padding"), off_c=choose.pick([0, 0, 1], "C offset"),
+                alpha=choose.pick([1.0, 1.0, 2.0, 0.5], "alpha"), beta=choose.pick([0.0, 0.0, 1.0, -2.0], "beta"),
+                seed=choose.integer(0, 2 ** 32 - 1, "seed"))
+
+
+# ---------------------------------------------------------------------------------
+# Skinny products
+# ---------------------------------------------------------------------------------
+SKINNY_DTYPES = ("float32", "float64", "float16")  # bfloat16 has no numpy type to place data with
+
+
+def skinny_pool() -> list[Skinny]:
+    """The defaults for 1 to 64 rows and variants of every field that changes the code or
+    the plan: each merge, fixed and derived K splits, narrower loads, several vectors per
+    lane, odd row counts, small and large blocks; float32, float64 and float16."""
+    pool = {}
+    for dtype in SKINNY_DTYPES:
+        for small in (1, 3, 16, 64):
+            s = Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype)
+            pool[s.key] = s
+        base = Skinny.default_spec({"M": 8, "N": 4096, "K": 4096}, dtype)
+        variants = [dict(merge="two_pass", k_split=3), dict(merge="two_pass", waves=4),
+                    dict(k_split=40, threads=128, warp_cols=2, loads=4), dict(vector_bytes=8, lane_vectors=2, loads=4),
+                    dict(rows=5, warp_cols=3, k_split=1), dict(rows=2, threads=512, lane_vectors=4, loads=8),
+                    dict(vector_bytes=ITEMSIZE[dtype] * 2 if dtype != "float64" else 16, rows=4, waves=1)]
+        if dtype != "float16":
+            variants += [dict(merge="atomic"), dict(merge="atomic", k_split=7, rows=3)]
+        for fields in variants:
+            try:
+                s = base.replace(**fields)
+            except ValueError:
+                continue
+            pool[s.key] = s
+    return list(pool.values())
+
+
+SKINNY_SIZES = [1, 2, 3, 5, 31, 33, 127, 129, 255, 257, 1000, 1031, 2049]
+SKINNY_K = [1, 2, 3, 7, 9, 31, 33, 127, 255, 257, 1025, 4099]
+
+
+def skinny_case(spec: Skinny, choose: Chooser) -> dict:
+    rows = spec.rows
+    if choose.pick([True, False], "small listed"):
+        small = choose.pick(sorted({1, 2, 3, max(1, rows - 1), rows, rows + 1, 2 * rows + 1}), "small")
+    else:
+        small = choose.integer(1, 70, "small")
+    large = choose.pick(SKINNY_SIZES, "large") if choose.pick([True, False], "large listed") else \
+        choose.integer(1, 3000, "large")
+    K = choose.pick(SKINNY_K, "K") if choose.pick([True, False], "K listed") else choose.integer(1, 6000, "K")
+    few_cols = choose.pick([False, True], "few columns")
+    M, N = (large, small) if few_cols else (small, large)
+    case = dict(M=M, N=N, K=K, a_col=choose.pick([False, True], "A column-major"),
+                b_col=choose.pick([False, True], "B column-major"),
+                c_col=choose.pick([False, False, True], "C column-major"),
+                slots=choose.pick([1, 8, 132, 264, 1056], "resident blocks"))
+    _operand_placement(case, (case["a_col"], case["b_col"]), 16 // ITEMSIZE[spec.dtype], choose)
+    case.update(_output_fields(choose))
+    return case
+
+
+def skinny_plan(spec: Skinny, case: dict) -> dict:
+    """What SkinnyKernel._plan decides for the case (pointers on 256 bytes plus the case's
+    offsets, the case's count of resident blocks): the large operand's form and load
+    width, and the K slabs."""
+    M, N, K = case["M"], case["N"], case["K"]
+    strides = {}
+    for which in "AB":
+        col = case["a_col" if which == "A" else "b_col"]
+        ld = stored_shape(which, case, col)[2]
+        strides[which] = (1, ld) if col else (ld, 1)
+    swap = M > N
+    if not swap:
+        R, NC, (l_k, l_n), off = M, N, strides["B"], case["off_b"]
+    else:
+        R, NC, (l_n, l_k), off = N, M, strides["A"], case["off_a"]
+    form, ldl = skinny_form(NC, K, l_k, l_n)
+    widths = spec.widths() if form == "dot" else spec.axpy_widths()
+    width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
+    g = spec.geometry(form, width, R, NC, K, case["slots"])
+    return dict(swap=swap, R=R, NC=NC, form=form, width=width, splits=g["splits"], ks=g["ks"])
+
+
+def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> bool:
+    """Whether `fault` must change the result of this case (exact non-negative products)."""
+    plan = skinny_plan(spec, case)
+    if fault == "drop_last_k_slab":
+        return case["K"] % plan["ks"] != 0
+    if fault == "skip_vector_tail":
+        width = plan["width"]
+        return width > 1 and (case["K"] if plan["form"] == "dot" else plan["NC"]) % width != 0
+    if fault == "drop_block_partial":
+        return plan["splits"] > 1
+    return True
+
+
+def check_skinny(kernel, spec: Skinny, case: dict, memory) -> str | None:
+    rng = np.random.default_rng(case["seed"])
+    operands = exact_operands(case["M"], case["N"], case["K"], spec.dtype, spec.dtype, rng)
+    return check_product(kernel, memory, f"{spec.to_json()} case={case}", case, operands,
+                         (case["a_col"], case["b_col"], case["c_col"]), spec.dtype, 1.0, rng, guard_per_row=0)
+
+
+def skinny_kernel_for(spec: Skinny, case: dict, build):
+    """build(spec) (a fresh kernel) planning with the case's count of resident blocks."""
+    kernel = build(spec)
+    kernel._slots = {f"kgen_skinny_{form}_v{w}": case["slots"]
+                     for form, widths in (("dot", spec.widths()), ("axpy", spec.axpy_widths())) for w in widths}
+    return kernel
+
+
+# ---------------------------------------------------------------------------------
+# Tensor-core products
+# ---------------------------------------------------------------------------------
+def tensor_pool() -> list[TensorMatmul]:
+    """float16 (float16 and float32 output), TF32 and float64 specs covering the pipeline
+    depths, both shared layouts, both rasters, split-K, repack on and off, every operand
+    layout; plus the defaults and a seeded sample of the search spaces."""
+    rng = random.Random(20261125)
+    must = [
+        TensorMatmul(),
+        TensorMatmul(out_dtype="float32", tile=(64, 64, 32), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                     layout_a="col"),
+        TensorMatmul(tile=(64, 128, 64), warp_tile=(32, 64), stages=2, layout_b="col", raster="col", raster_group=4),
+        TensorMatmul(tile=(64, 64, 32), warp_tile=(32, 32), stages=4, split_k=4, layout_a="col", layout_b="col"),
+        TensorMatmul(tile=(64, 64, 32), warp_tile=(32, 32), stages=3, repack=False, split_k=3),
+        TensorMatmul(tile=(32, 64, 16), warp_tile=(16, 32), stages=5, repack=False, layout_b="col", raster_group=1),
+        TensorMatmul(dtype="float32", tf32=True, tile=(128, 128, 32), warp_tile=(64, 64), stages=3, smem_layout="pad"),
+        TensorMatmul(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                     split_k=4, layout_b="col"),
+        TensorMatmul(dtype="float32", tf32=True, tile=(64, 64, 32), warp_tile=(32, 32), stages=2, repack=False,
+                     layout_a="col", smem_layout="pad"),
+        TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad"),
+        TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=3, smem_layout="pad", split_k=4,
+                     layout_a="col"),
+        TensorMatmul(dtype="float64", tile=(32, 64, 8), warp_tile=(16, 32), stages=5, smem_layout="pad", repack=False,
+                     layout_b="col"),
+    ]
+    pool = {s.key: s for s in must}
+    for dtype in ("float16", "float32", "float64"):
+        for problem in ({"M": 512, "N": 512, "K": 512}, {"M": 127, "N": 1000, "K": 4096}):
+            s = TensorMatmul.default_spec(problem, dtype)
+            pool[s.key] = s
+        space = sorted((s for s in TensorMatmul.search_space({"M": 1000, "N": 1001, "K": 2048}, dtype)
+                        if s.prune_reason({"M": 1000, "N": 1001, "K": 2048}, H100) is None), key=lambda s: s.key)
+        for s in rng.sample(space, min(3, len(space))):
+            changes = dict(layout_a=rng.choice(["row", "col"]), layout_b=rng.choice(["row", "col"]),
+                           repack=rng.random() < 0.6)
+            try:
+                s = s.replace(**changes)
+            except ValueError:
+                pass  # a swizzle the other layout's rows do not allow: the sampled spec as it is
+            pool[s.key] = s
+    return list(pool.values())
+
+
+TENSOR_K = [1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 127, 129, 255, 257]
+
+
+def tensor_case(spec: TensorMatmul, choose: Chooser) -> dict:
+    BK = spec.tile[2]
+
+    def size(label):
+        return choose.pick(SIZES, label) if choose.pick([True, False], label + " listed") else \
+            choose.integer(1, 300, label)
+
+    M, N = size("M"), size("N")
+    kind = choose.pick(["listed", "short", "long"], "K kind")
+    if kind == "listed":
+        K = choose.pick(TENSOR_K, "K")
+    elif kind == "short":
+        K = choose.integer(1, 300, "K")
+    else:  # past the pipeline's depth in every K slice
+        K = choose.integer(BK * spec.stages + 1, BK * (spec.stages + 2) * max(spec.split_k, 1) + 3 * BK, "K")
+    case = dict(M=M, N=N, K=K)
+    _operand_placement(case, (spec.layout_a == "col", spec.layout_b == "col"), spec.vec, choose)
+    case.update(_output_fields(choose))
+    return case
+
+
+def tensor_plan(spec: TensorMatmul, case: dict) -> dict:
+    """What TensorMatmulKernel._plan decides for the case (pointers on 256 bytes plus the
+    case's offsets): per operand (storage rows, columns, leading dimension, 16-byte copies
+    allowed, repacked, packed leading dimension), whether the cp.async entry point runs,
+    and the K slices."""
+    operands = {}
+    for which in "AB":
+        col = (spec.layout_a if which == "A" else spec.layout_b) == "col"
+        rows, cols, ld = stored_shape(which, case, col)
+        ok = case["off_" + which.lower()] % spec.vec == 0 and ld % spec.vec == 0
+        operands[which] = dict(rows=rows, cols=cols, ld=ld, ok=ok, repacked=spec.repack and not ok,
+                               ldd=-(-cols // spec.vec) * spec.vec)
+    splits, chunk = spec.split_plan(case["K"])
+    return dict(operands=operands, aligned=all(o["ok"] or o["repacked"] for o in operands.values()),
+                splits=splits, chunk=chunk)
+
+
+def tensor_triggers(fault: str, spec: TensorMatmul, case: dict, sms: int = 132) -> bool:
+    """Whether `fault` must change the result of this case (exact non-negative products)."""
+    plan = tensor_plan(spec, case)
+    K, BK = case["K"], spec.tile[2]
+    if fault == "skip_last_k_tile":
+        # The last tile's stage then holds the tile STAGES before it (of this K slice).
+        return -(-min(plan["chunk"], K) // BK) > spec.stages
+    if fault == "drop_block_partial":
+        return plan["splits"] > 1
+    if fault == "edge_zero_fill_missing":
+        last = (K - (plan["splits"] - 1) * plan["chunk"]) % BK  # k of the last slice's partial tile
+        if not plan["aligned"] or last == 0:
+            return False
+        # From which k of the tile each operand's copies read the matrix's first chunk
+        # (a k-major operand zero-fills the partial chunk at the edge correctly); a k with
+        # both is multiplied into real outputs (rows and columns 0 of the tile).
+        wrong_from = max(-(-last // spec.vec) * spec.vec if spec.k_major(w) else last for w in "AB")
+        return wrong_from < BK
+    if fault == "read_past_row_end":
+        return any(o["repacked"] and o["rows"] > 1 and o["ld"] != o["ldd"] for o in plan["operands"].values())
+    return True
+
+
+def check_tensor(kernel, spec: TensorMatmul, case: dict, memory) -> str | None:
+    rng = np.random.default_rng(case["seed"])
+    operands = exact_operands(case["M"], case["N"], case["K"], spec.dtype, spec.output_dtype, rng)
+    return check_product(kernel, memory, f"{spec.to_json()} case={case}", case, operands,
+                         (spec.layout_a == "col", spec.layout_b == "col", False), spec.output_dtype, 1.0, rng,
+                         guard_per_row=spec.vec)
+
+
+# ---------------------------------------------------------------------------------
 # Families: what the fault tests and the simulated device use.
 # ---------------------------------------------------------------------------------
+def _build_plain(spec, case: dict, build):
+    return build(spec)
+
+
 @dataclasses.dataclass(frozen=True)
 class Harness:
     pool: callable
     case: callable
-    triggers: callable
+    triggers: callable  # (fault name, spec, case, SMs) -> whether the fault must change the result
     check: callable
     needs_fresh_kernel: callable  # case -> whether kgen.build's shared kernel must not be used
+    kernel_for: callable = _build_plain  # (spec, case, build) -> the kernel to run the case with
 
 
 HARNESSES = {
     "reduce": Harness(reduce_pool, reduce_case, reduce_triggers, check_reduce, lambda case: False),
     "matmul": Harness(matmul_pool, matmul_case, lambda fault, spec, case, sms=132: matmul_triggers(fault, spec, case),
-                      check_matmul, lambda case: case["tail"]),
+                      check_matmul, lambda case: case["tail"], matmul_kernel_for),
+    # Every skinny case plans for its own count of resident blocks: a fresh kernel each time.
+    "skinny": Harness(skinny_pool, skinny_case, skinny_triggers, check_skinny, lambda case: True, skinny_kernel_for),
+    "tensor_matmul": Harness(tensor_pool, tensor_case, tensor_triggers, check_tensor, lambda case: False),
 }
 
 
 def run_case(family: str, spec, case: dict, memory, build) -> str | None:
     """Check one case with the kernel build(spec) gives (a fresh one when the case changes
     the kernel's plan)."""
-    if family == "matmul":
-        return check_matmul(matmul_kernel_for(spec, case, build), spec, case, memory)
-    return HARNESSES[family].check(build(spec), spec, case, memory)
+    harness = HARNESSES[family]
+    return harness.check(harness.kernel_for(spec, case, build), spec, case, memory)
 
 
 def compile_all(specs, arch=None) -> None:
@@ -488,11 +799,13 @@ def fresh_build(spec):
 # ---------------------------------------------------------------------------------
 REDUCE_POOL = reduce_pool()
 MATMUL_POOL = matmul_pool()
+SKINNY_POOL = skinny_pool()
+TENSOR_POOL = tensor_pool()
 
 
 @pytest.fixture(scope="module")
 def built_pools():
-    compile_all(REDUCE_POOL + MATMUL_POOL)
+    compile_all(REDUCE_POOL + MATMUL_POOL + SKINNY_POOL + TENSOR_POOL)
     return CudaMemory()
 
 
@@ -512,6 +825,24 @@ def test_matmul_results_are_exact(built_pools, data):
     case = matmul_case(spec, Chooser(data))
     build = fresh_build if case["tail"] else kgen.build
     problem = check_matmul(matmul_kernel_for(spec, case, build), spec, case, built_pools)
+    assert problem is None, problem
+
+
+@settings(max_examples=SKINNY_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_skinny_results_are_exact(built_pools, data):
+    spec = data.draw(st.sampled_from(SKINNY_POOL), label="spec")
+    case = skinny_case(spec, Chooser(data))
+    problem = check_skinny(skinny_kernel_for(spec, case, fresh_build), spec, case, built_pools)
+    assert problem is None, problem
+
+
+@settings(max_examples=TENSOR_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_tensor_matmul_results_are_exact(built_pools, data):
+    spec = data.draw(st.sampled_from(TENSOR_POOL), label="spec")
+    case = tensor_case(spec, Chooser(data))
+    problem = check_tensor(kgen.build(spec), spec, case, built_pools)
     assert problem is None, problem
 
 

@@ -14,11 +14,17 @@ import pytest
 import kgen
 from kgen.core import faults
 from kgen.core import render as rendering
+from kgen.ops import skinny as skinny_module
+from kgen.ops import tensorcore as tensor_module
 from kgen.ops.matmul import Matmul, MatmulKernel
 from kgen.ops.reduce import Reduce, ReduceKernel
-from test_exact_gpu import (HARNESSES, MATMUL_POOL, REDUCE_POOL, Chooser, DeviceArray, matmul_case, matmul_parts,
-                            reduce_head, reduce_problem, run_case, tail_slots)
-from test_faults_gpu import FAULTS, selected_specs, standalone_spec, trigger_rates
+from kgen.ops.skinny import Skinny, SkinnyKernel
+from kgen.ops.tensorcore import TensorMatmul, TensorMatmulKernel
+from test_exact_gpu import (HARNESSES, MATMUL_POOL, REDUCE_POOL, SKINNY_POOL, TENSOR_POOL, Chooser, DeviceArray,
+                            exact_operands, matmul_case, matmul_parts, reduce_head, reduce_problem, run_case,
+                            skinny_case, skinny_kernel_for, skinny_plan, stored_shape, tail_slots, tensor_case,
+                            tensor_plan)
+from test_faults_gpu import FAULTS, POOLS, STANDALONE_CANDIDATES, selected_specs, standalone_spec, trigger_rates
 
 HOOK = re.compile(r'\{% if fault == "(\w+)"')
 WHOLE_LINE_HOOK = re.compile(r'^[ \t]*\{% if fault == "\w+"[^%]*%\}\n.*?^[ \t]*\{% endif %\}\n', re.M | re.S)
@@ -30,7 +36,7 @@ def _template_text(family: str) -> str:
 
 
 def test_every_planted_fault_has_a_hook_and_every_hook_a_fault():
-    assert {"matmul", "reduce"} <= set(faults.families())
+    assert {"matmul", "reduce", "skinny", "tensor_matmul"} <= set(faults.families())
     for family, cls in kgen.families().items():
         if not (rendering.template_dir() / cls.template).is_file():
             continue  # a family some test registered without a template
@@ -38,6 +44,7 @@ def test_every_planted_fault_has_a_hook_and_every_hook_a_fault():
         planted = {f.name for f in faults.faults(family)}
         assert hooks == planted, f"{family}: hooks {sorted(hooks)} but planted {sorted(planted)}"
     assert len(faults.faults("matmul")) >= 4 and len(faults.faults("reduce")) >= 4
+    assert len(faults.faults("skinny")) >= 4 and len(faults.faults("tensor_matmul")) >= 4
 
 
 def _hookless_environment() -> jinja2.Environment:
@@ -57,10 +64,10 @@ def _hookless_environment() -> jinja2.Environment:
 
 def test_without_a_fault_every_kernel_renders_as_if_the_hooks_were_not_there(monkeypatch):
     env = _hookless_environment()
-    for family in ("matmul", "reduce"):
+    for family in ("matmul", "reduce", "skinny", "tensor_matmul"):
         stripped = env.loader.get_source(env, kgen.families()[family].template)[0]
         assert "fault" not in stripped, f"a {family} hook is not of the form the test removes"
-    specs = REDUCE_POOL + MATMUL_POOL
+    specs = REDUCE_POOL + MATMUL_POOL + SKINNY_POOL + TENSOR_POOL
     normal = [(rendering.render(s), rendering.render(s, standalone=True)) for s in specs]
     monkeypatch.setattr(rendering, "environment", lambda: env)
     hookless = [(rendering.render(s), rendering.render(s, standalone=True)) for s in specs]
@@ -89,8 +96,16 @@ def test_faults_change_only_the_code_they_name():
     assert faults.applies(Matmul(**kgen.ops.matmul.DEFAULT_F32), "read_past_row_end")
     assert not faults.applies(Reduce(strategy="atomic"), "skip_last_warp_final_merge")
     assert not faults.applies(Reduce(vector_loads=False), "count_tail_twice")
+    assert not faults.applies(TensorMatmul(), "drop_block_partial")  # no split-K reduction without split_k
+    assert faults.applies(TensorMatmul(split_k=2), "drop_block_partial")
+    assert not faults.applies(TensorMatmul(repack=False), "read_past_row_end")  # no repack kernel
+    assert faults.applies(TensorMatmul(repack=False), "edge_zero_fill_missing")
+    with pytest.raises(ValueError, match="no fault 'drop_last_k_slab' is planted in the 'tensor_matmul'"):
+        faults.render(TensorMatmul(), "drop_last_k_slab")  # a skinny fault
+    for fault in faults.faults("skinny"):
+        assert all(faults.applies(s, fault) for s in (Skinny(), Skinny(dtype="float16", rows=1)))
     for fault in FAULTS:
-        pool = REDUCE_POOL if fault.family == "reduce" else MATMUL_POOL
+        pool = POOLS[fault.family]
         assert any(faults.applies(s, fault) for s in pool), fault
         text = faults.render(selected_specs(fault)[0], fault)
         assert text != kgen.render(selected_specs(fault)[0])
@@ -109,13 +124,20 @@ def test_every_fault_variant_compiles():
 
 def test_the_gpu_tests_draw_cases_that_exercise_every_fault():
     # The property check of a fault runs ~40 drawn cases on its selected specs; each must
-    # exercise the fault in a good share of them, and each fault has a standalone run.
+    # exercise the fault in a good share of them, and each fault of a family with a
+    # standalone self-check has a standalone run (the skinny program is a timing demo with
+    # a loose check, and tensor-core specs have no standalone program).
+    assert set(POOLS) == set(HARNESSES) and {f.family for f in FAULTS} <= set(HARNESSES)
+    assert set(STANDALONE_CANDIDATES) == {"reduce", "matmul"}
     for fault in FAULTS:
         rates = dict((s.key, r) for r, s in trigger_rates(fault))
         chosen = selected_specs(fault)
         assert chosen, fault
         assert all(rates[s.key] >= 0.3 for s in chosen), (fault, [rates[s.key] for s in chosen])
-        assert standalone_spec(fault) is not None, fault
+        if fault.family in STANDALONE_CANDIDATES:
+            assert standalone_spec(fault) is not None, fault
+        else:
+            assert standalone_spec(fault) is None, fault
 
 
 # ---------------------------------------------------------------------------------
@@ -144,6 +166,88 @@ def test_matmul_parts_are_the_kernels_plan():
             want = [(m0, rows, splits, chunk) for m0, rows, _, splits, chunk in
                     kernel._plan(case["M"], case["N"], case["K"], "kgen_matmul")]
             assert matmul_parts(spec, case) == want, (spec.to_json(), case)
+
+
+class _RecordedLaunch:
+    """Stands in for kgen.core.launch.Launch where there is no CUDA driver: the plan only."""
+
+    def __init__(self, fn, name, grid, block, shared, fmt):
+        self.name, self.grid, self.shared = name, grid, shared
+
+
+def _operand_strides(which: str, case: dict, col: bool) -> tuple[int, int]:
+    ld = stored_shape(which, case, col)[2]
+    return (1, ld) if col else (ld, 1)
+
+
+def test_skinny_plan_is_the_kernels(monkeypatch):
+    monkeypatch.setattr(skinny_module, "Launch", _RecordedLaunch)
+    rng = np.random.default_rng(5)
+    for spec in SKINNY_POOL:
+        item = np.dtype(spec.dtype).itemsize
+        for _ in range(25):
+            case = skinny_case(spec, Chooser(rng=rng))
+            bare = object.__new__(SkinnyKernel)
+            bare.spec, bare._plans, bare._sms = spec, {}, 132
+            bare._fmt_main = bare._fmt_merge = bare._fmt_prescale = "P"
+            bare.handle = lambda name, shared=0: 0
+            kernel = skinny_kernel_for(spec, case, lambda s, kernel=bare: kernel)
+            M, N, K = case["M"], case["N"], case["K"]
+            c_strides = (1, max(M, 1) + case["pad_c"]) if case["c_col"] else (max(N, 1) + case["pad_c"], 1)
+            plan = kernel._plan(M, K, _operand_strides("A", case, case["a_col"]), K, N,
+                                _operand_strides("B", case, case["b_col"]), (M, N), c_strides,
+                                (1 << 20) + case["off_a"] * item, (1 << 20) + case["off_b"] * item)
+            want = skinny_plan(spec, case)
+            ks = next(fixed[8] for kind, _, fixed in plan.launches if kind == "main")
+            assert (plan.swap, plan.form, plan.width, plan.splits, ks) == \
+                (want["swap"], want["form"], want["width"], want["splits"], want["ks"]), (spec.to_json(), case)
+
+
+def test_tensor_plan_is_the_kernels(monkeypatch):
+    monkeypatch.setattr(tensor_module, "Launch", _RecordedLaunch)
+    rng = np.random.default_rng(6)
+    for spec in TENSOR_POOL:
+        item = np.dtype(spec.dtype).itemsize
+        kernel = object.__new__(TensorMatmulKernel)
+        kernel.spec, kernel._plans, kernel._item, kernel._acc_item = spec, {}, item, 8 if item == 8 else 4
+        kernel._fmt = kernel._fmt_reduce = "P"
+        kernel.handle = lambda name, shared=0: 0
+        kernel._buffer = lambda name, nbytes: 1 << 30
+        for _ in range(25):
+            case = tensor_case(spec, Chooser(rng=rng))
+            M, N, K = case["M"], case["N"], case["K"]
+            seen = {}
+            for which, layout in (("A", spec.layout_a), ("B", spec.layout_b)):
+                shape = (M, K) if which == "A" else (K, N)
+                rows, cols, ld = kernel._operand(shape, _operand_strides(which, case, layout == "col"), spec.dtype,
+                                                 which, layout)
+                seen[which] = (ld, kernel._aligned((1 << 20) + case["off_" + which.lower()] * item, ld))
+            plan = kernel._plan(M, N, K, seen["A"][0], seen["B"][0], N, seen["A"][1], seen["B"][1], True)
+            want = tensor_plan(spec, case)
+            for i, which in enumerate("AB"):
+                o = want["operands"][which]
+                assert (plan[i] is not None) == o["repacked"], (spec.to_json(), case)
+                assert seen[which] == (o["ld"], o["ok"])
+                if plan[i] is not None:
+                    assert plan[i][2] == (o["rows"], o["cols"], o["ld"], o["ldd"])
+            assert plan[2].name == ("kgen_tc_matmul" if want["aligned"] else "kgen_tc_matmul_elem")
+            splits = plan[6][5] if plan[5] is not None else 1
+            assert (splits, plan[3][6]) == (want["splits"], want["chunk"]), (spec.to_json(), case)
+
+
+def test_exact_operands_keep_every_sum_exact_and_every_edge_term_nonzero():
+    rng = np.random.default_rng(8)
+    for dtype, out, limit in (("float16", "float16", 2 ** 9 + 16), ("float16", "float32", 2 ** 22),
+                              ("float32", "float32", 2 ** 22), ("float64", "float64", 2 ** 50)):
+        for K in (1, 2, 7, 512, 513, 2049, 6000):
+            A, B = exact_operands(3, 4, K, dtype, out, rng)
+            assert A.dtype == dtype and B.dtype == dtype and A.shape == (3, K) and B.shape == (K, 4)
+            a, b = A.astype(np.float64), B.astype(np.float64)
+            assert (a == np.round(a)).all() and (a >= 0).all() and (b >= 0).all()
+            assert (a[:, [0, -1]] > 0).all() and (b[[0, -1]] > 0).all()  # first and last terms count
+            if K <= 512 or out != "float16":
+                assert (a > 0).all() and (b > 0).all()
+            assert (a @ b).max() <= limit if K <= limit else (a @ b).max() <= K
 
 
 # ---------------------------------------------------------------------------------
@@ -211,29 +315,32 @@ class FakeMatmul:
         result = alpha * (a @ b) + (beta * c.astype(np.float64) if beta else 0.0)
         rows = c.shape[0] - 1 if self.fault == "skip_last_row" else c.shape[0]
         c[:rows] = result[:rows].astype(c.dtype)
-        if self.fault == "write_past_row":  # one element past the end of the last row
-            self.memory.array(out, columns_past=1)[-1, -1] = 0
+        if self.fault == "write_past_row":  # one element past the end of C's last stored line
+            column_major = out.strides is not None and out.strides[0] == 1 and out.strides[1] != 1
+            self.memory.array(out, **({"rows_past": 1} if column_major else {"columns_past": 1}))[-1, -1] = 0
         return out
 
 
-FAKES = {"reduce": FakeReduce, "matmul": FakeMatmul}
+PRODUCTS = ("matmul", "skinny", "tensor_matmul")
+FAKES = {"reduce": FakeReduce, **{family: FakeMatmul for family in PRODUCTS}}
 
 
-@pytest.mark.parametrize("family", ["reduce", "matmul"])
+@pytest.mark.parametrize("family", ["reduce", *PRODUCTS])
 def test_unmodified_simulated_kernels_pass_the_exact_checks(family):
     memory, rng = FakeMemory(), np.random.default_rng(3)
     harness = HARNESSES[family]
     for spec in harness.pool():
         for _ in range(3):
             case = harness.case(spec, Chooser(rng=rng))
-            case["M" if family == "matmul" else "n"] = min(case["M" if family == "matmul" else "n"], 3000)
+            case["n" if family == "reduce" else "M"] = min(case["n" if family == "reduce" else "M"], 3000)
             problem = run_case(family, spec, case, memory, lambda s: FAKES[family](memory, s))
             assert problem is None, problem
 
 
 @pytest.mark.parametrize("family,fault", [("reduce", "drop_first"), ("reduce", "double_last"),
-                                          ("reduce", "read_past_end"), ("matmul", "skip_last_k"),
-                                          ("matmul", "skip_last_row"), ("matmul", "write_past_row")])
+                                          ("reduce", "read_past_end")]
+                         + [(family, fault) for family in PRODUCTS
+                            for fault in ("skip_last_k", "skip_last_row", "write_past_row")])
 def test_simulated_faults_fail_the_exact_checks(family, fault):
     memory, rng = FakeMemory(), np.random.default_rng(4)
     harness = HARNESSES[family]
@@ -244,8 +351,10 @@ def test_simulated_faults_fail_the_exact_checks(family, fault):
         case = harness.case(spec, Chooser(rng=rng))
         if family == "reduce":
             case["n"] = max(1, min(case["n"], 3000))
-        elif fault == "skip_last_k":
-            case["K"] = max(case["K"], 2)
+        else:
+            case["M"] = min(case["M"], 3000)
+            if fault == "skip_last_k":
+                case["K"] = max(case["K"], 2)
         tried += 1
         caught += run_case(family, spec, case, memory, lambda s: FAKES[family](memory, s, fault)) is not None
     assert tried >= 8 and caught == tried, (caught, tried)

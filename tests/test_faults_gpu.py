@@ -1,6 +1,8 @@
 """Planted faults on the GPU: each known-wrong kernel variant (kgen.core.faults) is caught by
-the exact-arithmetic property checks of tests/test_exact_gpu.py and by the standalone
-program's self-check, while the unmodified kernels pass both.
+the exact-arithmetic property checks of tests/test_exact_gpu.py and (matmul, reduce) by the
+standalone program's self-check, while the unmodified kernels pass both. Skinny and
+tensor-core faults are checked by the property checks only: the skinny standalone program
+is a timing demo with a loose check, and tensor-core specs have no standalone program.
 
 For each fault the specs are those of the property tests' pool whose code the fault
 changes, preferring the ones whose random cases exercise it most (a fault in the split-K
@@ -28,14 +30,14 @@ import kgen
 from kgen.core import faults
 from kgen.ops.matmul import DEFAULT_F32, SPLIT_F32, Matmul
 from kgen.ops.reduce import Reduce
-from test_exact_gpu import (HARNESSES, MATMUL_POOL, REDUCE_POOL, Chooser, CudaMemory, compile_all, reduce_triggers,
-                            run_case)
+from test_exact_gpu import (HARNESSES, MATMUL_POOL, REDUCE_POOL, SKINNY_POOL, TENSOR_POOL, Chooser, CudaMemory,
+                            compile_all, reduce_triggers, run_case)
 
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = int(os.environ.get("KGEN_FAULT_EXAMPLES", "40"))
 RATE_DRAWS = 100
-POOLS = {"reduce": REDUCE_POOL, "matmul": MATMUL_POOL}
+POOLS = {"reduce": REDUCE_POOL, "matmul": MATMUL_POOL, "skinny": SKINNY_POOL, "tensor_matmul": TENSOR_POOL}
 kgen.families()  # imports every family's module: each plants its faults
 FAULTS = faults.faults()
 RESULTS: dict[str, dict] = {"property": {}, "standalone": {}}
@@ -47,6 +49,10 @@ RESULTS: dict[str, dict] = {"property": {}, "standalone": {}}
 def _variant(spec) -> tuple:
     if spec.kernel == "reduce":
         return (spec.strategy,)
+    if spec.kernel == "skinny":
+        return (spec.merge, spec.dtype)
+    if spec.kernel == "tensor_matmul":
+        return (spec.dtype, spec.split_k > 1, spec.repack)
     return (spec.shared_memory, spec.split_k > 1, spec.tail_split_k > 1, spec.repack, spec.dtype)
 
 

@@ -743,3 +743,15 @@ class BoundLaunch:
     def __call__(self) -> None:
         for go, args in self.launches:
             go(self.stream, *args)
+
+# Known-wrong variants the template renders for testing the tests (kgen/core/faults.py).
+from ..core import faults as _faults  # noqa: E402 - test-only declarations, kept beside the family
+
+_faults.plant("skinny", "drop_last_k_slab", "the slab count rounds K / ks down: a last K slab shorter than the "
+              "others adds nothing")
+_faults.plant("skinny", "skip_vector_tail", "the elements after the last whole vector (of K in the dot form, of the "
+              "columns in the axpy form) are read as zero")
+_faults.plant("skinny", "drop_block_partial", "the merge of the K slabs leaves out slab 0's partial (ticket and "
+              "two-pass merges; with atomics slab 0 adds zero)")
+_faults.plant("skinny", "edge_guard_off_by_one", "the small operand's row guard is off by one: its last row is "
+              "staged as zeros")

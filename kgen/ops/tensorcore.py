@@ -779,3 +779,14 @@ class TensorMatmulKernel(Kernel):
 
 
 TensorMatmul.kernel_class = TensorMatmulKernel
+
+# Known-wrong variants the template renders for testing the tests (kgen/core/faults.py).
+from ..core import faults as _faults  # noqa: E402 - test-only declarations, kept beside the family
+
+_faults.plant("tensor_matmul", "skip_last_k_tile", "the cp.async pipeline's refill stops one tile early: a K slice's "
+              "last tile is never copied and its stage is multiplied stale")
+_faults.plant("tensor_matmul", "edge_zero_fill_missing", "copies of chunks outside the matrix read 16 bytes of its "
+              "first chunk instead of zero-filling (src-size 0 is lost)")
+_faults.plant("tensor_matmul", "drop_block_partial", "the split-K reduction leaves out the first K slice")
+_faults.plant("tensor_matmul", "read_past_row_end", "the repack reads source rows at the packed stride: past the end "
+              "of each row when the leading dimension is unaligned")
