@@ -194,7 +194,7 @@ class CatalogueResult:
     dtype: str
     entries: list[CatalogueEntry]
     elapsed_s: float
-    where: str = "this process"  # or the cluster's description
+    where: str = "in this process"  # or "on" the cluster it ran on
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def with_status(self, status: str) -> list[CatalogueEntry]:
@@ -212,8 +212,10 @@ class CatalogueResult:
         """One line per problem (status, best time, rate, device, worker, seconds, winner),
         then what was retried or failed, then the totals."""
         cls = _family(self.family)
+        # The winner by the fields the search varied (over every candidate of every problem).
+        searched = {r.spec.key: r.spec for e in self.entries if e.result is not None for r in e.result.records}
         winners = [e.result.best for e in self.entries if e.result is not None and e.result.best is not None]
-        varying = _varying_fields(winners)
+        varying = _varying_fields(list(searched.values()) + winners)
         show_worker = any(e.worker for e in self.entries)
         width = max([len("problem")] + [len(e.label) for e in self.entries])
         head = f"{'#':>3}  {'problem':<{width}}  {'status':<11} {'best ms':>9} {'rate':>14}  {'device':<24}"
@@ -244,7 +246,7 @@ class CatalogueResult:
         lines.extend(self.notes)
         counts = ", ".join(f"{len(self.with_status(s))} {s}" for s in ("tuned", "in database", "compiled", "failed")
                            if self.with_status(s))
-        lines.append(f"{len(self.entries)} problem(s) in {self.elapsed_s:.1f} s on {self.where}: {counts}")
+        lines.append(f"{len(self.entries)} problem(s) in {self.elapsed_s:.1f} s {self.where}: {counts}")
         return "\n".join(lines)
 
 
@@ -300,7 +302,9 @@ class CatalogueProgress:
             self._bar.set_postfix_str(self._fit(), refresh=True)
 
     def _fit(self) -> str:
-        text = "; ".join(f"{k}: {v}" if k else v for k, v in sorted(self.status.items()))
+        # Workers named by number (a LocalCluster's) read as "worker 0"; the others by name (gpu0).
+        text = "; ".join(f"{'worker ' + k if k.isdigit() else k}: {v}" if k else v
+                         for k, v in sorted(self.status.items()))
         columns = shutil.get_terminal_size((100, 24)).columns
         room = max(columns - 50 - 2 * len(str(self.total)), 10)
         return text if len(text) <= room else text[: room - 3] + "..."
@@ -313,9 +317,14 @@ class CatalogueProgress:
         from tqdm import tqdm
 
         r = entry.result
-        what = f"{r.best_ms:.4f} ms" if r is not None and r.best_ms else (entry.error or entry.status)
+        if r is not None and r.best_ms:
+            what = f", {r.best_ms:.4f} ms"
+        elif entry.status == "compiled" and r is not None:
+            what = f", {len(r.by_status('compiled'))} candidates compiled"
+        else:
+            what = f": {entry.error}" if entry.error else ""
         where = f" on {entry.worker}" if entry.worker else ""
-        post = f", {entry.label}: {entry.status}{where}, {what}"
+        post = f", {entry.label}: {entry.status}{where}{what}"
         self.stream.write(tqdm.format_meter(self.done, self.total, time.perf_counter() - self.t0,
                                             prefix="catalogue", postfix=post[2:], bar_format=BAR_FORMAT) + "\n")
         self.stream.flush()

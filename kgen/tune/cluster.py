@@ -81,15 +81,15 @@ def require_distributed() -> Any:
 # ---------------------------------------------------------------------------------------
 
 def runner_from(runner: Any, seed: int | None = None) -> Any:
-    """A Runner from a Runner, a function returning one, or None (CudaRunner on this
-    process' GPU)."""
+    """A Runner from a Runner, a Runner class or function returning one, or None
+    (CudaRunner on this process' GPU)."""
     if runner is None:
         from .runners import CudaRunner
 
         return CudaRunner(seed=seed)
-    if hasattr(runner, "verify") and hasattr(runner, "time"):
+    if not isinstance(runner, type) and hasattr(runner, "verify") and hasattr(runner, "time"):
         return runner
-    if callable(runner):
+    if callable(runner):  # a function, or a Runner class
         made = runner()
         if not (hasattr(made, "verify") and hasattr(made, "time")):
             raise TuneError(f"the runner function returned {made!r}, which is not a Runner")
@@ -141,9 +141,9 @@ def local_cluster(gpus: Sequence[str | int] | None = None, *, dashboard_address:
     workers = {f"gpu{g}": {"cls": Nanny, "options": {"nthreads": 1, "host": "127.0.0.1", "silence_logs": quiet,
                                                      "env": {"CUDA_VISIBLE_DEVICES": g, "KGEN_DEVICE": "0"}}}
                for g in ids}
-    options: dict[str, Any] = {"host": "127.0.0.1", "dashboard": dashboard_address is not None}
-    if dashboard_address is not None:
-        options["dashboard_address"] = dashboard_address
+    # Without a dashboard the scheduler still serves its health and metrics pages: on a free port.
+    options = {"host": "127.0.0.1", "dashboard": dashboard_address is not None,
+               "dashboard_address": dashboard_address or "127.0.0.1:0"}
     scheduler = {"cls": Scheduler, "options": options}
     with dask.config.set({"distributed.worker.daemon": False, "distributed.scheduler.worker-saturation": 1.0}):
         return SpecCluster(workers=workers, scheduler=scheduler, name="kgen-local", silence_logs=quiet)
@@ -153,7 +153,7 @@ def _connect(cluster: Any) -> tuple[Any, list[Any], str]:
     """(client, what to close afterwards, a description) for a cluster= argument."""
     distributed = require_distributed()
     if isinstance(cluster, distributed.Client):
-        return cluster, [], f"the Dask scheduler at {cluster.scheduler.address}"
+        return cluster, [], f"on the Dask scheduler at {cluster.scheduler.address}"
     if isinstance(cluster, str):
         text = cluster.strip()
         if text == "local":
@@ -163,7 +163,7 @@ def _connect(cluster: Any) -> tuple[Any, list[Any], str]:
             except BaseException:
                 made.close()
                 raise
-            return client, [client, made], f"a local cluster of {len(made.workers)} GPU worker(s)"
+            return client, [client, made], f"on a local cluster of {len(made.workers)} GPU worker(s)"
         try:
             if text.endswith(".json"):
                 if not os.path.isfile(text):
@@ -176,10 +176,10 @@ def _connect(cluster: Any) -> tuple[Any, list[Any], str]:
         except (OSError, TimeoutError, ValueError) as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {text}: {first_line(exc)}. Give its address "
                                "(tcp://HOST:8786), a scheduler file (.json), or 'local'") from None
-        return client, [client], f"the Dask scheduler at {client.scheduler.address}"
+        return client, [client], f"on the Dask scheduler at {client.scheduler.address}"
     if hasattr(cluster, "scheduler_address"):
         client = distributed.Client(cluster)
-        return client, [client], f"the Dask scheduler at {cluster.scheduler_address}"
+        return client, [client], f"on the Dask scheduler at {cluster.scheduler_address}"
     raise ClusterError(f"cluster={cluster!r} is not allowed: 'local', a scheduler address (tcp://HOST:8786), a "
                        "scheduler file (.json), a distributed.Client or a Dask cluster object")
 
@@ -368,10 +368,27 @@ def _probe(job: _Job) -> dict[str, Any]:
         if nvcc == "no nvcc" and job.compiler is None:
             raise TuneError("nvcc is not on this worker's PATH; install the CUDA toolkit there")
         return {"device": runner.device.name, "arch": runner.device.arch, "nvcc": nvcc, "kgen": __version__,
-                "cpus": os.cpu_count() or 1, "daemon": bool(multiprocessing.current_process().daemon),
+                "cpus": _usable_cpus(), "machine_cpus": os.cpu_count() or 1,
+                "daemon": bool(multiprocessing.current_process().daemon),
                 "pid": os.getpid(), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
     except Exception as exc:  # noqa: BLE001 - reported per worker by the driver
         return {"error": f"{type(exc).__name__}: {first_line(exc)}"}
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (a batch job's allocation, not the whole machine's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _compile_processes(probes: list[dict[str, Any]]) -> int:
+    """Compile processes for each worker of one machine: all the CPUs a worker may use but
+    one when it has an allocation of its own (a batch job's), else its share of the machine's."""
+    if any(p["cpus"] < p["machine_cpus"] for p in probes):
+        return max(1, min(p["cpus"] for p in probes) - 1)
+    return max(1, probes[0]["machine_cpus"] // len(probes) - 1)
 
 
 def _tune_task(job: _Job) -> _Outcome:
@@ -413,7 +430,7 @@ def _tune(job: _Job) -> _Outcome:
     store = _TaskStore(job.known)
     host = get_address_host(worker.address)
     compile_workers = job.workers if job.workers is not None else job.compile_workers.get(
-        host, max(1, (os.cpu_count() or 2) - 1))
+        host, max(1, _usable_cpus() - 1))
     if multiprocessing.current_process().daemon:
         compile_workers = 0  # a daemonic process may not start the compile pool's processes
     last = [-math.inf]
@@ -546,12 +563,15 @@ class _Driver:
         run's targets and a worker that cannot tune is an error."""
         from distributed.comm import get_address_host
 
-        probes = self.client.run(_probe, self._job(0, -1, 0, {}), workers=addresses, on_error="return")
+        answers = self.client.run(_probe, self._job(0, -1, 0, {}), workers=addresses, on_error="return")
+        probes: dict[str, dict[str, Any]] = {
+            a: p if isinstance(p, dict) else {"error": f"{type(p).__name__}: {first_line(p)}"}
+            for a, p in answers.items()}
+        if first:
+            self.models = sorted({_model_of(p) for p in probes.values() if not p.get("error")})
         info = self._alive()
         failed = {}
-        for address, p in probes.items():
-            if isinstance(p, BaseException):
-                p = {"error": f"{type(p).__name__}: {first_line(p)}"}
+        for address, p in sorted(probes.items()):
             name = str(info.get(address, {}).get("name", address))
             self.names[address] = name
             if p.get("error"):
@@ -559,15 +579,13 @@ class _Driver:
                 self.worker_model[address] = None
                 continue
             model = _model_of(p)
-            if first and model not in self.models:
-                self.models.append(model)
             self.worker_model[address] = self.models.index(model) if model in self.models else None
             if self.worker_model[address] is None:
                 self.notes.append(f"note: worker {name} joined with {model[0]} ({model[1]}), which this run does "
                                   "not target; it may tune problems for its own device")
             host = get_address_host(address)
-            on_host = sum(1 for a in probes if get_address_host(a) == host)
-            self.compile_workers[host] = max(1, p["cpus"] // on_host - 1)
+            self.compile_workers[host] = _compile_processes([q for a, q in probes.items() if not q.get("error")
+                                                             and get_address_host(a) == host])
             if first and info.get(address, {}).get("nthreads", 1) > 1:
                 self.notes.append(f"note: worker {name} has several threads; its tunes run one at a time (they "
                                   "share a GPU): start one worker per GPU with --nthreads 1")
@@ -585,9 +603,9 @@ class _Driver:
         try:
             self.client.wait_for_workers(1, timeout=self.worker_timeout_s)
         except TimeoutError:
-            raise ClusterError(f"no worker joined {self.where} within {self.worker_timeout_s:g} s") from None
+            raise ClusterError(f"no worker joined the cluster ({self.where}) within "
+                               f"{self.worker_timeout_s:g} s") from None
         self._probe(sorted(self._alive()), first=True)
-        self.models.sort()
         self.restrict = len(self.models) > 1
         if self.restrict:
             self.notes.append("device models: " + "; ".join(f"{m[0]} ({m[1]})" for m in self.models)
@@ -678,17 +696,25 @@ class _Driver:
         self.pending[fut.key] = (fut, job, addresses)
         self.ac.add(fut)
 
-    def _handle(self, fut: Any, job: _Job) -> None:
+    def _handle(self, fut: Any, value: Any, job: _Job, addresses: list[str] | None) -> None:
+        """One task ended: `value` is its outcome (fetched as soon as it finished, so that a
+        worker dying next loses nothing), or its exception."""
         slot = (job.index, job.model)
+        if fut.status in ("pending", "lost") or (fut.status == "finished" and not isinstance(value, _Outcome)):
+            # Finished, then its result was lost with its worker before it was fetched: the
+            # scheduler computes it again.
+            self.pending[fut.key] = (fut, job, addresses)
+            self.ac.add(fut)
+            return
         if fut.status != "finished":
-            exc = fut.exception() if fut.status == "error" else None
+            exc = value if isinstance(value, BaseException) else None
             why = f"{type(exc).__name__}: {first_line(exc)}" if exc is not None else f"the task was {fut.status}"
             if type(exc).__name__ == "KilledWorker":
                 why = f"lost with its worker every time it ran ({why})"
             fut.release()
             self._fail(job, why)
             return
-        outcome: _Outcome = fut.result()
+        outcome: _Outcome = value
         fut.release()
         self.completed[(job.index, job.model, job.attempt)] = (outcome.address, outcome.pid)
         self._store(outcome)
@@ -772,7 +798,7 @@ class _Driver:
         slots = [(i, m) for i in range(len(self.problems)) for m in range(len(self.models))]
         if self.on_total is not None:
             self.on_total(len(slots))
-        self.ac = as_completed()
+        self.ac = as_completed(with_results=True, raise_errors=False)
         for topic in (TOPIC_ATTEMPTS, TOPIC_PROGRESS):
             self.client.subscribe_topic(topic, self._on_event)
         try:
@@ -798,10 +824,10 @@ class _Driver:
     def _loop(self) -> None:
         last_check = time.monotonic()
         while self.pending:
-            for fut in self.ac.next_batch(block=False) if self.ac.has_ready() else []:
+            for fut, value in self.ac.next_batch(block=False) if self.ac.has_ready() else []:
                 entry = self.pending.pop(fut.key, None)
                 if entry is not None:  # None: cancelled and submitted again
-                    self._handle(fut, entry[1])
+                    self._handle(fut, value, entry[1], entry[2])
             now = time.monotonic()
             if now - last_check >= 2.0:
                 last_check = now
