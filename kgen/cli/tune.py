@@ -43,6 +43,7 @@ examples:
   kgen tune matmul --shape 4096x4096x4096
   kgen tune reduce --op dot --n 268435456
   kgen tune matmul --shape 4096x4096x4096 --dry-run --arch sm_90
+  kgen tune matmul --shapes shapes.txt --cluster local
   kgen tune list
 
 The result table's columns: median ms (the median of the candidate's timed
@@ -68,6 +69,14 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                       help="any family: the problem as JSON, e.g. '{\"M\": 64, \"N\": 64, \"K\": 64}'")
     prob.add_argument("--dtype", default="float32",
                       help="element type: float32 (default), float64, or int32 for reduce")
+    prob.add_argument("--shapes", metavar="FILE",
+                      help="a catalogue: one problem a line (MxNxK for matmul, LENGTH [OP] for reduce, or a JSON "
+                           "object; '#' starts a comment), tuned one after another; problems the database holds "
+                           "are skipped, so an interrupted run resumes")
+    prob.add_argument("--cluster", nargs="?", const="local", metavar="ADDRESS|local",
+                      help="tune on the GPU workers of a Dask cluster: --cluster alone (or 'local') starts one "
+                           "worker per GPU of this machine; or give a scheduler address (tcp://HOST:8786) or a "
+                           "scheduler file (.json). Needs pip install 'kgen[cluster]' (docs/cluster.md)")
     search = p.add_argument_group("the search")
     search.add_argument("--strategy", choices=STRATEGIES,
                         help="guided (default): a model picks what to try next; random; exhaustive: every "
@@ -281,6 +290,11 @@ def _tune(args) -> int:
         raise CLIError(f"unknown family {args.family!r}; allowed: {sorted(families())} or 'list'")
     if args.arch and not args.dry_run:
         raise CLIError("--arch only goes with --dry-run (a real tune compiles for the GPU it runs on)")
+    if args.shapes or args.cluster:
+        from .catalogue import tune_catalogue_command
+
+        return tune_catalogue_command(args, where=_where(args.where), dry_run_bound=DRY_RUN_BOUND,
+                                      arch=_check_arch(args.arch or "sm_90") if args.dry_run else None)
     problem = _problem(args)
     workers = default_workers() if args.workers is None else args.workers
     max_configs = args.max_configs
