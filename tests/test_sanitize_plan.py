@@ -1,0 +1,114 @@
+"""scripts/sanitize without a GPU: the plan (which specs of each family run) and the cases
+(which shapes and placements) cover what the sanitizer runs are meant to reach, and the
+plan is reproducible from its seed."""
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import kgen
+
+H100 = {"max_threads_per_block": 1024, "max_shared_per_block_optin": 227 * 1024, "multiprocessors": 132}
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "sanitize"
+
+
+def _load_script():
+    loader = importlib.machinery.SourceFileLoader("kgen_sanitize_script", str(SCRIPT))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+sanitize = _load_script()
+
+
+def _args(**kw):
+    fields = dict(seed=0, quick=False, matmul_sample=6, skinny_sample=24, tensor_sample=24)
+    fields.update(kw)
+    return argparse.Namespace(**fields)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return sanitize.make_plan(_args(), H100)
+
+
+def _specs(plan, family):
+    return [kgen.spec_from_json(item["spec"]) for item in plan if item["family"] == family]
+
+
+def test_plan_holds_every_family_and_its_specs_round_trip(plan):
+    families = {item["family"] for item in plan}
+    assert families == {"reduce", "matmul", "skinny", "tensor_matmul"}
+    for item in plan:
+        spec = kgen.spec_from_json(item["spec"])
+        assert spec.kernel == item["family"] and spec.to_json() == item["spec"]
+    assert len(_specs(plan, "matmul")) == 6
+    assert len(_specs(plan, "skinny")) == 24 and len(_specs(plan, "tensor_matmul")) == 24
+
+
+def test_skinny_sample_takes_every_dtype_and_merge(plan):
+    specs = _specs(plan, "skinny")
+    pairs = {(s.dtype, s.merge) for s in specs}
+    want = {(d, m) for d in ("float32", "float64", "float16") for m in ("single_pass", "two_pass", "atomic")}
+    assert pairs == want - {("float16", "atomic")}  # 16-bit atomics are refused by the spec
+    assert len(set(specs)) == len(specs)
+    for s in specs:
+        assert s.threads <= H100["max_threads_per_block"] and s.shared_bytes <= H100["max_shared_per_block_optin"]
+
+
+def test_tensor_sample_takes_every_dtype_split_layout_and_load_path(plan):
+    specs = _specs(plan, "tensor_matmul")
+    assert {(s.dtype, s.split_k > 1) for s in specs} == {(d, split) for d in ("float16", "float32", "float64")
+                                                         for split in (False, True)}
+    assert {s.layout_a for s in specs} == {"row", "col"} and {s.layout_b for s in specs} == {"row", "col"}
+    assert {s.repack for s in specs} == {True, False}  # repacking and the element-load entry point
+    assert all(s.tf32 for s in specs if s.dtype == "float32")
+    for s in specs:
+        assert s.threads <= H100["max_threads_per_block"] and s.shared_bytes <= H100["max_shared_per_block_optin"]
+
+
+def test_plan_is_reproducible_from_its_seed_and_quick_is_small():
+    assert sanitize.make_plan(_args(), H100) == sanitize.make_plan(_args(), H100)
+    other = sanitize.make_plan(_args(seed=1), H100)
+    assert _specs(other, "skinny") != _specs(sanitize.make_plan(_args(), H100), "skinny")
+    quick = sanitize.make_plan(_args(quick=True), H100)
+    assert len(_specs(quick, "skinny")) == 3 and len(_specs(quick, "tensor_matmul")) == 3
+    assert len(_specs(quick, "matmul")) == 3
+
+
+@pytest.mark.parametrize("family", ["matmul", "skinny", "tensor_matmul"])
+def test_product_shapes_are_odd_and_unaligned(family):
+    for tool in ("memcheck", "racecheck", "synccheck", "initcheck"):
+        shapes = sanitize.cases_for(family, tool, quick=False)
+        assert shapes and all(len(s) == 3 and min(s) >= 1 for s in shapes)
+        assert any(K % 8 and K > 1 for _, _, K in shapes), (family, tool)  # K no multiple of a vector
+    memcheck = sanitize.cases_for(family, "memcheck", quick=False)
+    assert (1, 1, 1) in memcheck
+    assert any(M % 16 and N % 16 and M > 1 and N > 1 for M, N, _ in memcheck)  # partial tiles both ways
+    assert sanitize.cases_for(family, "memcheck", quick=True)
+
+
+def test_skinny_shapes_and_placements_reach_both_forms_and_orientations():
+    shapes = sanitize.cases_for("skinny", "memcheck", quick=False)
+    assert any(M == 1 for M, _, _ in shapes) and any(M > N for M, N, _ in shapes)  # decode and few columns
+    assert any(min(M, N) > 64 for M, N, _ in shapes)  # more small rows than a block takes
+    assert any(K > 2048 for _, _, K in shapes)  # long enough for several K slabs
+    spec = kgen.Skinny()
+    runs = sanitize.placements(spec, "memcheck")
+    assert {(a, b) for a, b, _, _ in runs} == {(a, b) for a in ("row", "col") for b in ("row", "col")}
+    assert any(pad and offset for _, _, pad, offset in runs)  # unaligned pointers and leading dimensions
+    racecheck = sanitize.placements(spec, "racecheck")
+    assert {(a, b) for a, b, _, _ in racecheck} == {("row", "row"), ("col", "col")}
+
+
+def test_matmul_like_placements_follow_the_spec_layouts():
+    spec = kgen.TensorMatmul(layout_a="col")
+    runs = sanitize.placements(spec, "memcheck")
+    assert {(a, b) for a, b, _, _ in runs} == {("col", "row")}
+    assert any(offset for _, _, _, offset in runs)
+    assert sanitize.cases_for("reduce", "memcheck", quick=False) == sanitize.REDUCE_SIZES["memcheck"]
