@@ -809,41 +809,28 @@ def built_pools():
     return CudaMemory()
 
 
-@settings(max_examples=REDUCE_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_reduce_results_are_exact(built_pools, data):
-    spec = data.draw(st.sampled_from(REDUCE_POOL), label="spec")
-    case = reduce_case(spec, Chooser(data))
-    problem = check_reduce(kgen.build(spec), spec, case, built_pools)
-    assert problem is None, problem
+def _exact_results_test(family: str, pool: list, examples: int):
+    """A property test: `examples` cases of the family's harness on specs drawn from `pool`,
+    every result exact."""
+    harness = HARNESSES[family]
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def test(built_pools, data):
+        spec = data.draw(st.sampled_from(pool), label="spec")
+        case = harness.case(spec, Chooser(data))
+        build = fresh_build if harness.needs_fresh_kernel(case) else kgen.build
+        problem = run_case(family, spec, case, built_pools, build)
+        assert problem is None, problem
+
+    test.__name__ = f"test_{family}_results_are_exact"
+    return test
 
 
-@settings(max_examples=MATMUL_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_matmul_results_are_exact(built_pools, data):
-    spec = data.draw(st.sampled_from(MATMUL_POOL), label="spec")
-    case = matmul_case(spec, Chooser(data))
-    build = fresh_build if case["tail"] else kgen.build
-    problem = check_matmul(matmul_kernel_for(spec, case, build), spec, case, built_pools)
-    assert problem is None, problem
-
-
-@settings(max_examples=SKINNY_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_skinny_results_are_exact(built_pools, data):
-    spec = data.draw(st.sampled_from(SKINNY_POOL), label="spec")
-    case = skinny_case(spec, Chooser(data))
-    problem = check_skinny(skinny_kernel_for(spec, case, fresh_build), spec, case, built_pools)
-    assert problem is None, problem
-
-
-@settings(max_examples=TENSOR_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_tensor_matmul_results_are_exact(built_pools, data):
-    spec = data.draw(st.sampled_from(TENSOR_POOL), label="spec")
-    case = tensor_case(spec, Chooser(data))
-    problem = check_tensor(kgen.build(spec), spec, case, built_pools)
-    assert problem is None, problem
+test_reduce_results_are_exact = _exact_results_test("reduce", REDUCE_POOL, REDUCE_EXAMPLES)
+test_matmul_results_are_exact = _exact_results_test("matmul", MATMUL_POOL, MATMUL_EXAMPLES)
+test_skinny_results_are_exact = _exact_results_test("skinny", SKINNY_POOL, SKINNY_EXAMPLES)
+test_tensor_matmul_results_are_exact = _exact_results_test("tensor_matmul", TENSOR_POOL, TENSOR_EXAMPLES)
 
 
 def test_every_tail_spec_engages_its_tail_plan_in_some_case(built_pools):
