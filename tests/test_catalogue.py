@@ -7,7 +7,6 @@ so the tests can count compiles without the CUDA toolkit's cost.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -23,25 +22,9 @@ from kgen.tune.catalogue import (CatalogueError, CatalogueProgress, parse_proble
                                  tune_catalogue)
 from kgen.tune.db import TuneDB
 from kgen.tune.runners import RecordedRunner
-from nvcc_stand_in import stand_in_nvcc
+from stand_ins import SMALL, fake_resources, landscape, stand_in_nvcc
 
 SHAPES = ["4096x4096x4096", "2048x4096x1024", "1024x1024x4096", "3000x2000x1000"]
-# A small corner of the matmul space (a dozen candidates), the same for every shape above.
-SMALL = {"tile": [(64, 64, 16), (128, 64, 16), (128, 128, 8)], "thread_tile": [(4, 4), (8, 4)],
-         "stages": [2], "shared_memory": True, "split_k": 1, "async_copy": False, "min_blocks": 0}
-
-
-def landscape(spec) -> float:
-    """A made-up time, the same for every problem, with a fixed jitter per spec so no two tie."""
-    BM, BN, _ = spec.tile
-    TM, TN = spec.thread_tile
-    jitter = int(hashlib.md5(spec.key.encode()).hexdigest()[:8], 16) / 2 ** 32
-    return (1.0 + abs(BM - 128) / 64 + abs(BN - 64) / 128 + abs(TM - 8) / 16 + TN / 64) * (1 + 0.1 * jitter)
-
-
-def fake_resources(spec, arch):
-    return {"kgen_matmul": {"registers": 64, "shared_bytes": 0, "stack_bytes": 0, "spill_stores": 0,
-                            "spill_loads": 0}}
 
 
 def tune(problems, db, runner=None, **kw):

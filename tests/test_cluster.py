@@ -9,7 +9,6 @@ The runner classes live at module level so that the workers can unpickle them.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import signal
 import sqlite3
@@ -26,24 +25,10 @@ from kgen.tune.db import TuneDBError  # noqa: E402
 from kgen.tune.device import DeviceInfo, arch_limits  # noqa: E402
 from kgen.tune.records import ContextLost  # noqa: E402
 from kgen.tune.runners import RecordedRunner  # noqa: E402
-from nvcc_stand_in import stand_in_nvcc  # noqa: E402
+from stand_ins import SMALL, fake_resources, landscape, stand_in_nvcc  # noqa: E402
 
 SHAPES = ["4096x4096x4096", "2048x4096x1024", "1024x1024x4096", "3000x2000x1000", "512x8192x512", "8192x512x2048"]
-SMALL = {"tile": [(64, 64, 16), (128, 64, 16), (128, 128, 8)], "thread_tile": [(4, 4), (8, 4)], "stages": [2],
-         "shared_memory": True, "split_k": 1, "async_copy": False, "min_blocks": 0}
 H200 = DeviceInfo("Recorded H200", "sm_90", arch_limits("sm_90"))
-
-
-def landscape(spec) -> float:
-    BM, BN, _ = spec.tile
-    TM, TN = spec.thread_tile
-    jitter = int(hashlib.md5(spec.key.encode()).hexdigest()[:8], 16) / 2 ** 32
-    return (1.0 + abs(BM - 128) / 64 + abs(BN - 64) / 128 + abs(TM - 8) / 16 + TN / 64) * (1 + 0.1 * jitter)
-
-
-def fake_resources(spec, arch):
-    return {"kgen_matmul": {"registers": 64, "shared_bytes": 0, "stack_bytes": 0, "spill_stores": 0,
-                            "spill_loads": 0}}
 
 
 class SlowRunner(RecordedRunner):

@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, TextIO
 
 from ..core.spec import Spec, SpecError
 from ..core.spec import family as family_class
-from .cluster import runner_from
-from .records import TuneError, TuneResult, _field_text, _varying_fields, first_line
+from .cluster import CatalogueEntry, runner_from
+from .records import TuneError, _field_text, _varying_fields, first_line
 
 
 class CatalogueError(TuneError):
@@ -152,39 +152,6 @@ def read_problems(source: str | os.PathLike | Iterable[str | dict[str, Any]], fa
 # ---------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class CatalogueEntry:
-    """One problem of a catalogue (on one device model).
-
-    status: "tuned" (measured now), "in database" (skipped: stored by an earlier run),
-    "compiled" (a dry run) or "failed" (error says why).
-    worker: the cluster worker that tuned it (None in this process).
-    attempts: how many times it was started; retries: one line per attempt that was lost
-    and why (a worker that died, a GPU whose context broke).
-    """
-
-    problem: dict[str, Any]
-    label: str
-    status: str
-    result: TuneResult | None = None
-    error: str | None = None
-    device: str = ""
-    arch: str = ""
-    worker: str | None = None
-    attempts: int = 1
-    retries: list[str] = dataclasses.field(default_factory=list)
-    elapsed_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        r = self.result
-        return {"problem": self.problem, "label": self.label, "status": self.status, "error": self.error,
-                "device": self.device, "arch": self.arch, "worker": self.worker, "attempts": self.attempts,
-                "retries": list(self.retries), "elapsed_s": self.elapsed_s,
-                "best": r.best.to_dict() if r is not None and r.best is not None else None,
-                "best_ms": r.best_ms if r is not None else None, "decided": r.decided if r is not None else None,
-                "note": r.note if r is not None else None, "counts": dict(r.counts) if r is not None else None}
-
 
 @dataclasses.dataclass
 class CatalogueResult:
@@ -410,7 +377,7 @@ def _here(cls: type[Spec], todo: list[dict[str, Any]], dtype: str, options: dict
     live = None if dry_run else runner_from(runner, options["seed"])
     database = None if dry_run or db is False else (db if isinstance(db, TuneDB) else open_db(db))
     entries: list[CatalogueEntry] = []
-    for problem in todo:
+    for index, problem in enumerate(todo):
         label = problem_label(cls, problem)
         started = time.perf_counter()
         if bar is not None:
@@ -430,11 +397,11 @@ def _here(cls: type[Spec], todo: list[dict[str, Any]], dtype: str, options: dict
                   "tuning database. Run it again to resume.", file=sys.stderr)
             raise
         except TuneError as exc:
-            entry = CatalogueEntry(problem, label, "failed", error=first_line(exc),
+            entry = CatalogueEntry(problem, label, "failed", error=first_line(exc), index=index,
                                    elapsed_s=time.perf_counter() - started)
         else:
             status = "compiled" if dry_run else "in database" if res.from_db else "tuned"
-            entry = CatalogueEntry(problem, label, status, result=res, device=res.device, arch=res.arch,
+            entry = CatalogueEntry(problem, label, status, result=res, device=res.device, arch=res.arch, index=index,
                                    elapsed_s=time.perf_counter() - started)
         entries.append(entry)
         if bar is not None:
@@ -452,15 +419,9 @@ def _on_cluster(cls: type[Spec], todo: list[dict[str, Any]], dtype: str, options
     if db is False:
         raise CatalogueError("a cluster run keeps its results in the tuning database: db=False is not allowed")
     database = db if isinstance(db, TuneDB) else open_db(db)
-    def entry(report: dask_cluster.TaskReport) -> CatalogueEntry:
-        return CatalogueEntry(report.problem, problem_label(cls, report.problem), report.status,
-                              result=report.result, error=report.error, device=report.device, arch=report.arch,
-                              worker=report.worker, attempts=report.attempts, retries=list(report.retries),
-                              elapsed_s=report.elapsed_s)
-
-    def finished(report: dask_cluster.TaskReport) -> None:
+    def finished(entry: CatalogueEntry) -> None:
         if bar is not None:
-            bar.finished(entry(report))
+            bar.finished(entry)
 
     def show(status: dict[str, str]) -> None:
         if bar is not None:
@@ -475,5 +436,5 @@ def _on_cluster(cls: type[Spec], todo: list[dict[str, Any]], dtype: str, options
                                      retries=retries, label=lambda p: problem_label(cls, p), on_status=show,
                                      on_done=finished, on_total=total)
     # Catalogue order; the attempts and retries are known once every task has ended.
-    entries = [entry(r) for r in sorted(run.reports, key=lambda r: (r.index, r.device))]
+    entries = sorted(run.entries, key=lambda e: (e.index, e.device))
     return CatalogueResult(cls.kernel, dtype, entries, time.perf_counter() - t0, where=run.where, notes=run.notes)

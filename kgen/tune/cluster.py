@@ -230,15 +230,20 @@ class _Outcome:
 
 
 @dataclasses.dataclass
-class TaskReport:
-    """One problem on one device model, as the run ended for it: status "tuned", "in
-    database" (skipped) or "failed"; the worker that tuned it, how many times it was
-    started and why earlier starts were lost."""
+class CatalogueEntry:
+    """One problem of a catalogue (on one device model), as the run ended for it.
 
-    index: int
+    status: "tuned" (measured now), "in database" (skipped: stored by an earlier run),
+    "compiled" (a dry run) or "failed" (error says why).
+    worker: the cluster worker that tuned it (None in this process).
+    attempts: how many times it was started; retries: one line per attempt that was lost
+    and why (a worker that died, a GPU whose context broke).
+    index: its place in the catalogue; model: on a cluster, the number of its device model.
+    """
+
     problem: dict[str, Any]
+    label: str
     status: str
-    model: int = 0
     result: TuneResult | None = None
     error: str | None = None
     device: str = ""
@@ -247,11 +252,22 @@ class TaskReport:
     attempts: int = 1
     retries: list[str] = dataclasses.field(default_factory=list)
     elapsed_s: float = 0.0
+    index: int = 0
+    model: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {"problem": self.problem, "label": self.label, "status": self.status, "error": self.error,
+                "device": self.device, "arch": self.arch, "worker": self.worker, "attempts": self.attempts,
+                "retries": list(self.retries), "elapsed_s": self.elapsed_s,
+                "best": r.best.to_dict() if r is not None and r.best is not None else None,
+                "best_ms": r.best_ms if r is not None else None, "decided": r.decided if r is not None else None,
+                "note": r.note if r is not None else None, "counts": dict(r.counts) if r is not None else None}
 
 
 @dataclasses.dataclass
 class ClusterRun:
-    reports: list[TaskReport]
+    entries: list[CatalogueEntry]
     where: str
     notes: list[str]
 
@@ -481,11 +497,11 @@ def _complete(hit: dict[str, Any] | None) -> bool:
 def run_catalogue(cls: type[Spec], problems: list[dict[str, Any]], dtype: str, options: dict[str, Any], *,
                   cluster: Any, database: TuneDB, force: bool, resume: bool, runner: Any, workers: int | None,
                   compiler: Any, retries: int, label: Callable[[dict[str, Any]], str],
-                  on_status: Callable[[dict[str, str]], None], on_done: Callable[[TaskReport], None],
+                  on_status: Callable[[dict[str, str]], None], on_done: Callable[[CatalogueEntry], None],
                   on_total: Callable[[int], None] | None = None, worker_timeout_s: float = 300.0) -> ClusterRun:
     """Tune `problems` on the workers of `cluster` (see the module docstring), writing each
     result to `database` as it arrives. on_status gets {worker: what it does} every half
-    second; on_done gets each problem's TaskReport as it ends."""
+    second; on_done gets each problem's CatalogueEntry as it ends."""
     require_distributed()
     import dask
 
@@ -518,7 +534,7 @@ class _Driver:
     def __init__(self, client: Any, where: str, cls: type[Spec], problems: list[dict[str, Any]], dtype: str,
                  options: dict[str, Any], *, database: TuneDB, force: bool, resume: bool, runner: Any,
                  workers: int | None, compiler: Any, retries: int, label: Callable[[dict[str, Any]], str],
-                 on_status: Callable[[dict[str, str]], None], on_done: Callable[[TaskReport], None],
+                 on_status: Callable[[dict[str, str]], None], on_done: Callable[[CatalogueEntry], None],
                  on_total: Callable[[int], None] | None, worker_timeout_s: float):
         from .tuner import _restriction
 
@@ -530,7 +546,7 @@ class _Driver:
         self.stored_strategy = options["strategy"] + _restriction(cls, options.get("restrict"))[1]
         self.token = uuid.uuid4().hex
         self.notes: list[str] = []
-        self.reports: list[TaskReport] = []
+        self.reports: list[CatalogueEntry] = []
         self.models: list[tuple[str, str, str, str]] = []  # (device, arch, nvcc, kgen) of each target
         self.worker_model: dict[str, int | None] = {}  # address -> target model (None: not a target)
         self.names: dict[str, str] = {}  # address -> worker name
@@ -660,7 +676,11 @@ class _Driver:
         key = self._key(index, model)
         return {key: self.db.candidates(key)}
 
-    def _stored(self, index: int, model: int) -> TaskReport | None:
+    def _entry(self, index: int, model: int, status: str, **fields: Any) -> CatalogueEntry:
+        problem = self.problems[index]
+        return CatalogueEntry(problem, self.label(problem), status, index=index, model=model, **fields)
+
+    def _stored(self, index: int, model: int) -> CatalogueEntry | None:
         from .tuner import _from_db
 
         if self.force:
@@ -671,8 +691,7 @@ class _Driver:
         device, arch = self.models[model][:2]
         result = _from_db(self.cls, self.problems[index], self.dtype, DeviceInfo(device, arch, {}), self.db, hit,
                           time.perf_counter())
-        return TaskReport(index, self.problems[index], "in database", model=model, result=result, device=device,
-                          arch=arch, attempts=0)
+        return self._entry(index, model, "in database", result=result, device=device, arch=arch, attempts=0)
 
     def _store(self, outcome: _Outcome) -> None:
         """Write what a task measured, in this process only."""
@@ -740,18 +759,17 @@ class _Driver:
             return
         self._finish(self._report(outcome, job, *self.models[job.model][:2]))
 
-    def _report(self, outcome: _Outcome, job: _Job, device: str, arch: str) -> TaskReport:
+    def _report(self, outcome: _Outcome, job: _Job, device: str, arch: str) -> CatalogueEntry:
         status = "failed" if outcome.error or outcome.result is None else "tuned"
         error = outcome.error
         if outcome.context_lost:
             status, error = "failed", f"the CUDA context broke on every attempt; the last time: {outcome.context_lost}"
-        return TaskReport(job.index, job.problem, status, model=job.model, result=outcome.result, error=error,
-                          device=device, arch=arch, worker=outcome.worker, elapsed_s=outcome.elapsed_s)
+        return self._entry(job.index, job.model, status, result=outcome.result, error=error, device=device,
+                           arch=arch, worker=outcome.worker, elapsed_s=outcome.elapsed_s)
 
     def _fail(self, job: _Job, why: str) -> None:
         device, arch = self.models[job.model][:2]
-        self._finish(TaskReport(job.index, job.problem, "failed", model=job.model, error=why, device=device,
-                                arch=arch))
+        self._finish(self._entry(job.index, job.model, "failed", error=why, device=device, arch=arch))
 
     def _restart(self, address: str) -> None:
         try:
@@ -760,7 +778,7 @@ class _Driver:
             logger.warning("could not restart worker %s (%s); it ends its process itself", address,
                            first_line(exc))
 
-    def _finish(self, report: TaskReport) -> None:
+    def _finish(self, report: CatalogueEntry) -> None:
         self.reports.append(report)
         self.on_done(report)
 

@@ -1,14 +1,39 @@
-"""A stand-in for nvcc, for tests that run the real compile path (render, compile pool
-processes, disk cache) without the CUDA toolkit's cost: it answers --version, and for
--cubin -o OUT SRC writes an ELF-looking file and a ptxas report, logging every compile."""
+"""What the catalogue and cluster tests tune with instead of a GPU and nvcc.
+
+landscape / fake_resources: made-up times and ptxas reports for matmul specs; SMALL: a
+corner of the matmul space (28 candidates, the same for every large shape).
+
+stand_in_nvcc: a stand-in for nvcc, for tests that run the real compile path (render,
+compile pool processes, disk cache) without the CUDA toolkit's cost: it answers --version,
+and for -cubin -o OUT SRC writes an ELF-looking file and a ptxas report, logging every
+compile.
+"""
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import sys
 from typing import Callable
 
 from kgen.core import compiler
+
+SMALL = {"tile": [(64, 64, 16), (128, 64, 16), (128, 128, 8)], "thread_tile": [(4, 4), (8, 4)], "stages": [2],
+         "shared_memory": True, "split_k": 1, "async_copy": False, "min_blocks": 0}
+
+
+def landscape(spec) -> float:
+    """A made-up time, the same for every problem, with a fixed jitter per spec so no two tie."""
+    BM, BN, _ = spec.tile
+    TM, TN = spec.thread_tile
+    jitter = int(hashlib.md5(spec.key.encode()).hexdigest()[:8], 16) / 2 ** 32
+    return (1.0 + abs(BM - 128) / 64 + abs(BN - 64) / 128 + abs(TM - 8) / 16 + TN / 64) * (1 + 0.1 * jitter)
+
+
+def fake_resources(spec, arch):
+    """A ptxas report that prunes nothing."""
+    return {"kgen_matmul": {"registers": 64, "shared_bytes": 0, "stack_bytes": 0, "spill_stores": 0,
+                            "spill_loads": 0}}
 
 SCRIPT = r'''#!PYTHON
 import os, re, sys
