@@ -419,7 +419,11 @@ def _on_cluster(cls: type[Spec], todo: list[dict[str, Any]], dtype: str, options
     if db is False:
         raise CatalogueError("a cluster run keeps its results in the tuning database: db=False is not allowed")
     database = db if isinstance(db, TuneDB) else open_db(db)
+    stored = []
+
     def finished(entry: CatalogueEntry) -> None:
+        if entry.status in ("tuned", "in database"):
+            stored.append(entry.label)
         if bar is not None:
             bar.finished(entry)
 
@@ -431,10 +435,15 @@ def _on_cluster(cls: type[Spec], todo: list[dict[str, Any]], dtype: str, options
         if bar is not None:
             bar.set_total(count)
 
-    run = dask_cluster.run_catalogue(cls, todo, dtype, options, cluster=cluster, database=database, force=force,
-                                     resume=resume, runner=runner, workers=workers, compiler=compiler,
-                                     retries=retries, label=lambda p: problem_label(cls, p), on_status=show,
-                                     on_done=finished, on_total=total)
+    try:
+        run = dask_cluster.run_catalogue(cls, todo, dtype, options, cluster=cluster, database=database,
+                                         force=force, resume=resume, runner=runner, workers=workers,
+                                         compiler=compiler, retries=retries, label=lambda p: problem_label(cls, p),
+                                         on_status=show, on_done=finished, on_total=total)
+    except KeyboardInterrupt:
+        print(f"kgen: the catalogue was interrupted; {len(stored)} problem(s) are in the tuning database. Run it "
+              "again to resume.", file=sys.stderr)
+        raise
     # Catalogue order; the attempts and retries are known once every task has ended.
     entries = sorted(run.entries, key=lambda e: (e.index, e.device))
     return CatalogueResult(cls.kernel, dtype, entries, time.perf_counter() - t0, where=run.where, notes=run.notes)

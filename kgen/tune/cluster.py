@@ -13,8 +13,8 @@ in-memory stand-in (_TaskStore) that travels back with the result.
 Device models. The problem key of every result names the device, its arch, nvcc and kgen,
 so a winner is only ever compared with candidates timed on the same model. The workers
 present at the start are asked for their model; each problem is tuned once per model
-(restricted to the hosts of that model's workers when there are several models), and a
-problem the database already holds for a model is not submitted again.
+(restricted to that model's workers when there are several models), and a problem the
+database already holds for a model is not submitted again.
 
 Faults. A task lost with its worker (the process died, the machine went away) is run again
 by the scheduler on another worker (at most distributed.scheduler.allowed-failures times);
@@ -26,6 +26,8 @@ what was retried and why.
 
 Dask distributed is an optional dependency (pip install 'kgen[cluster]'): this module
 imports it only when a cluster is used, and workers need kgen and distributed installed.
+What both ways of tuning a catalogue share, CatalogueEntry and runner_from, is here too,
+so that kgen.tune.catalogue can use them without Dask.
 """
 from __future__ import annotations
 
