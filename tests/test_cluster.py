@@ -12,6 +12,8 @@ import functools
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
@@ -257,3 +259,17 @@ def test_compile_processes_are_a_share_of_the_machine_or_the_job_s_allocation():
     batch_jobs = [{"cpus": 8, "machine_cpus": 64}] * 4  # four SLURM jobs of 8 CPUs on one node
     assert _compile_processes(batch_jobs) == 7
     assert _compile_processes([{"cpus": 1, "machine_cpus": 1}]) == 1
+
+
+def test_a_local_cluster_without_gpus_is_one_line_naming_what_to_do(tmp_path):
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("64x64x64\n")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="-1")
+    proc = subprocess.run([sys.executable, "-m", "kgen", "tune", "matmul", "--shapes", str(shapes), "--cluster"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr == ("kgen: error: CUDA_VISIBLE_DEVICES='-1' hides every GPU; a local cluster needs at least "
+                           "one\n")
+    proc = subprocess.run([sys.executable, "-m", "kgen", "tune", "matmul", "--shapes", str(shapes), "--cluster",
+                           "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "leave out --cluster" in proc.stderr
