@@ -31,6 +31,18 @@ SPLIT_F32 = dict(tile=(128, 128, 8), thread_tile=(8, 8), warp_tile=(32, 64), sha
                  vector_loads=True, smem_pad=4, stages=3, async_copy=True, min_blocks=2, repack=True)
 
 
+def normalize_mnk(problem: Any, what: str) -> dict[str, int]:
+    """{"M", "N", "K"} of a product as positive ints, or a ValueError naming the one that is not
+    (every matrix-product family reads its problem this way)."""
+    out = {}
+    for key in ("M", "N", "K"):
+        v = problem.get(key) if isinstance(problem, dict) else None
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{what} problem needs {key} as a positive integer, got {v!r}")
+        out[key] = int(v)
+    return out
+
+
 @register_family
 @dataclasses.dataclass(frozen=True)
 class Matmul(Spec):
@@ -350,13 +362,7 @@ class Matmul(Spec):
     # -- the family interface (see Spec) ----------------------------------------------
     @classmethod
     def normalize_problem(cls, problem):
-        out = {}
-        for key in ("M", "N", "K"):
-            v = problem.get(key) if isinstance(problem, dict) else None
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"matmul problem needs {key} as a positive integer, got {v!r}")
-            out[key] = int(v)
-        return out
+        return normalize_mnk(problem, "matmul")
 
     @classmethod
     def search_space(cls, problem, dtype):

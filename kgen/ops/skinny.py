@@ -23,6 +23,7 @@ from ..core.kernel import Kernel
 from ..core.launch import Launch, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
+from .matmul import normalize_mnk
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 ACC_BYTES = {"float32": 4, "float64": 8, "float16": 4, "bfloat16": 4}
@@ -291,13 +292,7 @@ class Skinny(Spec):
     # -- the family interface (see Spec) ----------------------------------------------
     @classmethod
     def normalize_problem(cls, problem):
-        out = {}
-        for key in ("M", "N", "K"):
-            v = problem.get(key) if isinstance(problem, dict) else None
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"skinny problem needs {key} as a positive integer, got {v!r}")
-            out[key] = int(v)
-        return out
+        return normalize_mnk(problem, "skinny")
 
     @classmethod
     def suits(cls, M: int, N: int, K: int, dtype: str) -> bool:

@@ -20,6 +20,7 @@ from ..core.kernel import Kernel
 from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
+from .matmul import normalize_mnk
 
 # Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
 MAX_SHARED_BYTES = 227 * 1024
@@ -286,13 +287,7 @@ class TensorMatmul(Spec):
     # -- the family interface (see Spec) ----------------------------------------------
     @classmethod
     def normalize_problem(cls, problem):
-        out = {}
-        for key in ("M", "N", "K"):
-            v = problem.get(key) if isinstance(problem, dict) else None
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"tensor matmul problem needs {key} as a positive integer, got {v!r}")
-            out[key] = int(v)
-        return out
+        return normalize_mnk(problem, "tensor matmul")
 
     @classmethod
     def _check_dtype_name(cls, dtype: str) -> None:
