@@ -43,6 +43,27 @@ def normalize_mnk(problem: Any, what: str) -> dict[str, int]:
     return out
 
 
+def product_work(problem: dict[str, int], itemsize: int) -> dict[str, float]:
+    """Flops and bytes (A, B and C once each) of an M x N x K product."""
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * itemsize}
+
+
+def product_bucket(problem: dict[str, int]) -> tuple[float, ...]:
+    """Where a product sits for "near" lookups: log2 of M, N and K."""
+    return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+
+
+def block_limit_reason(threads: int, shared_bytes: int, limits: dict[str, int], max_shared: int) -> str | None:
+    """Why a block of `threads` threads and `shared_bytes` of shared memory cannot launch on
+    a device with `limits` (None when it can)."""
+    if threads > limits.get("max_threads_per_block", 1024):
+        return f"{threads} threads per block exceed the device's {limits['max_threads_per_block']}"
+    if shared_bytes > limits.get("max_shared_per_block_optin", max_shared):
+        return f"{shared_bytes} bytes of shared memory exceed the device's limit"
+    return None
+
+
 @register_family
 @dataclasses.dataclass(frozen=True)
 class Matmul(Spec):
@@ -461,12 +482,11 @@ class Matmul(Spec):
         return cls(dtype=dtype, **DEFAULT_F32)
 
     def prune_reason(self, problem, limits):
-        if self.threads > limits.get("max_threads_per_block", 1024):
-            return f"{self.threads} threads per block exceed the device's {limits['max_threads_per_block']}"
         if self.threads < 32:
             return f"{self.threads} threads per block leave most of each warp idle"
-        if self.shared_bytes > limits.get("max_shared_per_block_optin", MAX_SHARED_BYTES):
-            return f"{self.shared_bytes} bytes of shared memory exceed the device's limit"
+        over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
+        if over:
+            return over
         regs = self.thread_tile[0] * self.thread_tile[1] * ITEMSIZE[self.dtype] // 4
         if regs > 128:
             return f"{regs} accumulator registers per thread leave too few for the rest (spills)"
@@ -543,12 +563,11 @@ class Matmul(Spec):
 
     @classmethod
     def work(cls, problem, dtype):
-        M, N, K = problem["M"], problem["N"], problem["K"]
-        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * ITEMSIZE[dtype]}
+        return product_work(problem, ITEMSIZE[dtype])
 
     @classmethod
     def bucket(cls, problem):
-        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+        return product_bucket(problem)
 
 
 class MatmulKernel(Kernel):

@@ -23,7 +23,7 @@ from ..core.kernel import Kernel
 from ..core.launch import Launch, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
-from .matmul import normalize_mnk
+from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_work
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 ACC_BYTES = {"float32": 4, "float64": 8, "float16": 4, "bfloat16": 4}
@@ -352,10 +352,9 @@ class Skinny(Spec):
         return specs
 
     def prune_reason(self, problem, limits):
-        if self.threads > limits.get("max_threads_per_block", 1024):
-            return f"{self.threads} threads per block exceed the device's {limits['max_threads_per_block']}"
-        if self.shared_bytes > limits.get("max_shared_per_block_optin", MAX_SHARED_BYTES):
-            return f"{self.shared_bytes} bytes of shared memory exceed the device's limit"
+        over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
+        if over:
+            return over
         p = self.normalize_problem(problem)
         small = min(p["M"], p["N"])
         if self.rows >= 2 * small and self.rows > 1:
@@ -386,12 +385,11 @@ class Skinny(Spec):
 
     @classmethod
     def work(cls, problem, dtype):
-        M, N, K = problem["M"], problem["N"], problem["K"]
-        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * ITEMSIZE[dtype]}
+        return product_work(problem, ITEMSIZE[dtype])
 
     @classmethod
     def bucket(cls, problem):
-        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+        return product_bucket(problem)
 
 
 # The largest small dimension for which suits() picks this family: float32 up to 8 rows

@@ -20,7 +20,7 @@ from ..core.kernel import Kernel
 from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
-from .matmul import normalize_mnk
+from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_work
 
 # Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
 MAX_SHARED_BYTES = 227 * 1024
@@ -368,10 +368,9 @@ class TensorMatmul(Spec):
         return specs
 
     def prune_reason(self, problem, limits):
-        if self.threads > limits.get("max_threads_per_block", 1024):
-            return f"{self.threads} threads per block exceed the device's {limits['max_threads_per_block']}"
-        if self.shared_bytes > limits.get("max_shared_per_block_optin", MAX_SHARED_BYTES):
-            return f"{self.shared_bytes} bytes of shared memory exceed the device's limit"
+        over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
+        if over:
+            return over
         # Fragments and addresses take ~64 registers beyond the accumulators; a cap below
         # that (block size x min_blocks) spills.
         cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
@@ -433,13 +432,11 @@ class TensorMatmul(Spec):
 
     @classmethod
     def work(cls, problem, dtype):
-        M, N, K = problem["M"], problem["N"], problem["K"]
-        item = ITEMSIZE[dtype]
-        return {"flops": 2.0 * M * N * K, "bytes": float(M * K + K * N + M * N) * item}
+        return product_work(problem, ITEMSIZE[dtype])
 
     @classmethod
     def bucket(cls, problem):
-        return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
+        return product_bucket(problem)
 
 
 def _fields(spec: Spec) -> dict[str, Any]:
