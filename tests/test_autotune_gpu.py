@@ -73,7 +73,8 @@ def test_tuned_dot_and_reduce_dispatch():
     r = tune(kgen.Reduce, {"n": n, "op": "dot"}, strategy="guided", max_configs=16, seed=0)
     assert select(kgen.Reduce, {"n": n, "op": "dot"}).origin == "exact"
     assert select(kgen.Reduce, {"n": n // 2, "op": "dot"}).origin == "nearest"
-    assert select(kgen.Reduce, {"n": n, "op": "max"}).origin == "default"
+    # No record for max: the shipped table (or, without one, the family rule) answers.
+    assert select(kgen.Reduce, {"n": n, "op": "max"}).origin in ("shipped", "default")
     rng = np.random.default_rng()
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)

@@ -58,7 +58,7 @@ def test_repeat_calls_reuse_one_plan_and_stay_correct():
     A = torch.randn(257, 333, device="cuda")
     B = torch.randn(333, 129, device="cuda")
     first = kgen.matmul(A, B)
-    k = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype)]
+    k = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, False)]
     plans = len(k._torch_calls)
     for _ in range(5):
         A2 = torch.randn(257, 333, device="cuda")

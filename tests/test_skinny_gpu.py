@@ -103,7 +103,9 @@ def test_random_skinny_products_match_float64(data):
         C = frame[:, 1:N + 1]                      # an unaligned, padded output between NaN columns
         if beta:
             C.copy_(torch.randn(M, N, device="cuda").to(tdt))
-        C0 = C.double() if beta else 0.0         # (beta = 0: C holds NaN and must not be read)
+        # A copy (for float64, .double() is C itself, which the call overwrites); with
+        # beta = 0, C holds NaN and must not be read.
+        C0 = C.double().clone() if beta else 0.0
         got = k(A, B, C, alpha=alpha, beta=beta)
         assert got is C
     else:
