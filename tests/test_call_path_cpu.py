@@ -1,0 +1,155 @@
+"""CPU checks of the reductions' torch call path: a repeat call with the same signature
+(shapes, strides, dtypes, 16-byte alignment class, devices, stream) reuses one launch
+plan and runs no argument checks; anything that changes the launch gets its own plan; a
+call that fails its checks leaves nothing behind. torch is replaced by a stand-in module,
+so this runs without torch and without a GPU (tests/test_launch_gpu.py runs the real
+thing)."""
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import kgen
+from kgen.core import runtime
+from kgen.core.runtime import ArrayError
+from kgen.ops import reduce as reduce_mod
+
+
+class _Dtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+FLOAT32, FLOAT64 = _Dtype("float32"), _Dtype("float64")
+
+
+class _Size(tuple):
+    pass
+
+
+class Tensor:
+    """Just the accessors kgen's torch path reads."""
+
+    def __init__(self, n, ptr, dtype=FLOAT32, device=0, stride=1):
+        self.shape, self._ptr, self.dtype, self._device, self._stride = _Size((n,)), ptr, dtype, device, stride
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self, dim=None):
+        return self._stride if dim is not None else (self._stride,)
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def get_device(self):
+        return self._device
+
+    @property
+    def is_cuda(self):
+        return self._device >= 0
+
+    def new_empty(self, shape):
+        out = Tensor(0, 0x9000, self.dtype, self._device)
+        out.shape = _Size(shape)
+        return out
+
+
+Tensor.__module__ = "torch"
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    fake = types.ModuleType("torch")
+    fake.Tensor = Tensor
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(runtime, "_torch", {})
+    monkeypatch.setattr(runtime, "torch_stream", lambda device: 0x5000 + device)
+    monkeypatch.setattr(reduce_mod, "ensure_context", lambda: None)
+    spec = kgen.Reduce(op="dot")
+    k = object.__new__(reduce_mod.ReduceKernel)
+    k.spec = spec
+    k._np_dtype = np.dtype("float32")
+    k._dtype_name = "float32"
+    k._itemsize = 4
+    k._arity = spec.arity
+    k._empty_error = spec.empty_is_undefined
+    k._memo, k._torch_plans = {}, {}
+    k.planned, k.launched = [], []
+
+    def steps(n, head, stream):
+        k.planned.append((n, head, stream))
+        return (("launch", n, head, stream),)
+
+    def go(steps_, ptrs, out_ptr, handle):
+        k.launched.append((steps_, tuple(ptrs), out_ptr, handle))
+
+    k._steps, k._go = steps, go
+    return k
+
+
+def test_a_repeat_call_reuses_the_plan_and_skips_the_checks(kernel, monkeypatch):
+    x, y = Tensor(1000, 0x10000), Tensor(1000, 0x20000)
+    kernel(x, y)
+    assert kernel.planned == [(1000, 0, 0x5000)]
+    resolved = []
+    monkeypatch.setattr(kernel, "_resolve", lambda *a: resolved.append(a))  # must not be reached
+    for i in range(1, 4):
+        out = kernel(Tensor(1000, 0x10000 + 4096 * i), Tensor(1000, 0x20000 + 4096 * i))
+        assert out.shape == ()
+    assert resolved == [] and len(kernel.planned) == 1 and len(kernel.launched) == 4
+    # Every launch took the call's own pointers.
+    assert [launch[1] for launch in kernel.launched] == [(0x10000 + 4096 * i, 0x20000 + 4096 * i) for i in range(4)]
+
+
+@pytest.mark.parametrize("change", ["length", "alignment", "device", "stream", "out"])
+def test_a_call_that_launches_differently_gets_its_own_plan(kernel, change):
+    kernel(Tensor(1000, 0x10000), Tensor(1000, 0x20000))
+    x, y, kw = Tensor(1000, 0x10000), Tensor(1000, 0x20000), {}
+    if change == "length":
+        x, y = Tensor(999, 0x10000), Tensor(999, 0x20000)
+    elif change == "alignment":   # 4 bytes past a 16-byte boundary: a scalar head of 3 elements
+        x, y = Tensor(1000, 0x10004), Tensor(1000, 0x20004)
+    elif change == "device":
+        x, y = Tensor(1000, 0x10000, device=1), Tensor(1000, 0x20000, device=1)
+    elif change == "stream":
+        kw["stream"] = 0x7777
+    else:
+        kw["out"] = Tensor(1, 0x30000)
+    kernel(x, y, **kw)
+    assert len(kernel.planned) == 2 and kernel.planned[0] != kernel.planned[1] or change == "out"
+    assert len(kernel._torch_plans) == 2
+    if change == "alignment":
+        assert kernel.planned[1][1] == 3
+    if change == "stream":
+        assert kernel.launched[-1][3] == 0x7777
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda: (Tensor(1000, 0x10000, device=-1), Tensor(1000, 0x20000, device=-1)), "CPU torch tensor"),
+    (lambda: (Tensor(1000, 0x10000), Tensor(999, 0x20000)), "differ in length"),
+    (lambda: (Tensor(1000, 0x10000, dtype=FLOAT64), Tensor(1000, 0x20000, dtype=FLOAT64)), "dtype float64"),
+    (lambda: (Tensor(1000, 0x10000, stride=2), Tensor(1000, 0x20000, stride=2)), "contiguous"),
+])
+def test_a_call_that_fails_its_checks_is_never_remembered(kernel, bad, message):
+    for _ in range(2):   # the second call is checked again, not waved through by a plan
+        with pytest.raises(ArrayError, match=message):
+            kernel(*bad())
+    assert kernel._torch_plans == {} and kernel.launched == []
+
+
+def test_a_wrong_out_is_refused_on_every_call(kernel):
+    x, y = Tensor(1000, 0x10000), Tensor(1000, 0x20000)
+    for _ in range(2):
+        with pytest.raises(ArrayError, match="out must be"):
+            kernel(x, y, out=Tensor(1, 0x30000, dtype=FLOAT64))
+    assert kernel._torch_plans == {}
