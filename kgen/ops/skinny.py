@@ -392,10 +392,12 @@ class Skinny(Spec):
         return product_bucket(problem)
 
 
-# The largest small dimension for which suits() picks this family: float32 up to 8 rows
-# matched or beat cuBLAS on an H100 (docs/matmul.md); 16-bit dtypes only at 1-2 rows, where
-# the float32 FMAs of this kernel still keep up with memory (tensor cores win beyond).
-SUITS_ROWS = {"float32": 8, "float64": 8, "float16": 2, "bfloat16": 2}
+# The largest small dimension for which suits() picks this family. float32: up to 12 rows it
+# matched or beat cuBLAS on an H100 and beat the tiled family by 1.5-2.4x; at 16 rows and more
+# the shared-memory reads of the small operand (one per FMA and warp column) bound it below
+# both (docs/matmul.md, "Skinny products"). 16-bit dtypes only at 1-2 rows, where the float32
+# FMAs of this kernel still keep up with memory (tensor cores win beyond).
+SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
 def _ceil_div(a: int, b: int) -> int:

@@ -1,0 +1,108 @@
+"""Where the skinny family should stop: products of 9-32 rows against a large weight,
+timed three ways in one run (the measurement behind kgen.ops.skinny.SUITS_ROWS).
+
+    python -m kgen.bench.skinny_rows [--seed 5] [--rows 9,12,16,20,24,32] [--json FILE]
+
+For each M, N and K are drawn log-uniformly from 2048..16384 at run time and B = W.t()
+(W stored N x K, as torch's Linear holds it). Device time of one launch between CUDA
+events, median of --repeats: cuBLAS through torch (TF32 off), kgen.matmul as dispatch
+chooses today, and the fastest of the Skinny variants (rows = M, 16 or 32; warp_cols 2, 4
+or 8; loads 4 or 8), each checked against a float64 reference before it is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+from typing import Any
+
+
+def variants(M: int, dtype: str = "float32") -> list[Any]:
+    from ..ops.skinny import Skinny
+
+    out = []
+    for rows in sorted({min(M, 16), 16, 32} | ({M} if M <= 32 else set())):
+        for warp_cols in (2, 4, 8):
+            for loads in (4, 8):
+                try:
+                    out.append(Skinny(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
+                                      vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass"))
+                except ValueError:
+                    continue
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kgen.bench.skinny_rows", description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default="9,12,16,20,24,32", help="comma list of M")
+    ap.add_argument("--seed", type=int, default=None, help="seed for N and K (default: from the clock)")
+    ap.add_argument("--repeats", type=int, default=25)
+    ap.add_argument("--bandwidth", type=float, default=3.35e12, help="bytes/s for the memory bound")
+    ap.add_argument("--json", default="", help="write the rows here")
+    args = ap.parse_args(argv)
+    import torch
+
+    import kgen
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rng = random.Random(args.seed)
+
+    def draw() -> int:
+        return int(round(2 ** rng.uniform(math.log2(2048), math.log2(16384))))
+
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def timed(f) -> float:
+        f()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.repeats):
+            start.record()
+            f()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        return statistics.median(times)
+
+    rows = []
+    for M in (int(t) for t in args.rows.split(",") if t.strip()):
+        N, K = draw(), draw()
+        A = torch.randn(M, K, device="cuda")
+        B = torch.randn(N, K, device="cuda").t()
+        C = torch.empty(M, N, device="cuda")
+        ref = A.double() @ B.double()
+        cublas = timed(lambda A=A, B=B, C=C: torch.matmul(A, B, out=C))
+        now = timed(lambda A=A, B=B, C=C: kgen.matmul(A, B, out=C))
+        best = None
+        for spec in variants(M):
+            k = kgen.build(spec)
+            C.fill_(float("nan"))
+            k(A, B, out=C)
+            torch.cuda.synchronize()
+            err = float((C.double() - ref).norm() / ref.norm())
+            if not err < 1e-5:
+                print(f"wrong result ({err:.3g}): {spec.to_json()}", file=sys.stderr)
+                continue
+            ms = timed(lambda k=k, A=A, B=B, C=C: k(A, B, out=C))
+            if best is None or ms < best[0]:
+                best = (ms, spec)
+        if best is None:
+            continue
+        bound = (M * K + K * N + M * N) * 4 / args.bandwidth * 1e3
+        row = dict(shape=[M, N, K], cublas_ms=cublas, kgen_matmul_ms=now, skinny_ms=best[0],
+                   skinny_spec=best[1].to_dict(), bound_ms=bound)
+        rows.append(row)
+        print(f"{M:3d}x{N:6d}x{K:6d}  cuBLAS {cublas:.4f} ms  kgen.matmul {cublas / now:.2f}x  best Skinny "
+              f"{cublas / best[0]:.2f}x ({100 * bound / best[0]:.0f}% of bound; rows={best[1].rows} "
+              f"warp_cols={best[1].warp_cols} loads={best[1].loads})")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
