@@ -125,10 +125,10 @@ def test_every_fault_variant_compiles():
 def test_the_gpu_tests_draw_cases_that_exercise_every_fault():
     # The property check of a fault runs ~40 drawn cases on its selected specs; each must
     # exercise the fault in a good share of them, and each fault of a family with a
-    # standalone self-check has a standalone run (the skinny program is a timing demo with
-    # a loose check, and tensor-core specs have no standalone program).
+    # standalone self-check has a standalone run (tensor-core specs have no standalone
+    # program).
     assert set(POOLS) == set(HARNESSES) and {f.family for f in FAULTS} <= set(HARNESSES)
-    assert set(STANDALONE_CANDIDATES) == {"reduce", "matmul"}
+    assert set(STANDALONE_CANDIDATES) == {"reduce", "matmul", "skinny"}
     for fault in FAULTS:
         rates = dict((s.key, r) for r, s in trigger_rates(fault))
         chosen = selected_specs(fault)

@@ -1,8 +1,8 @@
 """Planted faults on the GPU: each known-wrong kernel variant (kgen.core.faults) is caught by
-the exact-arithmetic property checks of tests/test_exact_gpu.py and (matmul, reduce) by the
-standalone program's self-check, while the unmodified kernels pass both. Skinny and
-tensor-core faults are checked by the property checks only: the skinny standalone program
-is a timing demo with a loose check, and tensor-core specs have no standalone program.
+the exact-arithmetic property checks of tests/test_exact_gpu.py and (matmul, reduce, skinny)
+by the standalone program's self-check, while the unmodified kernels pass both.
+Tensor-core faults are checked by the property checks only: tensor-core specs have no
+standalone program.
 
 For each fault the specs are those of the property tests' pool whose code the fault
 changes, preferring the ones whose random cases exercise it most (a fault in the split-K
@@ -30,6 +30,7 @@ import kgen
 from kgen.core import faults
 from kgen.ops.matmul import DEFAULT_F32, SPLIT_F32, Matmul
 from kgen.ops.reduce import Reduce
+from kgen.ops.skinny import Skinny
 from test_exact_gpu import (HARNESSES, MATMUL_POOL, REDUCE_POOL, SKINNY_POOL, TENSOR_POOL, Chooser, CudaMemory,
                             compile_all, reduce_triggers, run_case)
 
@@ -87,13 +88,16 @@ def selected_specs(fault, count: int = 3) -> list:
     return chosen
 
 
-STANDALONE_ARGS = {"reduce": ["1000003"], "matmul": ["257", "300", "517"]}
+STANDALONE_ARGS = {"reduce": ["1000003"], "matmul": ["257", "300", "517"], "skinny": []}
 STANDALONE_CANDIDATES = {
     "reduce": [Reduce(op="dot", block_size=256), Reduce(op="dot", strategy="two_pass", block_size=128),
                Reduce(op="sum", strategy="atomic", dtype="float64"), Reduce(op="dot", strategy="warp_shuffle"),
                Reduce(op="sum", strategy="shared_tree", block_size=64, vector_loads=True)],
     "matmul": [Matmul(**DEFAULT_F32), Matmul(**dict(SPLIT_F32, split_k=4)), Matmul(),
                Matmul.default_spec({"M": 512, "N": 512, "K": 512}, "float64")],
+    # The skinny program fixes its own shape (R = rows x 3001 x 4099, K in 3 slabs).
+    "skinny": [Skinny.default_spec({"M": 4, "N": 4096, "K": 4096}, "float32"),
+               Skinny.default_spec({"M": 2, "N": 4096, "K": 4096}, "bfloat16")],
 }
 
 
@@ -107,7 +111,8 @@ def standalone_spec(fault):
             case = {"n": int(STANDALONE_ARGS["reduce"][0]), "off_x": 0, "off_y": 0}
             if not reduce_triggers(fault.name, spec, case):
                 continue
-        elif fault.name == "drop_block_partial" and spec.split_k == 1 and spec.tail_split_k == 1:
+        elif (fault.family == "matmul" and fault.name == "drop_block_partial" and spec.split_k == 1
+              and spec.tail_split_k == 1):
             continue  # the standalone splits K only as split_k or tail_split_k do
         return spec
     return None
