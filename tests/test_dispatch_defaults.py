@@ -93,5 +93,7 @@ def test_tf32_only_when_allowed_and_large_float64_on_tensor_cores():
     spec = select(kgen.TensorMatmul if hasattr(kgen, "TensorMatmul") else matmul_family(2000, 2000, 2000, "float32",
                   True), {"M": 2000, "N": 2000, "K": 2000}, "float32", device=H100, db=False).spec
     assert spec.tf32, "a float32 tensor-core spec computes as TF32: only reached with allow_tf32"
-    assert matmul_family(4096, 4096, 4096, "float64").kernel == "tensor_matmul"
-    assert matmul_family(300, 4096, 4096, "float64").kernel == "matmul"
+    for shape in ((4096, 4096, 4096), (300, 4096, 4096), (1000, 1000, 1000), (64, 2048, 2048), (4096, 4096, 256)):
+        assert matmul_family(*shape, "float64").kernel == "tensor_matmul", shape
+    for shape in ((512, 512, 512), (200, 200, 200), (1000, 1000, 20)):
+        assert matmul_family(*shape, "float64").kernel == "matmul", shape

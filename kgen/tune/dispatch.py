@@ -278,9 +278,11 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     return result
 
 
-# float64 products this large run on the FP64 tensor cores: 0.47-0.54x cuBLAS DGEMM at
-# 4096^3-8192^3 on an H100 (docs/tensorcore.md) against about 0.28x for the SIMT kernels.
-TENSOR_F64_MIN_DIM = 1024
+# float64 products of at least this many multiply-adds (M*N*K) run on the FP64 tensor cores.
+# Measured on an H100 (kgen.bench.f64_route, docs/dispatch.md): from 64x2048x2048 and 777x555x999
+# up the tensor-core kernels ran at 0.47-0.72x cuBLAS DGEMM where the SIMT tiles ran at
+# 0.35-0.61x; at 512^3 the two tied (0.89x / 0.90x) and at 200^3 the SIMT tiles won (1.03x / 0.87x).
+TENSOR_F64_MIN_MACS = 1 << 28
 
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False) -> type[Spec]:
@@ -297,7 +299,7 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False) 
         return Skinny
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
-    if dtype == "float64" and min(M, N, K) >= TENSOR_F64_MIN_DIM:
+    if dtype == "float64" and M * N * K >= TENSOR_F64_MIN_MACS:
         return TensorMatmul
     return Matmul
 

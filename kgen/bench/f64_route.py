@@ -1,0 +1,80 @@
+"""float64 products: the FP64 tensor cores or the SIMT tiles? The measurement behind
+kgen.tune.dispatch.TENSOR_F64_MIN_MACS.
+
+    python -m kgen.bench.f64_route [--shapes 1000x1000x1000,...] [--json FILE]
+
+For each shape: TensorMatmul's default spec and the SIMT spec the shipped table picks, each
+checked against torch's float64 product, then timed as a bound call between CUDA events
+(median of --repeats) beside cuBLAS DGEMM through torch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+SHAPES = ("1000x1000x1000,2000x3000x777,512x512x512,300x2000x1500,777x555x999,4096x4096x256,"
+          "128x4096x4096,1500x1500x3000,64x2048x2048,200x200x200")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kgen.bench.f64_route", description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=SHAPES, help="comma list of MxNxK")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--json", default="", help="write the rows here")
+    args = ap.parse_args(argv)
+    import torch
+
+    import kgen
+    from kgen.ops.matmul import Matmul
+    from kgen.ops.tensorcore import TensorMatmul
+    from kgen.tune.dispatch import select
+
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def timed(f) -> float:
+        f()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.repeats):
+            start.record()
+            f()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        return statistics.median(times)
+
+    rows = []
+    for text in args.shapes.split(","):
+        M, N, K = (int(v) for v in text.lower().split("x"))
+        A = torch.randn(M, K, device="cuda", dtype=torch.float64)
+        B = torch.randn(K, N, device="cuda", dtype=torch.float64)
+        C = torch.empty(M, N, device="cuda", dtype=torch.float64)
+        ref = A @ B
+        problem = {"M": M, "N": N, "K": K}
+        row: dict = {"shape": [M, N, K]}
+        for name, spec in (("tensor", TensorMatmul.default_spec(problem, "float64")),
+                           ("simt", select(Matmul, problem, "float64").spec)):
+            k = kgen.build(spec)
+            C.fill_(float("nan"))
+            k(A, B, out=C)
+            torch.cuda.synchronize()
+            err = float((C - ref).norm() / ref.norm())
+            row[name + "_error"] = err
+            row[name] = timed(lambda k=k, A=A, B=B, C=C: k(A, B, out=C)) if err < 1e-12 else None
+        row["cublas"] = timed(lambda A=A, B=B, C=C: torch.matmul(A, B, out=C))
+        rows.append(row)
+
+        def ratio(ms, row=row):
+            return f"{row['cublas'] / ms:.2f}x" if ms else "wrong"
+        print(f"{M:5d}x{N:5d}x{K:5d}  cuBLAS {row['cublas']:.4f} ms  tensor cores {ratio(row['tensor'])}  "
+              f"SIMT {ratio(row['simt'])}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
