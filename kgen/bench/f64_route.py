@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 SHAPES = ("1000x1000x1000,2000x3000x777,512x512x512,300x2000x1500,777x555x999,4096x4096x256,"
@@ -31,19 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     from kgen.ops.tensorcore import TensorMatmul
     from kgen.tune.dispatch import select
 
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    from ..core.timing import time_calls
 
     def timed(f) -> float:
-        f()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.repeats):
-            start.record()
-            f()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return statistics.median(times)
+        return time_calls(f, warmup=1, repeats=args.repeats).median_ms
 
     rows = []
     for text in args.shapes.split(","):

@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import random
-import statistics
 import sys
 from typing import Any
 
@@ -53,19 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     def draw() -> int:
         return int(round(2 ** rng.uniform(math.log2(2048), math.log2(14336))))
 
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    from ..core.timing import time_calls
 
     def timed(f) -> float:
-        f()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.repeats):
-            start.record()
-            f()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return statistics.median(times)
+        return time_calls(f, warmup=1, repeats=args.repeats).median_ms
 
     rows = []
     for M in (int(t) for t in args.rows.split(",") if t.strip()):
