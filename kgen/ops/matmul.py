@@ -54,6 +54,34 @@ def product_bucket(problem: dict[str, int]) -> tuple[float, ...]:
     return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
 
 
+def product_inputs(problem: dict[str, int], np_dtype: Any, rng: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Standard normal A (M x K) and B (K x N) rounded to `np_dtype`."""
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    return rng.standard_normal((M, K)).astype(np_dtype), rng.standard_normal((K, N)).astype(np_dtype)
+
+
+def product_reference(inputs: tuple[Any, Any]) -> np.ndarray:
+    """The float64 product of A and B as given (already rounded to their type)."""
+    A, B = inputs
+    return np.asarray(A).astype(np.float64) @ np.asarray(B).astype(np.float64)
+
+
+def tile_fit_reason(spec: Any, problem: dict[str, int], idle: str) -> str | None:
+    """Why a tiled product spec (`tile`, `split_k`, `split_plan`) wastes itself on `problem`:
+    a tile side over 64 that is at least twice the output (most `idle` sit idle), or a split
+    of K too short to pay for itself. None when it fits."""
+    BM, BN, BK = spec.tile
+    if BM > 64 and BM >= 2 * problem["M"] or BN > 64 and BN >= 2 * problem["N"]:
+        return f"tile {spec.tile[:2]} is more than twice the {problem['M']}x{problem['N']} output: most {idle} idle"
+    if spec.split_k > 1:
+        splits, chunk = spec.split_plan(problem["K"])
+        if splits < 2:
+            return f"K={problem['K']} is too short to split"
+        if chunk < 4 * BK:
+            return f"each of the {splits} K slices is only {chunk} long"
+    return None
+
+
 def block_limit_reason(threads: int, shared_bytes: int, limits: dict[str, int], max_shared: int) -> str | None:
     """Why a block of `threads` threads and `shared_bytes` of shared memory cannot launch on
     a device with `limits` (None when it can)."""
@@ -496,29 +524,16 @@ class Matmul(Spec):
         if self.shared_memory and cap < regs + 48:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
                    f"below ~{regs + 48} needed (spills)"
-        p0 = self.normalize_problem(problem)
-        if self.tile[0] > 64 and self.tile[0] >= 2 * p0["M"] or self.tile[1] > 64 and self.tile[1] >= 2 * p0["N"]:
-            return f"tile {self.tile[:2]} is more than twice the {p0['M']}x{p0['N']} output: most threads idle"
-        p = self.normalize_problem(problem)
-        if self.split_k > 1:
-            splits, chunk = self.split_plan(p["K"])
-            if splits < 2:
-                return f"K={p['K']} is too short to split"
-            if chunk < 4 * self.tile[2]:
-                return f"each of the {splits} K slices is only {chunk} long"
-        return None
+        return tile_fit_reason(self, self.normalize_problem(problem), "threads")
 
     # The rest of the family interface (kgen.core.spec.Spec), for the tuner and dispatch.
     @classmethod
     def make_inputs(cls, problem, dtype, rng):
-        p = cls.normalize_problem(problem)
-        A = rng.standard_normal((p["M"], p["K"])).astype(dtype)
-        B = rng.standard_normal((p["K"], p["N"])).astype(dtype)
-        return A, B
+        return product_inputs(cls.normalize_problem(problem), dtype, rng)
 
     @classmethod
     def reference_output(cls, problem, inputs):
-        return cls.reference(*inputs)
+        return product_reference(inputs)
 
     @classmethod
     def output_shape(cls, problem):

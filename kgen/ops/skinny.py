@@ -23,7 +23,7 @@ from ..core.kernel import Kernel
 from ..core.launch import Launch, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
-from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_work
+from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 ACC_BYTES = {"float32": 4, "float64": 8, "float16": 4, "bfloat16": 4}
@@ -363,18 +363,14 @@ class Skinny(Spec):
 
     @classmethod
     def make_inputs(cls, problem, dtype, rng):
-        p = cls.normalize_problem(problem)
         np_dtype = runtime.numpy_dtype(dtype)
         if np_dtype is None:
             raise ValueError(f"dtype={dtype!r} has no numpy type here (install ml_dtypes for bfloat16 on the host)")
-        A = rng.standard_normal((p["M"], p["K"])).astype(np_dtype)
-        B = rng.standard_normal((p["K"], p["N"])).astype(np_dtype)
-        return A, B
+        return product_inputs(cls.normalize_problem(problem), np_dtype, rng)
 
     @classmethod
     def reference_output(cls, problem, inputs):
-        A, B = inputs
-        return np.asarray(A, dtype=np.float64) @ np.asarray(B, dtype=np.float64)
+        return product_reference(inputs)
 
     @classmethod
     def output_shape(cls, problem):

@@ -20,7 +20,8 @@ from ..core.kernel import Kernel
 from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
-from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_work
+from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference,
+                     product_work, tile_fit_reason)
 
 # Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
 MAX_SHARED_BYTES = 227 * 1024
@@ -377,32 +378,16 @@ class TensorMatmul(Spec):
         if cap < self.accumulator_registers + 64:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
                    f"below ~{self.accumulator_registers + 64} needed (spills)"
-        p = self.normalize_problem(problem)
-        BM, BN, _ = self.tile
-        if BM > 64 and BM >= 2 * p["M"] or BN > 64 and BN >= 2 * p["N"]:
-            return f"tile {self.tile[:2]} is more than twice the {p['M']}x{p['N']} output: most warps idle"
-        if self.split_k > 1:
-            splits, chunk = self.split_plan(p["K"])
-            if splits < 2:
-                return f"K={p['K']} is too short to split"
-            if chunk < 4 * self.tile[2]:
-                return f"each of the {splits} K slices is only {chunk} long"
-        return None
+        return tile_fit_reason(self, self.normalize_problem(problem), "warps")
 
     @classmethod
     def make_inputs(cls, problem, dtype, rng):
         """Standard normal A and B rounded to dtype (bfloat16 needs the ml_dtypes package)."""
-        p = cls.normalize_problem(problem)
-        np_dtype = host_dtype(dtype)
-        A = rng.standard_normal((p["M"], p["K"])).astype(np_dtype)
-        B = rng.standard_normal((p["K"], p["N"])).astype(np_dtype)
-        return A, B
+        return product_inputs(cls.normalize_problem(problem), host_dtype(dtype), rng)
 
     @classmethod
     def reference_output(cls, problem, inputs):
-        """The float64 product of the inputs as given (already rounded to their type)."""
-        A, B = inputs
-        return np.asarray(A).astype(np.float64) @ np.asarray(B).astype(np.float64)
+        return product_reference(inputs)
 
     @classmethod
     def output_shape(cls, problem):
