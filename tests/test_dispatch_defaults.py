@@ -1,6 +1,7 @@
 """Dispatch on CPU: the shipped defaults (kgen.tune.defaults) and the family choice by shape."""
 import math
 import random
+import numpy as np
 
 import pytest
 
@@ -82,7 +83,17 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             small = rng.randint(1, SUITS_ROWS[dtype])
             assert matmul_family(small, *big, dtype).kernel == "skinny"
             assert matmul_family(big[0], small, big[1], dtype).kernel == "skinny"
-            assert matmul_family(SUITS_ROWS[dtype] + 1, *big, dtype).kernel != "skinny"
+            if dtype != "float32":
+                assert matmul_family(SUITS_ROWS[dtype] + 1, *big, dtype).kernel != "skinny"
+        # float32 past the SIMT rows: the split-TF32 skinny forms, up to 96 rows whatever the
+        # storage, up to 256 against a k-contiguous large operand, then the tiled family.
+        mid, wide = rng.randint(SUITS_ROWS["float32"] + 1, 96), rng.randint(97, 256)
+        for kc in (False, True):
+            assert matmul_family(mid, *big, "float32", large_k_contiguous=kc).kernel == "skinny"
+            assert matmul_family(big[0], mid, big[1], "float32", large_k_contiguous=kc).kernel == "skinny"
+            assert matmul_family(wide, *big, "float32", large_k_contiguous=kc).kernel == ("skinny" if kc else "matmul")
+            assert matmul_family(257, *big, "float32", large_k_contiguous=kc).kernel == "matmul"
+            assert matmul_family(mid, big[0], 512, "float32", large_k_contiguous=kc).kernel == "matmul"
     assert matmul_family(1000, 1000, 1000, "float32").kernel == "matmul"
     assert matmul_family(1000, 1000, 1000, "bfloat16").kernel == "tensor_matmul"
 
@@ -97,3 +108,15 @@ def test_tf32_only_when_allowed_and_large_float64_on_tensor_cores():
         assert matmul_family(*shape, "float64").kernel == "tensor_matmul", shape
     for shape in ((512, 512, 512), (200, 200, 200), (1000, 1000, 20)):
         assert matmul_family(*shape, "float64").kernel == "matmul", shape
+
+
+def test_the_large_operands_storage_order_is_read_from_strides():
+    from kgen.tune.dispatch import _large_k_contiguous
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((20, 300)).astype(np.float32)      # few rows: the large operand is B
+    W = rng.standard_normal((500, 300)).astype(np.float32)     # a weight stored N x K
+    assert _large_k_contiguous(x, W.T, 20, 500)                # B = W.T: k-contiguous
+    assert not _large_k_contiguous(x, np.ascontiguousarray(W.T), 20, 500)
+    # few columns: the large operand is A (M x K), k-contiguous when row-major
+    assert _large_k_contiguous(W, x.T, 500, 20) and not _large_k_contiguous(np.asfortranarray(W), x.T, 500, 20)

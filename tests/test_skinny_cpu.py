@@ -13,7 +13,8 @@ import pytest
 
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
-from kgen.ops.skinny import MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SUITS_ROWS, Skinny, _form, tolerance
+from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SUITS_ROWS, TC_MIN_DIM,
+                              TC_SUITS_ROWS, Skinny, _form, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -112,9 +113,12 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         M, N = (small, large) if rng.random() < 0.5 else (large, small)
         p = {"M": M, "N": N, "K": K}
         s = Skinny.default_spec(p, dtype)
-        assert s.dtype == dtype and s.k_split == 0 and s.merge == "single_pass"
-        assert s.prune_reason(p, limits) is None or min(M, N) == 1
         r = min(M, N)
+        # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel.
+        tc = dtype == "float32" and r > SUITS_ROWS["float32"]
+        assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
+        assert s.merge == ("two_pass" if tc else "single_pass")
+        assert s.prune_reason(p, limits) is None or min(M, N) == 1
         if r <= 16:
             assert s.rows == r                                   # no idle accumulator rows
         elif r <= 64:
@@ -125,10 +129,17 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         acc = 2 if dtype == "float64" else 1
         want = 4 if s.rows <= 2 else max(1, min(8, 64 // (s.rows * acc)))  # ~64 accumulator registers
         assert s.warp_cols == want
-        assert Skinny.suits(M, N, K, dtype) == (r <= SUITS_ROWS[dtype])
+        for kc in (False, True):
+            big = max(M, N) >= TC_MIN_DIM and K >= TC_MIN_DIM
+            want_suits = r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
+            assert Skinny.suits(M, N, K, dtype, kc) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
     assert Skinny.suits(1, 4096, 4096, "bfloat16") and not Skinny.suits(4, 4096, 4096, "bfloat16")
-    assert not Skinny.suits(4096, 4096, 4096, "float32") and not Skinny.suits(17, 4096, 4096, "float32")
+    assert not Skinny.suits(4096, 4096, 4096, "float32") and not Skinny.suits(17, 4096, 4096, "float64")
+    # float32: 13-96 rows in either storage order, up to 256 against a k-contiguous weight (W.T).
+    assert Skinny.suits(17, 4096, 4096, "float32") and Skinny.suits(96, 4096, 4096, "float32", False)
+    assert not Skinny.suits(97, 4096, 4096, "float32", False) and Skinny.suits(256, 4096, 4096, "float32", True)
+    assert not Skinny.suits(257, 4096, 4096, "float32", True) and not Skinny.suits(17, 4096, 512, "float32", True)
 
 
 def test_search_space_is_valid_and_contains_the_default():
@@ -220,9 +231,123 @@ def test_representative_specs_compile_for_sm90_without_spills():
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
     for s, c in zip(specs, built):
         names = set(c.resources)
-        want = {f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
+        if s.tensor_cores:   # only the tensor-core entry points are built
+            want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+            assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
+        else:
+            want = {f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
         assert want | {"kgen_skinny_merge", "kgen_skinny_prescale"} <= names, (s.to_json(), sorted(names))
         spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
         assert not spilled, f"{s.to_json()} spills: {spilled}"
         for n in want:
             assert c.resources[n]["shared_bytes"] <= 64, "the slab is dynamic shared memory, sized per form"
+
+
+# ---- the split-TF32 tensor-core forms ----
+@pytest.mark.parametrize("fields, field", [
+    (dict(tensor_cores=True, dtype="float64"), "tensor_cores"),
+    (dict(tensor_cores=True, dtype="bfloat16"), "tensor_cores"),
+    (dict(tensor_cores=1), "tensor_cores"),
+    (dict(tc_tiles=3), "tc_tiles"),
+    (dict(tensor_cores=True, rows=64, warp_cols=1, min_blocks=2), "tc_tiles"),   # ~250 registers, 128 allowed
+])
+def test_tensor_core_fields_are_checked(fields, field):
+    with pytest.raises(SpecError, match=field):
+        Skinny(**fields)
+
+
+def test_tensor_core_geometry_covers_k_once_in_whole_windows():
+    rng = random.Random(7)
+    for _ in range(400):
+        s = Skinny(rows=rng.choice([8, 16, 24, 40, 64]), warp_cols=1, tensor_cores=True,
+                   tc_tiles=rng.choice([1, 2]), threads=rng.choice([128, 256]), k_split=rng.choice([0, 0, 5]))
+        form = rng.choice(["tc_dot", "tc_axpy"])
+        R, NC, K = rng.randint(1, 200), rng.randint(1, 20000), rng.randint(1, 30000)
+        g = s.geometry(form, rng.choice([4, 2, 1]), R, NC, K, rng.choice([132, 264]))
+        splits, ks = g["splits"], g["ks"]
+        assert (splits - 1) * ks < K <= splits * ks
+        # The dot form's lanes read k in 32-wide windows from the slab's start; the staged S
+        # must start a window where the slab does.
+        assert ks % (32 if form == "tc_dot" else 16) == 0
+        cols = s.warps * (16 if form == "tc_dot" else 32) * s.tc_tiles
+        assert g["grid"] == (-(-NC // cols), splits, -(-R // s.rows))
+    s = Skinny(rows=16, warp_cols=4, tensor_cores=True)
+    assert s.tc_ntiles == 2 and s.tc_chunk % 32 == 0
+    assert s.shared_for("tc_dot") == s.tc_chunk * 64 * 2 <= s.shared_bytes
+
+
+def _fragment_positions(form: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """Where the kernel's lanes take their k positions from, as the template writes it: for
+    each k8 step s of a 32-k window (dot) or of 8 k (axpy) and each lane, the physical k of
+    the lane's fragment positions t and t + 4 (b0 and b1; a0/a1 and a2/a3)."""
+    out = {}
+    for step in range(4 if form == "dot" else 1):
+        for lane in range(32):
+            t = lane & 3
+            k0 = 8 * t + 2 * step if form == "dot" else t
+            out[(step, lane)] = (k0, k0 + 1 if form == "dot" else k0 + 4)
+    return out
+
+
+@pytest.mark.parametrize("form", ["dot", "axpy"])
+def test_tensor_core_k_order_is_a_permutation_shared_by_both_operands(form):
+    """Simulate one 16 x 8 x (32 or 8) step of the mma with the lanes' k order: each product
+    term must appear exactly once, so D equals L^T S^T whatever the order."""
+    rng = np.random.default_rng(0)
+    span = 32 if form == "dot" else 8
+    Lt = rng.standard_normal((16, span))   # 16 columns of L (mma rows) x k
+    St = rng.standard_normal((span, 8))    # k x 8 rows of S
+    pos = _fragment_positions(form)
+    D = np.zeros((16, 8))
+    steps = 4 if form == "dot" else 1
+    for step in range(steps):
+        # The mma m16n8k8: logical k position c of row g is held by lane (g, c % 4), the
+        # lane's first (c < 4) or second (c >= 4) value.
+        A = np.zeros((16, 8))
+        B = np.zeros((8, 8))
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            k0, k1 = pos[(step, lane)]
+            A[g, t], A[g, t + 4], A[g + 8, t], A[g + 8, t + 4] = Lt[g, k0], Lt[g, k1], Lt[g + 8, k0], Lt[g + 8, k1]
+            B[t, g], B[t + 4, g] = St[k0, g], St[k1, g]
+        D += A @ B
+    assert np.allclose(D, Lt @ St)
+    used = sorted(k for v in pos.values() for k in v)
+    assert sorted(set(used)) == list(range(span))
+
+
+def test_split_tf32_keeps_float32_accuracy():
+    """The host model of the kernel's split: x = hi + lo, both TF32 (10 explicit mantissa
+    bits); hi*hi + hi*lo + lo*hi is within ~2^-21 of the float32 product."""
+    rng = np.random.default_rng(1)
+
+    def tf32(x):
+        b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+        b = (b + 0x1000) & 0xFFFFE000   # round half away from zero on the magnitude (cvt.rna)
+        return b.astype(np.uint32).view(np.float32)
+
+    a = rng.standard_normal(100000).astype(np.float32)
+    b = rng.standard_normal(100000).astype(np.float32)
+    ah, bh = tf32(a), tf32(b)
+    al, bl = tf32((a - ah).astype(np.float32)), tf32((b - bh).astype(np.float32))
+    approx = ah.astype(np.float64) * bh + ah.astype(np.float64) * bl + al.astype(np.float64) * bh
+    exact = a.astype(np.float64) * b
+    rel = np.abs(approx - exact) / np.abs(exact)
+    assert rel.max() < 2.0 ** -20 and np.median(rel) < 2.0 ** -22
+    # TF32 alone would be ~2^-11: the split is what makes this a float32 product.
+    assert np.median(np.abs(ah.astype(np.float64) * bh - exact) / np.abs(exact)) > 2.0 ** -13
+
+
+@pytest.mark.nvcc
+def test_tensor_core_forms_compile_for_sm90_without_spills():
+    specs = [Skinny(rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, threads=th)
+             for r, t, th in ((8, 1, 128), (16, 2, 256), (40, 1, 256), (64, 2, 256))]
+    with cf.ThreadPoolExecutor(2) as ex:
+        built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
+    for s, c in zip(specs, built):
+        want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in (4, 2, 1)}
+        assert want <= set(c.resources), (s.to_json(), sorted(c.resources))
+        spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
+        assert not spilled, f"{s.to_json()} spills: {spilled}"
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kgen.render(specs[0])
+    assert "kgen_skinny_tc_" not in kgen.render(Skinny(rows=8))

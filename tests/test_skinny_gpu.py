@@ -39,6 +39,11 @@ def spec_pool() -> dict[str, list[Skinny]]:
                 specs.append(b.replace(**v))
             except ValueError:
                 pass
+        if dtype == "float32":
+            # The split-TF32 tensor-core forms (the defaults from 13 rows) and their other fields.
+            t = Skinny.default_spec({"M": 40, "N": 4096, "K": 4096}, dtype)
+            specs += [t, t.replace(tc_tiles=1, merge="single_pass"), t.replace(merge="atomic", waves=1),
+                      t.replace(rows=24, tc_tiles=1, min_blocks=2, k_split=5)]
         pool[dtype] = list({s.key: s for s in specs}.values())
     return pool
 

@@ -30,6 +30,7 @@ ACC_BYTES = {"float32": 4, "float64": 8, "float16": 4, "bfloat16": 4}
 MERGES = ("single_pass", "two_pass", "atomic")
 # Shared memory one staging round of the small operand may take (several blocks share an SM).
 STAGE_BYTES = 16 * 1024
+TC_STAGE_BYTES = 64 * 1024
 DOT_STEP_BYTES = 48 * 1024
 MAX_SHARED_BYTES = 227 * 1024
 # Accumulator registers a thread may hold (float32 registers; a double takes two).
@@ -67,6 +68,12 @@ class Skinny(Spec):
                   float32/float64 only; the order of additions varies run to run).
     min_blocks    blocks per SM that ptxas must fit (the second __launch_bounds__ argument;
                   with 1 it may use up to 255 registers a thread where the kernel needs them).
+    tensor_cores  float32 only: run the product on the tensor cores as three TF32 products
+                  per term (hi*hi + hi*lo + lo*hi, each operand split into a TF32 high part
+                  and a TF32 remainder): near float32 accuracy at tensor-core speed.
+    tc_tiles      tensor-core forms: 16-column mma tiles per warp (1 or 2) in the dot form;
+                  the axpy form takes twice as many (a lane's vector of 2 or 4 columns feeds
+                  that many tiles), 32 or 64 columns a warp.
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -83,6 +90,8 @@ class Skinny(Spec):
     waves: int = 2
     merge: str = "single_pass"
     min_blocks: int = 1
+    tensor_cores: bool = False
+    tc_tiles: int = 2
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -112,6 +121,18 @@ class Skinny(Spec):
                  "round every partial sum to the output type)")
         if not 1 <= self.min_blocks <= 8:
             fail("min_blocks", self.min_blocks, "an integer from 1 to 8")
+        if not isinstance(self.tensor_cores, bool):
+            fail("tensor_cores", self.tensor_cores, "True or False")
+        if self.tensor_cores and self.dtype != "float32":
+            fail("tensor_cores", self.tensor_cores, "False for dtype=" + repr(self.dtype) + " (the split-TF32 "
+                 "tensor-core forms take float32)")
+        if self.tc_tiles not in (1, 2):
+            fail("tc_tiles", self.tc_tiles, "1 or 2")
+        cap = min(255, 65536 // (self.threads * self.min_blocks))
+        if self.tensor_cores and self.tc_register_estimate > cap:
+            fail("tc_tiles", self.tc_tiles, f"fewer tiles, rows or min_blocks: the tensor-core forms need about "
+                 f"{self.tc_register_estimate} registers a thread for rows={self.rows}, and {self.threads} threads "
+                 f"x {self.min_blocks} block(s) allow {cap}")
         regs = self.rows * self.warp_cols * (ACC_BYTES[self.dtype] // 4)
         if regs > MAX_ACC_REGS:
             fail("warp_cols", self.warp_cols, f"at most {MAX_ACC_REGS} accumulator registers a thread: "
@@ -138,6 +159,28 @@ class Skinny(Spec):
         wa = self.axpy_vec
         axpy = (self.rows + self.axpy_unroll) * self.lane_vectors * wa * accr
         return max(dot, axpy) + 32
+
+    @property
+    def tc_ntiles(self) -> int:
+        """8-row mma tiles of the small operand in the tensor-core forms."""
+        return -(-self.rows // 8)
+
+    @property
+    def tc_register_estimate(self) -> int:
+        """Registers a thread needs in the larger tensor-core form: 4 accumulators per 16 x 8
+        tile, the loads in flight (32 a tile in the dot form, current and next window; 16 a
+        tile in the axpy form), the staged S fragments of one k8 step, and ~56 for
+        addresses, indices and the split values."""
+        nt, tiles = self.tc_ntiles, self.tc_tiles
+        dot = 4 * nt * tiles + 32 * tiles
+        axpy = 8 * nt * tiles + 16 * tiles
+        return max(dot, axpy) + 4 * nt + 56
+
+    @property
+    def tc_chunk(self) -> int:
+        """k values of S staged per round in the tensor-core forms: 64 bytes per k and 8-row
+        tile (hi and lo of two values a lane), within TC_STAGE_BYTES, whole 32-k windows."""
+        return max(32, TC_STAGE_BYTES // (64 * self.tc_ntiles) // 32 * 32)
 
     def _acc_regs_per_column(self) -> int:
         return ACC_BYTES[self.dtype] // 4
@@ -225,6 +268,8 @@ class Skinny(Spec):
 
     def shared_for(self, form: str) -> int:
         acc = ACC_BYTES[self.dtype]
+        if form in ("tc_dot", "tc_axpy"):
+            return self.tc_chunk * 64 * self.tc_ntiles
         if form == "dot":
             return self.rows * self.dot_chunk * acc
         red = self.warps * self.red_rows * self.axpy_cols(self.axpy_vec) * acc
@@ -232,7 +277,8 @@ class Skinny(Spec):
 
     @property
     def shared_bytes(self) -> int:
-        return max(self.shared_for("dot"), self.shared_for("axpy"))
+        forms = ("tc_dot",) if self.tensor_cores else ("dot", "axpy")
+        return max(self.shared_for(f) for f in forms)
 
     def scatter_levels(self) -> tuple[list[dict[str, int]], int, int]:
         """The dot form's warp reduction: levels (offset, values, halve?), values kept per
@@ -261,19 +307,25 @@ class Skinny(Spec):
             dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
+            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk,
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
     def geometry(self, form: str, width: int, R: int, NC: int, K: int, slots: int) -> dict[str, Any]:
-        """Grid, K slabs and merge mode of one product in `form` ("dot" or "axpy") with loads
-        `width` elements wide, R small rows, NC large columns, on a GPU that runs `slots`
+        """Grid, K slabs and merge mode of one product in `form` ("dot", "axpy", "tc_dot" or
+        "tc_axpy") with loads `width` elements wide, R small rows, NC large columns, on a GPU that runs `slots`
         blocks of this kernel at once."""
-        cols = self.dot_cols() if form == "dot" else self.axpy_cols(width)
+        if form == "tc_dot":
+            cols, unit, least = self.warps * 16 * self.tc_tiles, 32, 128
+        elif form == "tc_axpy":
+            cols, unit, least = self.warps * 32 * self.tc_tiles, 16, 128
+        elif form == "dot":
+            cols, unit, least = self.dot_cols(), 32 * self.vec, 2 * self.dot_step
+        else:
+            cols, unit, least = self.axpy_cols(width), self.warps, 2 * self.warps * self.axpy_unroll
         col_tiles, row_tiles = -(-NC // cols), -(-R // self.rows)
         tiles = col_tiles * row_tiles
         # Slabs start on whole steps (aligned for any width) and keep each block a few steps deep.
-        unit = 32 * self.vec if form == "dot" else self.warps
-        least = 2 * (self.dot_step if form == "dot" else self.warps * self.axpy_unroll)
         most = max(1, min(65535, K // least))
         if self.k_split:
             want = self.k_split
@@ -295,12 +347,21 @@ class Skinny(Spec):
         return normalize_mnk(problem, "skinny")
 
     @classmethod
-    def suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+    def suits(cls, M: int, N: int, K: int, dtype: str, k_contiguous: bool | None = None) -> bool:
         """Whether this family should run M x N x K rather than a tiled (or tensor-core)
-        matmul: the small dimension is at most SUITS_ROWS[dtype], where it measured at least
-        as fast as cuBLAS (docs/matmul.md, "Skinny products")."""
-        small = min(M, N)
-        return small >= 1 and small <= SUITS_ROWS.get(dtype, 0)
+        matmul: the small dimension is at most SUITS_ROWS[dtype], where the SIMT forms
+        measured at least as fast as cuBLAS; or, in float32 with N and K of at least
+        TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
+        split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
+        products"). `k_contiguous`: whether the large operand is stored k-contiguous (a
+        weight N x K passed as W.T); None counts as not."""
+        small, large = min(M, N), max(M, N)
+        if small < 1:
+            return False
+        if small <= SUITS_ROWS.get(dtype, 0):
+            return True
+        return (dtype == "float32" and large >= TC_MIN_DIM and K >= TC_MIN_DIM
+                and small <= TC_SUITS_ROWS[bool(k_contiguous)])
 
     @classmethod
     def default_spec(cls, problem, dtype):
@@ -316,6 +377,11 @@ class Skinny(Spec):
         # small operand staged per block serves more of the large one.
         warp_cols = 4 if rows <= 2 else max(1, min(8, 64 // (rows * acc)))
         loads = 8 if rows <= 16 else 4
+        if dtype == "float32" and small > SUITS_ROWS["float32"]:
+            # Past the SIMT forms' range: the split-TF32 tensor-core forms, 2 tiles a warp, the
+            # slabs merged by a second kernel (the ticket merge's last block was the tail there).
+            return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
+                       loads=loads, k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=2)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
                    vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
 
@@ -349,6 +415,15 @@ class Skinny(Spec):
             add(lane_vectors=lane_vectors)
         for vector_bytes in (4, 8):
             add(vector_bytes=vector_bytes)
+        if dtype == "float32":
+            tc_rows = sorted({default_rows(small), min(64, -(-small // 8) * 8)})
+            for rows in tc_rows:
+                for tiles in (1, 2):
+                    for merge in MERGES:
+                        for waves in (1, 2):
+                            for min_blocks in (1, 2):
+                                add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles,
+                                    merge=merge, waves=waves, min_blocks=min_blocks)
         return specs
 
     def prune_reason(self, problem, limits):
@@ -394,6 +469,13 @@ class Skinny(Spec):
 # both (docs/matmul.md, "Skinny products"). 16-bit dtypes only at 1-2 rows, where the float32
 # FMAs of this kernel still keep up with memory (tensor cores win beyond).
 SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
+# float32 beyond SUITS_ROWS: the split-TF32 tensor-core forms, where the small dimension is at
+# most TC_SUITS_ROWS[large operand k-contiguous?] and N, K >= TC_MIN_DIM. Measured on an H100
+# (kgen.bench.skinny_tc, docs/matmul.md): with a k-contiguous large operand (W.T) they beat
+# the tiled family at every row count from 13 to 256; with a row-major one up to ~90 rows,
+# and the tiled family's wide tiles won from 128 rows.
+TC_SUITS_ROWS = {True: 256, False: 96}
+TC_MIN_DIM = 1024
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -622,7 +704,7 @@ class SkinnyKernel(Kernel):
                              f"operand needs a unit stride along one axis (row-major, a transposed view, or a slice)")
         item = ITEMSIZE[spec.dtype]
         width = 1
-        for w in (spec.widths() if form == "dot" else spec.axpy_widths()):
+        for w in (spec.widths() if form == "dot" or spec.tensor_cores else spec.axpy_widths()):
             if pl % (w * item) == 0 and ldl % w == 0:
                 width = w
                 break
@@ -637,7 +719,10 @@ class SkinnyKernel(Kernel):
         if K == 0:
             plan.launches.append(prescale)
             return plan
+        if spec.tensor_cores:
+            form = "tc_" + form
         name = f"kgen_skinny_{form}_v{width}"
+        plan.form = form
         shared = spec.shared_for(form)
         g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared))
         for dim, v in zip("xyz", g["grid"]):

@@ -265,7 +265,7 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
     dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
-    family = matmul_family(M, N, K, dtype, allow_tf32)
+    family = matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N))
     overrides = {}
     if dev_a and family.kernel in ("matmul", "tensor_matmul"):
         # A transposed device view is read in place by a column-major spec of the same tiles.
@@ -285,23 +285,45 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
 TENSOR_F64_MIN_MACS = 1 << 28
 
 
-def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False) -> type[Spec]:
+def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
+                  large_k_contiguous: bool | None = None) -> type[Spec]:
     """The family that runs an M x N x K product: few rows or columns (the products of
     model layers against a batch of tokens) go to the skinny-product kernels, which stream
-    the large operand at memory speed; 16-bit inputs otherwise to the tensor-core family,
-    as do large float64 products and float32 ones when TF32 is allowed; everything else
-    to the tiled SIMT matmul."""
+    the large operand at memory speed (how many rows count as few depends on the dtype
+    and, in float32, on whether the large operand is stored k-contiguous); 16-bit inputs
+    otherwise to the tensor-core family, as do large float64 products and float32 ones
+    when TF32 is allowed; everything else to the tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
     from ..ops.tensorcore import TensorMatmul
 
-    if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype):
+    if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype, large_k_contiguous):
         return Skinny
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
     if dtype == "float64" and M * N * K >= TENSOR_F64_MIN_MACS:
         return TensorMatmul
     return Matmul
+
+
+def _element_strides(x: Any) -> tuple[int, ...]:
+    tensor = runtime.torch_tensor_type()
+    if tensor is not None and isinstance(x, tensor):
+        return tuple(x.stride())
+    if isinstance(x, np.ndarray):
+        return tuple(s // x.itemsize for s in x.strides)
+    return tuple(runtime.view(x, "operand").strides)
+
+
+def _large_k_contiguous(A: Any, B: Any, M: int, N: int) -> bool:
+    """Whether the large operand of a product with few rows (B) or few columns (A) is
+    stored with unit stride along K: B column-major (W.T of a weight W stored N x K), or
+    A row-major."""
+    if M <= N:
+        sk, sn = _element_strides(B)
+        return sk == 1 and N > 1
+    sm, sk = _element_strides(A)
+    return sk == 1 and M > 1
 
 
 def _remember(key: tuple, kernel: Any) -> None:
