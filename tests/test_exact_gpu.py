@@ -592,8 +592,10 @@ def skinny_plan(spec: Skinny, case: dict) -> dict:
     else:
         R, NC, (l_n, l_k), off = N, M, strides["A"], case["off_a"]
     form, ldl = skinny_form(NC, K, l_k, l_n)
-    widths = spec.widths() if form == "dot" else spec.axpy_widths()
+    widths = spec.widths() if form == "dot" or spec.tensor_cores else spec.axpy_widths()
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
+    if spec.tensor_cores:
+        form = "tc_" + form
     g = spec.geometry(form, width, R, NC, K, case["slots"])
     return dict(swap=swap, R=R, NC=NC, form=form, width=width, splits=g["splits"], ks=g["ks"])
 
@@ -604,6 +606,12 @@ def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> boo
     if fault == "drop_last_k_slab":
         return case["K"] % plan["ks"] != 0
     if fault == "skip_vector_tail":
+        # Tensor-core forms: the dot form's last partial window reads k in groups of 4
+        # whatever the load width; the axpy form's lanes read 2 * tc_tiles columns.
+        if plan["form"] == "tc_dot":
+            return case["K"] % 4 != 0
+        if plan["form"] == "tc_axpy":
+            return plan["NC"] % (2 * spec.tc_tiles) != 0
         width = plan["width"]
         return width > 1 and (case["K"] if plan["form"] == "dot" else plan["NC"]) % width != 0
     if fault == "drop_block_partial":
@@ -622,7 +630,8 @@ def skinny_kernel_for(spec: Skinny, case: dict, build):
     """build(spec) (a fresh kernel) planning with the case's count of resident blocks."""
     kernel = build(spec)
     kernel._slots = {f"kgen_skinny_{form}_v{w}": case["slots"]
-                     for form, widths in (("dot", spec.widths()), ("axpy", spec.axpy_widths())) for w in widths}
+                     for form, widths in (("dot", spec.widths()), ("axpy", spec.axpy_widths()),
+                                          ("tc_dot", spec.widths()), ("tc_axpy", spec.widths())) for w in widths}
     return kernel
 
 
