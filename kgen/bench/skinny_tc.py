@@ -10,14 +10,16 @@ weight stored N x K (k-contiguous, torch's Linear), "row" = B row-major (n-conti
 Device time of one launch between CUDA events, median of --repeats, cuBLAS through torch
 with TF32 off, for: kgen.matmul as dispatch chooses; the tiled family's shipped spec for
 the shape; the tensor-core default spec; and its variants (tc_tiles, merge, waves,
-min_blocks). Every kgen result is checked against a float64 reference first, and its
-error is reported beside cuBLAS's own float32 error on the same inputs.
+min_blocks). Every spec is compiled first, in parallel processes. Every kgen result is
+checked against a float64 reference first, and its error is reported beside cuBLAS's own
+float32 error on the same inputs.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import random
 import sys
 from typing import Any
@@ -49,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import kgen
+    from ..core.kernel import default_arch
     from ..core.timing import time_calls
     from ..ops.matmul import Matmul
     from ..tune.dispatch import select
+    from ..tune.pool import CompilePool
 
     torch.backends.cuda.matmul.allow_tf32 = False
     rng = random.Random(args.seed)
@@ -67,6 +71,20 @@ def main(argv: list[str] | None = None) -> int:
         M, N, K = draw(13, 256), draw(1024, 16384), draw(1024, 16384)
         if N * K <= 1 << 26:
             shapes.append((M, N, K))
+    # Every spec the run builds, compiled up front in parallel (the disk cache then serves kgen.build).
+    plans = {}
+    for M, N, K in shapes:
+        base = select(Matmul, {"M": M, "N": N, "K": K}, "float32", db=False).spec
+        for layout in ("col", "row"):
+            plans[(M, N, K, layout)] = [base.replace(layout_b=layout)] + variants(M)
+    pool = CompilePool(default_arch(), max(1, (os.cpu_count() or 2) - 1))
+    unique = {s.key: s for specs in plans.values() for s in specs}
+    for spec in unique.values():
+        pool.submit(spec)
+    for spec in unique.values():
+        if pool.result(spec)[1]:
+            print(f"compile failed: {spec.to_json()}", file=sys.stderr)
+    pool.shutdown()
     rows = []
     for M, N, K in shapes:
         for layout in ("col", "row"):
@@ -78,9 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             cublas_err = float((torch.matmul(A, B).double() - ref).norm()) / norm
             cublas = timed(lambda A=A, B=B, C=C: torch.matmul(A, B, out=C))
             user = timed(lambda A=A, B=B, C=C: kgen.matmul(A, B, out=C))
-            tiled = select(Matmul, {"M": M, "N": N, "K": K}, "float32", db=False).spec.replace(layout_b=layout)
             timings: list[dict[str, Any]] = []
-            for spec in [tiled] + variants(M):
+            for spec in plans[(M, N, K, layout)]:
                 k = kgen.build(spec)
                 C.fill_(float("nan"))
                 k(A, B, out=C)
