@@ -120,3 +120,15 @@ def test_the_large_operands_storage_order_is_read_from_strides():
     assert not _large_k_contiguous(x, np.ascontiguousarray(W.T), 20, 500)
     # few columns: the large operand is A (M x K), k-contiguous when row-major
     assert _large_k_contiguous(W, x.T, 500, 20) and not _large_k_contiguous(np.asfortranarray(W), x.T, 500, 20)
+
+
+def test_split_tf32_route_can_be_turned_off(monkeypatch):
+    big = (4096, 4096)
+    monkeypatch.setenv("KGEN_SPLIT_TF32", "0")
+    assert matmul_family(40, *big, "float32", large_k_contiguous=True).kernel == "matmul"
+    assert matmul_family(8, *big, "float32").kernel == "skinny"          # the SIMT skinny forms stay
+    monkeypatch.setenv("KGEN_SPLIT_TF32", "on")
+    assert matmul_family(40, *big, "float32", large_k_contiguous=True).kernel == "skinny"
+    monkeypatch.setenv("KGEN_SPLIT_TF32", "maybe")
+    with pytest.raises(ValueError, match="KGEN_SPLIT_TF32"):
+        matmul_family(40, *big, "float32")

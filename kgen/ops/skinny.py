@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import threading
 from typing import Any, ClassVar
 
@@ -354,14 +355,15 @@ class Skinny(Spec):
         TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
         split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
         products"). `k_contiguous`: whether the large operand is stored k-contiguous (a
-        weight N x K passed as W.T); None counts as not."""
+        weight N x K passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the
+        tensor-core part off (split_tf32_enabled)."""
         small, large = min(M, N), max(M, N)
         if small < 1:
             return False
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
         return (dtype == "float32" and large >= TC_MIN_DIM and K >= TC_MIN_DIM
-                and small <= TC_SUITS_ROWS[bool(k_contiguous)])
+                and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled())
 
     @classmethod
     def default_spec(cls, problem, dtype):
@@ -476,6 +478,22 @@ SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
 # and the tiled family's wide tiles won from 128 rows.
 TC_SUITS_ROWS = {True: 256, False: 96}
 TC_MIN_DIM = 1024
+
+
+def split_tf32_enabled() -> bool:
+    """Whether dispatch may run float32 products on the split-TF32 tensor-core forms:
+    KGEN_SPLIT_TF32 unset or 1/true/yes/on, not 0/false/no/off (which keeps every float32
+    product on float32 FMAs, as cuBLAS with TF32 off does)."""
+    raw = os.environ.get("KGEN_SPLIT_TF32")
+    if raw is None:
+        return True
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"KGEN_SPLIT_TF32={raw!r} is not allowed: 0, false, no or off keep float32 products "
+                     "off the tensor cores; 1, true, yes, on or unset allow the split-TF32 skinny forms")
 
 
 def _ceil_div(a: int, b: int) -> int:
