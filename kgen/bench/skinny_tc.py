@@ -125,17 +125,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"(best variant {cublas / best['ms']:.2f}x, {100 * bound / default['ms']:.0f}% of the bound)  "
                   f"error {default['rel_error']:.1e} vs cuBLAS {cublas_err:.1e}", flush=True)
             del A, B, C, ref
+    def geo(sub: list[dict[str, Any]], key: str) -> float:
+        return math.exp(sum(math.log(r["cublas_ms"] / r[key]) for r in sub) / len(sub))
+
+    for layout in ("col", "row"):
+        sub = [r for r in rows if r["layout_b"] == layout]
+        if sub:
+            print(f"geometric mean x cuBLAS, B {layout}: kgen.matmul {geo(sub, 'kgen_matmul_ms'):.2f}  tiled "
+                  f"{geo(sub, 'tiled_ms'):.2f}  tensor-core default {geo(sub, 'tc_default_ms'):.2f}")
     if rows:
-        def geo(key: str) -> float:
-            return math.exp(sum(math.log(r["cublas_ms"] / r[key]) for r in rows) / len(rows))
-        for layout in ("col", "row"):
-            sub = [r for r in rows if r["layout_b"] == layout]
-            if sub:
-                g = {k: math.exp(sum(math.log(r["cublas_ms"] / r[k]) for r in sub) / len(sub))
-                     for k in ("kgen_matmul_ms", "tiled_ms", "tc_default_ms")}
-                print(f"geometric mean x cuBLAS, B {layout}: kgen.matmul {g['kgen_matmul_ms']:.2f}  tiled "
-                      f"{g['tiled_ms']:.2f}  tensor-core default {g['tc_default_ms']:.2f}")
-        print(f"all: kgen.matmul {geo('kgen_matmul_ms'):.2f}x cuBLAS")
+        print(f"all: kgen.matmul {geo(rows, 'kgen_matmul_ms'):.2f}x cuBLAS")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(), "seed": args.seed, "rows": rows}, fh, indent=1)

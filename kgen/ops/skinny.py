@@ -141,7 +141,6 @@ class Skinny(Spec):
         if self.lane_vectors * self._acc_regs_per_column() * self.rows > MAX_ACC_REGS:
             fail("lane_vectors", self.lane_vectors, f"at most {MAX_ACC_REGS} accumulator registers a thread: "
                  f"rows x lane_vectors = {self.rows * self.lane_vectors} (one element wide)")
-        cap = min(255, 65536 // (self.threads * self.min_blocks))
         if self.register_estimate > cap:
             fail("threads", self.threads, f"at most {65536 // max(self.register_estimate, 1)} threads a block "
                  f"(divided by min_blocks): a thread needs about {self.register_estimate} registers "
