@@ -536,6 +536,10 @@ def skinny_pool() -> list[Skinny]:
         for small in (1, 3, 16, 64):
             s = Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype)
             pool[s.key] = s
+        if dtype in ("float16", "bfloat16"):   # the 16-bit tensor-core dot form
+            for rows, tiles in ((8, 2), (24, 1)):
+                s = Skinny(dtype=dtype, rows=rows, warp_cols=1, tensor_cores=True, tc_tiles=tiles, merge="two_pass")
+                pool[s.key] = s
         base = Skinny.default_spec({"M": 8, "N": 4096, "K": 4096}, dtype)
         variants = [dict(merge="two_pass", k_split=3), dict(merge="two_pass", waves=4),
                     dict(k_split=40, threads=128, warp_cols=2, loads=4), dict(vector_bytes=8, lane_vectors=2, loads=4),
@@ -592,9 +596,10 @@ def skinny_plan(spec: Skinny, case: dict) -> dict:
     else:
         R, NC, (l_n, l_k), off = N, M, strides["A"], case["off_a"]
     form, ldl = skinny_form(NC, K, l_k, l_n)
-    widths = spec.widths() if form == "dot" or spec.tensor_cores else spec.axpy_widths()
+    tc = spec.tensor_cores and (form == "dot" or spec.dtype == "float32")
+    widths = spec.widths() if form == "dot" or tc else spec.axpy_widths()
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
-    if spec.tensor_cores:
+    if tc:
         form = "tc_" + form
     g = spec.geometry(form, width, R, NC, K, case["slots"])
     return dict(swap=swap, R=R, NC=NC, form=form, width=width, splits=g["splits"], ks=g["ks"])
@@ -609,7 +614,7 @@ def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> boo
         # Tensor-core forms: the dot form's last partial window reads k in groups of 4
         # whatever the load width; the axpy form's lanes read 2 * tc_tiles columns.
         if plan["form"] == "tc_dot":
-            return case["K"] % 4 != 0
+            return case["K"] % (4 if spec.dtype == "float32" else 8) != 0
         if plan["form"] == "tc_axpy":
             return plan["NC"] % (2 * spec.tc_tiles) != 0
         width = plan["width"]

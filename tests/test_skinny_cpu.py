@@ -246,7 +246,6 @@ def test_representative_specs_compile_for_sm90_without_spills():
 # ---- the split-TF32 tensor-core forms ----
 @pytest.mark.parametrize("fields, field", [
     (dict(tensor_cores=True, dtype="float64"), "tensor_cores"),
-    (dict(tensor_cores=True, dtype="bfloat16"), "tensor_cores"),
     (dict(tensor_cores=1), "tensor_cores"),
     (dict(tc_tiles=3), "tc_tiles"),
     (dict(tensor_cores=True, rows=64, warp_cols=1, min_blocks=2), "tc_tiles"),   # ~250 registers, 128 allowed
@@ -344,6 +343,17 @@ def test_tensor_core_forms_compile_for_sm90_without_spills():
              for r, t, th in ((8, 1, 128), (16, 2, 256), (40, 1, 256), (64, 2, 256))]
     with cf.ThreadPoolExecutor(2) as ex:
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
+    specs16 = [Skinny(dtype=d, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t)
+               for d, r, t in (("bfloat16", 16, 2), ("float16", 64, 1))]
+    with cf.ThreadPoolExecutor(2) as ex:
+        built16 = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs16))
+    for s, c in zip(specs16, built16):
+        # 16-bit: the tensor-core dot form, and the SIMT axpy form for an n-contiguous operand
+        want = {f"kgen_skinny_tc_dot_v{w}" for w in (8, 4, 2, 1)} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
+        assert want <= set(c.resources) and not any("tc_axpy" in n for n in c.resources), sorted(c.resources)
+        spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
+        assert not spilled, f"{s.to_json()} spills: {spilled}"
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in kgen.render(specs16[0])
     for s, c in zip(specs, built):
         want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in (4, 2, 1)}
         assert want <= set(c.resources), (s.to_json(), sorted(c.resources))

@@ -69,9 +69,11 @@ class Skinny(Spec):
                   float32/float64 only; the order of additions varies run to run).
     min_blocks    blocks per SM that ptxas must fit (the second __launch_bounds__ argument;
                   with 1 it may use up to 255 registers a thread where the kernel needs them).
-    tensor_cores  float32 only: run the product on the tensor cores as three TF32 products
-                  per term (hi*hi + hi*lo + lo*hi, each operand split into a TF32 high part
-                  and a TF32 remainder): near float32 accuracy at tensor-core speed.
+    tensor_cores  run the product on the tensor cores: float32 as three TF32 products per
+                  term (hi*hi + hi*lo + lo*hi, each operand split into a TF32 high part and a
+                  TF32 remainder), near float32 accuracy at tensor-core speed; float16 and
+                  bfloat16 with mma.m16n8k16 and float32 accumulation (dot form only: an
+                  n-contiguous large operand runs the SIMT axpy form). Not for float64.
     tc_tiles      tensor-core forms: 16-column mma tiles per warp (1 or 2) in the dot form;
                   the axpy form takes twice as many (a lane's vector of 2 or 4 columns feeds
                   that many tiles), 32 or 64 columns a warp.
@@ -124,9 +126,9 @@ class Skinny(Spec):
             fail("min_blocks", self.min_blocks, "an integer from 1 to 8")
         if not isinstance(self.tensor_cores, bool):
             fail("tensor_cores", self.tensor_cores, "True or False")
-        if self.tensor_cores and self.dtype != "float32":
-            fail("tensor_cores", self.tensor_cores, "False for dtype=" + repr(self.dtype) + " (the split-TF32 "
-                 "tensor-core forms take float32)")
+        if self.tensor_cores and self.dtype == "float64":
+            fail("tensor_cores", self.tensor_cores, "False for dtype='float64' (the tensor-core forms take "
+                 "float32, as split TF32, and float16/bfloat16)")
         if self.tc_tiles not in (1, 2):
             fail("tc_tiles", self.tc_tiles, "1 or 2")
         cap = min(255, 65536 // (self.threads * self.min_blocks))
@@ -172,6 +174,8 @@ class Skinny(Spec):
         tile in the axpy form), the staged S fragments of one k8 step, and ~56 for
         addresses, indices and the split values."""
         nt, tiles = self.tc_ntiles, self.tc_tiles
+        if self.dtype != "float32":   # 16-bit: raw words, no split; the axpy form is the SIMT one
+            return 4 * nt * tiles + 16 * tiles + 4 * nt + 40
         dot = 4 * nt * tiles + 32 * tiles
         axpy = 8 * nt * tiles + 16 * tiles
         return max(dot, axpy) + 4 * nt + 56
@@ -180,7 +184,13 @@ class Skinny(Spec):
     def tc_chunk(self) -> int:
         """k values of S staged per round in the tensor-core forms: 64 bytes per k and 8-row
         tile (hi and lo of two values a lane), within TC_STAGE_BYTES, whole 32-k windows."""
-        return max(32, TC_STAGE_BYTES // (64 * self.tc_ntiles) // 32 * 32)
+        return max(32, TC_STAGE_BYTES // (self.tc_stage_bytes_per_k * self.tc_ntiles) // 32 * 32)
+
+    @property
+    def tc_stage_bytes_per_k(self) -> int:
+        """Shared bytes of staged S per k and 8-row tile: float32 holds hi and lo of two
+        values in 16 bytes a lane and k8 step (64 a k); 16-bit the raw values (16 a k)."""
+        return 16 if self.dtype in ("float16", "bfloat16") else 64
 
     def _acc_regs_per_column(self) -> int:
         return ACC_BYTES[self.dtype] // 4
@@ -269,7 +279,7 @@ class Skinny(Spec):
     def shared_for(self, form: str) -> int:
         acc = ACC_BYTES[self.dtype]
         if form in ("tc_dot", "tc_axpy"):
-            return self.tc_chunk * 64 * self.tc_ntiles
+            return self.tc_chunk * self.tc_stage_bytes_per_k * self.tc_ntiles
         if form == "dot":
             return self.rows * self.dot_chunk * acc
         red = self.warps * self.red_rows * self.axpy_cols(self.axpy_vec) * acc
@@ -277,7 +287,10 @@ class Skinny(Spec):
 
     @property
     def shared_bytes(self) -> int:
-        forms = ("tc_dot",) if self.tensor_cores else ("dot", "axpy")
+        if not self.tensor_cores:
+            forms: tuple[str, ...] = ("dot", "axpy")
+        else:   # 16-bit: no tensor-core axpy form; an n-contiguous large operand runs the SIMT one
+            forms = ("tc_dot",) if self.dtype == "float32" else ("tc_dot", "axpy")
         return max(self.shared_for(f) for f in forms)
 
     def scatter_levels(self) -> tuple[list[dict[str, int]], int, int]:
@@ -721,7 +734,8 @@ class SkinnyKernel(Kernel):
                              f"operand needs a unit stride along one axis (row-major, a transposed view, or a slice)")
         item = ITEMSIZE[spec.dtype]
         width = 1
-        for w in (spec.widths() if form == "dot" or spec.tensor_cores else spec.axpy_widths()):
+        tc = spec.tensor_cores and (form == "dot" or spec.dtype == "float32")
+        for w in (spec.widths() if form == "dot" or tc else spec.axpy_widths()):
             if pl % (w * item) == 0 and ldl % w == 0:
                 width = w
                 break
@@ -736,7 +750,7 @@ class SkinnyKernel(Kernel):
         if K == 0:
             plan.launches.append(prescale)
             return plan
-        if spec.tensor_cores:
+        if tc:
             form = "tc_" + form
         name = f"kgen_skinny_{form}_v{width}"
         plan.form = form
