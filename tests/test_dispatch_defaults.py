@@ -94,6 +94,14 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(wide, *big, "float32", large_k_contiguous=kc).kernel == ("skinny" if kc else "matmul")
             assert matmul_family(257, *big, "float32", large_k_contiguous=kc).kernel == "matmul"
             assert matmul_family(mid, big[0], 512, "float32", large_k_contiguous=kc).kernel == "matmul"
+        # 16-bit past the SIMT rows: the mma.m16n8k16 skinny dot form up to 64 rows against a
+        # k-contiguous large operand; a row-major one, or more rows, the tiled tensor-core family.
+        few = rng.randint(SUITS_ROWS["bfloat16"] + 1, 64)
+        for dtype in ("float16", "bfloat16"):
+            assert matmul_family(few, *big, dtype, large_k_contiguous=True).kernel == "skinny"
+            assert matmul_family(big[0], few, big[1], dtype, large_k_contiguous=True).kernel == "skinny"
+            assert matmul_family(few, *big, dtype, large_k_contiguous=False).kernel == "tensor_matmul"
+            assert matmul_family(65, *big, dtype, large_k_contiguous=True).kernel == "tensor_matmul"
     assert matmul_family(1000, 1000, 1000, "float32").kernel == "matmul"
     assert matmul_family(1000, 1000, 1000, "bfloat16").kernel == "tensor_matmul"
 

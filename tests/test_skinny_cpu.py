@@ -14,7 +14,7 @@ import pytest
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SUITS_ROWS, TC_MIN_DIM,
-                              TC_SUITS_ROWS, Skinny, _form, tolerance)
+                              TC16_SUITS_ROWS, TC_SUITS_ROWS, Skinny, _form, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -114,10 +114,12 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         p = {"M": M, "N": N, "K": K}
         s = Skinny.default_spec(p, dtype)
         r = min(M, N)
-        # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel.
-        tc = dtype == "float32" and r > SUITS_ROWS["float32"]
+        # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel;
+        # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 3 rows.
+        half = dtype in ("float16", "bfloat16")
+        tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 1)
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
-        assert s.merge == ("two_pass" if tc else "single_pass")
+        assert s.merge == ("two_pass" if tc and (r > 2 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
         if r <= 16:
             assert s.rows == r                                   # no idle accumulator rows
@@ -131,10 +133,14 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         assert s.warp_cols == want
         for kc in (False, True):
             big = max(M, N) >= TC_MIN_DIM and K >= TC_MIN_DIM
-            want_suits = r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
+            want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
+                          or (half and big and kc and r <= TC16_SUITS_ROWS))
             assert Skinny.suits(M, N, K, dtype, kc) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
     assert Skinny.suits(1, 4096, 4096, "bfloat16") and not Skinny.suits(4, 4096, 4096, "bfloat16")
+    # 16-bit: 3-64 rows against a k-contiguous weight (W.T) only, on the mma.m16n8k16 dot form.
+    assert Skinny.suits(4, 4096, 4096, "float16", True) and Skinny.suits(64, 4096, 4096, "bfloat16", True)
+    assert not Skinny.suits(65, 4096, 4096, "bfloat16", True) and not Skinny.suits(17, 4096, 512, "float16", True)
     assert not Skinny.suits(4096, 4096, 4096, "float32") and not Skinny.suits(17, 4096, 4096, "float64")
     # float32: 13-96 rows in either storage order, up to 256 against a k-contiguous weight (W.T).
     assert Skinny.suits(17, 4096, 4096, "float32") and Skinny.suits(96, 4096, 4096, "float32", False)
@@ -231,9 +237,12 @@ def test_representative_specs_compile_for_sm90_without_spills():
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
     for s, c in zip(specs, built):
         names = set(c.resources)
-        if s.tensor_cores:   # only the tensor-core entry points are built
+        if s.tensor_cores and s.dtype == "float32":   # only the tensor-core entry points are built
             want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
+        elif s.tensor_cores:   # 16-bit: the tensor-core dot form and the SIMT axpy form
+            want = {f"kgen_skinny_tc_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
+            assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_tc_axpy")) for n in names)
         else:
             want = {f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
         assert want | {"kgen_skinny_merge", "kgen_skinny_prescale"} <= names, (s.to_json(), sorted(names))

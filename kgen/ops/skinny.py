@@ -366,16 +366,21 @@ class Skinny(Spec):
         measured at least as fast as cuBLAS; or, in float32 with N and K of at least
         TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
         split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
-        products"). `k_contiguous`: whether the large operand is stored k-contiguous (a
-        weight N x K passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the
-        tensor-core part off (split_tf32_enabled)."""
+        products"); or, in float16/bfloat16 with a k-contiguous large operand and N and K of
+        at least TC_MIN_DIM, at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form).
+        `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
+        passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
+        part off (split_tf32_enabled)."""
         small, large = min(M, N), max(M, N)
         if small < 1:
             return False
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
-        return (dtype == "float32" and large >= TC_MIN_DIM and K >= TC_MIN_DIM
-                and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled())
+        if large < TC_MIN_DIM or K < TC_MIN_DIM:
+            return False
+        if dtype in ("float16", "bfloat16"):
+            return bool(k_contiguous) and small <= TC16_SUITS_ROWS
+        return dtype == "float32" and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled()
 
     @classmethod
     def default_spec(cls, problem, dtype):
@@ -396,6 +401,14 @@ class Skinny(Spec):
             # slabs merged by a second kernel (the ticket merge's last block was the tail there).
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=2)
+        if dtype in ("float16", "bfloat16"):
+            # The mma.m16n8k16 dot form for a k-contiguous large operand; the SIMT fields
+            # serve the axpy form, which a row-major one runs. 1 row: the SIMT dot form
+            # (equal speed, no tensor-core tile of 8 rows for one). Two-pass merge from 3
+            # rows: 7-35% faster than the single pass there (docs/matmul.md).
+            return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
+                       loads=loads, k_split=0, waves=2, merge="two_pass" if small > 2 else "single_pass",
+                       tensor_cores=small > 1, tc_tiles=2)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
                    vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
 
@@ -429,7 +442,8 @@ class Skinny(Spec):
             add(lane_vectors=lane_vectors)
         for vector_bytes in (4, 8):
             add(vector_bytes=vector_bytes)
-        if dtype == "float32":
+        add(tensor_cores=False)   # the SIMT forms with the default fields
+        if dtype != "float64":
             tc_rows = sorted({default_rows(small), min(64, -(-small // 8) * 8)})
             for rows in tc_rows:
                 for tiles in (1, 2):
@@ -490,6 +504,10 @@ SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
 # and the tiled family's wide tiles won from 128 rows.
 TC_SUITS_ROWS = {True: 256, False: 96}
 TC_MIN_DIM = 1024
+# float16/bfloat16 beyond SUITS_ROWS with a k-contiguous large operand: the mma.m16n8k16 dot
+# form up to this many rows. Measured on an H100 (docs/matmul.md): 1.0-2.1x cuBLAS from 3 to 32
+# rows on most shapes, level with the tiled tensor-core family at 50-64, behind it from 100.
+TC16_SUITS_ROWS = 64
 
 
 def split_tf32_enabled() -> bool:

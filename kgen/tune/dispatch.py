@@ -290,7 +290,8 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     """The family that runs an M x N x K product: few rows or columns (the products of
     model layers against a batch of tokens) go to the skinny-product kernels, which stream
     the large operand at memory speed (how many rows count as few depends on the dtype
-    and, in float32, on whether the large operand is stored k-contiguous); 16-bit inputs
+    and, past the SIMT forms' range, on whether the large operand is stored k-contiguous,
+    which the tensor-core skinny forms favour); 16-bit inputs
     otherwise to the tensor-core family, as do large float64 products and float32 ones
     when TF32 is allowed; everything else to the tiled SIMT matmul."""
     from ..ops.matmul import Matmul
