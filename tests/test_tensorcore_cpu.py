@@ -145,9 +145,9 @@ def representative() -> list[TensorMatmul]:
     specs = {}
     for dtype in DTYPES:
         for shape in bench_tc.SHAPES:
-            s = T.default_spec(dict(zip("MNK", shape)), dtype)
-            specs[s.key] = s
-        s = T.default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype).replace(layout_a="col", layout_b="col")
+            for s in {T.default_spec(dict(zip("MNK", shape)), dtype), T.mma_default_spec(dict(zip("MNK", shape)), dtype)}:
+                specs[s.key] = s
+        s = T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype).replace(layout_a="col", layout_b="col")
         specs[s.key] = s
     return list(specs.values())
 
@@ -155,20 +155,21 @@ def representative() -> list[TensorMatmul]:
 @pytest.mark.nvcc
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_representative_specs_compile_without_spills(arch):
-    # sm_80 (the mma.sync path's first arch): the largest default of each dtype.
+    # sm_80 (the mma.sync path's first arch): the largest mma.sync default of each dtype.
     specs = representative() if arch == "sm_90" else [
-        TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, d) for d in DTYPES]
+        TensorMatmul.mma_default_spec({"M": 8192, "N": 8192, "K": 8192}, d) for d in DTYPES]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, arch), specs))
     spills = []
     for spec, res in zip(specs, results):
-        assert "kgen_tc_matmul" in res.resources
+        main = "kgen_tc_wgmma" if spec.wgmma else "kgen_tc_matmul"
+        assert main in res.resources
         assert ("kgen_tc_repack" in res.resources) == spec.repack != ("kgen_tc_matmul_elem" in res.resources)
         for entry, r in res.resources.items():
             if r["spill_stores"] or r["spill_loads"]:
                 spills.append(f"{entry} of {spec.to_json()}: {r['spill_stores']} B spill stores, "
                               f"{r['spill_loads']} B spill loads")
-        assert res.resources["kgen_tc_matmul"]["dynamic_shared_bytes"] == spec.shared_bytes
+        assert res.resources[main]["dynamic_shared_bytes"] == spec.shared_bytes
     assert not spills, f"ptxas spills ({arch}):\n" + "\n".join(spills)
 
 
@@ -176,3 +177,96 @@ def test_representative_specs_compile_without_spills(arch):
 def test_pre_ampere_arch_is_refused_with_the_reason():
     with pytest.raises(CompileError, match="sm_80 or newer"):
         kgen.compile(TensorMatmul(dtype="float16"), "sm_75")
+
+
+# ---- the Hopper kernel (instruction="wgmma") ----
+def _wg(**kw) -> TensorMatmul:
+    fields = dict(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma")
+    fields.update(kw)
+    return TensorMatmul(**fields)
+
+
+@pytest.mark.parametrize("fields, field", [
+    (dict(instruction="tcgen05"), "instruction"),
+    (dict(dtype="float64", tile=(128, 128, 64), warp_tile=(64, 128)), "instruction"),   # 16-bit only
+    (dict(tile=(256, 128, 64), warp_tile=(64, 128)), "BM"),
+    (dict(tile=(128, 96, 64), warp_tile=(64, 96)), "BN"),
+    (dict(tile=(128, 256, 32)), "BK"),
+    (dict(warp_tile=(64, 64)), "warp_tile"),
+    (dict(smem_layout="pad"), "smem_layout"),
+    (dict(repack=False), "repack"),
+    (dict(stages=5), "tile"),                                            # 5 x 48 KiB of stages
+])
+def test_wgmma_fields_are_checked(fields, field):
+    with pytest.raises(SpecError, match=field):
+        _wg(**fields)
+
+
+def test_wgmma_geometry_and_arch():
+    s = _wg()
+    # Two consumer warpgroups and a producer; stages of 128 + 256 rows of 128 bytes, barriers,
+    # and the 1024 bytes that align the base.
+    assert s.threads == 384 and s.consumers == 2 and s.accumulator_registers == 128
+    assert s.shared_bytes == 4 * 384 * 128 + 16 * 4 + 1024
+    assert s.launch_geometry(1000, 3000, 4096) == ((8 * 12, 1, 1), (384, 1, 1), s.shared_bytes)
+    assert s.target_arch("sm_90") == "sm_90a" and TensorMatmul().target_arch("sm_80") == "sm_80"
+    with pytest.raises(ValueError, match="sm_90"):
+        s.target_arch("sm_100")
+    assert kgen.spec_from_json(s.to_json()) == s and s.key != s.replace(instruction="mma_sync", tile=(128, 256, 64),
+                                                                          warp_tile=(64, 64)).key
+
+
+def test_wgmma_source_follows_the_layouts():
+    rr = kgen.render(_wg())
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in rr and "kgen_tc_wgmma(" in rr
+    assert "cp.async.bulk.tensor.2d" in rr and "kgen_tc_matmul(" not in rr and "ldmatrix.sync" not in rr
+    assert "p, 1, 1, 0, 1;" in rr                                  # A K-major, B N-major (row-major B)
+    cc = kgen.render(_wg(dtype="float16", layout_a="col", layout_b="col", tile=(64, 128, 64), warp_tile=(64, 128)))
+    assert "m64n128k16.f32.f16.f16" in cc and "p, 1, 1, 1, 0;" in cc
+
+
+@pytest.mark.nvcc
+def test_wgmma_specs_compile_for_sm90a_without_spills():
+    specs = [_wg(), _wg(layout_a="col", layout_b="col", out_dtype="float32", split_k=3),
+             _wg(dtype="float16", tile=(64, 192, 64), warp_tile=(64, 192), stages=6, layout_a="col"),
+             _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=6, layout_b="col", raster="col")]
+    with cf.ThreadPoolExecutor(max_workers=2) as ex:
+        results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
+    for spec, res in zip(specs, results):
+        assert res.arch == "sm_90a"
+        r = res.resources["kgen_tc_wgmma"]
+        assert not (r["spill_stores"] or r["spill_loads"]), f"{spec.to_json()} spills: {r}"
+        assert r["dynamic_shared_bytes"] == spec.shared_bytes
+        assert ("kgen_tc_splitk_reduce" in res.resources) == (spec.split_k > 1)
+        # ptxas must not serialize the wgmmas (warning C7515: accumulators written in between).
+        assert "C7515" not in res.log
+
+
+def test_dispatch_runs_the_wgmma_default_on_sm90_only():
+    from kgen.tune.device import arch_limits
+    from kgen.tune.dispatch import _default
+
+    p = {"M": 3000, "N": 5000, "K": 700}
+    on_h100 = _default(TensorMatmul, p, "bfloat16", arch_limits("sm_90"))
+    on_a100 = _default(TensorMatmul, p, "bfloat16", arch_limits("sm_80"))
+    assert on_h100 == TensorMatmul.default_spec(p, "bfloat16") and on_h100.wgmma
+    assert on_a100 == TensorMatmul.mma_default_spec(p, "bfloat16") and not on_a100.wgmma
+    assert "sm_90" in on_h100.prune_reason(p, arch_limits("sm_89"))
+    # TF32 and float64 keep the mma.sync kernel everywhere.
+    assert not TensorMatmul.default_spec(p, "float64").wgmma
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_wgmma_default_fills_the_gpu_and_fits(dtype):
+    rng = __import__("random").Random(5)
+    for _ in range(300):
+        M, N, K = (int(2 ** rng.uniform(0, 14)) for _ in range(3))
+        s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
+        BM, BN, _ = s.tile
+        assert s.wgmma and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
+        assert BM == (64 if M <= 64 else 128) and (N > 64 or BN == 64)
+        tiles = -(-M // BM) * -(-N // BN)
+        if BN == 256:
+            assert tiles >= 132   # 128x256 blocks only where they make a wave
+        if tiles < 132 and K >= 512:
+            assert s.split_k > 1 or K < 512

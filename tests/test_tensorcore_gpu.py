@@ -30,8 +30,8 @@ def spec_pool() -> list[TensorMatmul]:
     T = TensorMatmul
     pool = []
     for dtype in ("float16", "bfloat16", "float32", "float64"):
-        pool.append(T.default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype))
-        pool.append(T.default_spec({"M": 127, "N": 4096, "K": 4096}, dtype))  # split K
+        pool.append(T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype))
+        pool.append(T.mma_default_spec({"M": 127, "N": 4096, "K": 4096}, dtype))  # split K
     pool += [
         T(dtype="float16", tile=(32, 32, 16), warp_tile=(16, 16), stages=2, smem_layout="pad"),
         T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 32), stages=5, raster="col", raster_group=1,
@@ -47,7 +47,28 @@ def spec_pool() -> list[TensorMatmul]:
         T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle", split_k=2),
         T(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=3, smem_layout="pad", repack=False),
     ]
+    if _hopper():   # the wgmma kernel: the defaults, every block shape class, stages, split-K, both outputs
+        pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16"),
+                 T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float16"),
+                 T.default_spec({"M": 4096, "N": 64, "K": 4096}, "bfloat16"),
+            T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma"),
+            T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 128), stages=6, instruction="wgmma",
+              out_dtype="float32", raster="col"),
+            T(dtype="bfloat16", tile=(64, 64, 64), warp_tile=(64, 64), stages=2, instruction="wgmma", split_k=3),
+            T(dtype="float16", tile=(64, 192, 64), warp_tile=(64, 192), stages=3, instruction="wgmma", split_k=2,
+              raster_group=1),
+        ]
     return pool
+
+
+def _hopper() -> bool:
+    """Whether the GPU runs sm_90 code (the wgmma kernel's only target)."""
+    try:
+        from kgen.core import runtime
+
+        return runtime.device_arch() == "sm_90"
+    except Exception:   # no GPU, no driver: the tests skip anyway
+        return False
 
 
 POOL = spec_pool()

@@ -80,6 +80,9 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> 
     from .triton_peer import make_matmul
 
     torch.backends.cuda.matmul.allow_tf32 = False
+    # 16-bit inputs: cuBLAS accumulates in float32 throughout, as kgen does.
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     tdt = getattr(torch, dtype)
     triton_mm = make_matmul() if dtype == "float32" else None
     rows = []
@@ -201,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--random", type=int, default=0, help="matmul: this many shapes drawn at run time")
     ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
     ap.add_argument("--lengths", help="reduce: comma-separated lengths")
-    ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float64", "float16", "bfloat16"))
     ap.add_argument("--without-shipped", action="store_true",
                     help="ignore the shipped defaults (dispatch falls back to each family's rule)")
     ap.add_argument("--json", help="write the results here")

@@ -94,7 +94,7 @@ def compile(spec: Spec, arch: str | None = None) -> Compiled:  # noqa: A001 - th
 
 def _compile_spec(spec: Spec, source: str, arch: str) -> Compiled:
     try:
-        compiled = compile_cuda(source, arch, spec.compile_options())
+        compiled = compile_cuda(source, spec.target_arch(arch), spec.compile_options())
     except CompileError as exc:
         # A family may know which of the user's inputs (a map expression, say) the
         # failure comes from; its explain_compile_error hook puts that first.

@@ -13,6 +13,7 @@ of the same `Launch`.
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import threading
 from typing import Any
@@ -50,6 +51,9 @@ def _libcuda():
             lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
             lib.cuModuleUnload.argtypes = [ctypes.c_void_p]
             lib.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+            lib.cuFuncGetParamInfo.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                               ctypes.POINTER(ctypes.c_size_t)]
+            lib.cuFuncGetParamInfo.restype = ctypes.c_int
             for name in ("cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuFuncSetAttribute"):
                 getattr(lib, name).restype = ctypes.c_int
             _lib.append(lib)
@@ -114,13 +118,36 @@ def ensure_context() -> None:
         _ready.ok = True
 
 
+def _param_layout(fn: int, fmt: str) -> str:
+    """A struct format for `fmt`'s parameters at the offsets the driver reports for the
+    kernel `fn`: explicit pad bytes, no implicit alignment."""
+    codes = re.findall(r"(\d*)([a-zA-Z?])", fmt)
+    lib = _libcuda()
+    out, pos = ["="], 0
+    for i, (count, code) in enumerate(codes):
+        code = "Q" if code == "P" else code   # "=" formats have no native pointer
+        off, size = ctypes.c_size_t(), ctypes.c_size_t()
+        _check(lib.cuFuncGetParamInfo(fn, i, ctypes.byref(off), ctypes.byref(size)), f"cuFuncGetParamInfo({i})")
+        want = struct.calcsize("=" + count + code)
+        if size.value != want or off.value < pos:
+            raise LaunchError(f"parameter {i} of the kernel is {size.value} bytes at offset {off.value}; the launch "
+                              f"format {fmt!r} gives {want} bytes after offset {pos}")
+        out.append(f"{off.value - pos}x" if off.value > pos else "")
+        out.append(count + code)
+        pos = off.value + size.value
+    return "".join(out)
+
+
 class Launch:
     """One kernel (a CUfunction handle, from DriverModule.function) with its grid, block,
     dynamic shared memory and argument format fixed.
 
     `fmt` is a struct format in native alignment ("P" pointer, "q" int64, "i" int32,
-    "f"/"d" float/double), which is how the CUDA ABI lays out kernel parameters.
-    Calling it with (stream handle, *arguments) launches once.
+    "f"/"d" float/double), which is how the CUDA ABI lays out scalar kernel parameters.
+    A by-value block of bytes ("128s": a CUtensorMap) may need more alignment than struct
+    gives it (the compiler aligns such a parameter's address in the constant bank, not
+    its offset in the list), so formats with one take their offsets from the driver
+    (cuFuncGetParamInfo). Calling it with (stream handle, *arguments) launches once.
     """
 
     __slots__ = ("name", "grid", "block", "shared", "_pack", "_buf", "_size", "_extra", "_go", "_handle", "_geom")
@@ -131,7 +158,7 @@ class Launch:
         self.grid = tuple(int(g) for g in grid)
         self.block = tuple(int(b) for b in block)
         self.shared = int(shared)
-        packer = struct.Struct("@" + fmt)
+        packer = struct.Struct(_param_layout(fn, fmt) if "s" in fmt else "@" + fmt)
         self._pack = packer.pack_into
         self._buf = (ctypes.c_char * max(packer.size, 8))()
         self._size = ctypes.c_size_t(packer.size)

@@ -101,7 +101,9 @@ def device_arch() -> str:
 def device_limits() -> dict[str, int]:
     drv, dev = _probe()
     a = drv.device_attribute
+    major, minor = dev.compute_capability()
     return {
+        "compute_capability": 10 * major + minor,
         "max_threads_per_block": dev.get_attribute(a.MAX_THREADS_PER_BLOCK),
         "max_shared_per_block_optin": dev.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
         "multiprocessors": dev.get_attribute(a.MULTIPROCESSOR_COUNT),

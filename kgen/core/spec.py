@@ -159,6 +159,12 @@ class Spec:
         """Extra nvcc options for this spec (e.g. ("-use_fast_math",)); part of the cache key."""
         return ()
 
+    def target_arch(self, arch: str) -> str:
+        """The arch to compile this spec for on a device of `arch`: the same, unless the
+        kernels use instructions of an arch-specific target (Hopper's wgmma needs sm_90a),
+        or a clear error (ValueError) when the device cannot run them."""
+        return arch
+
     def dynamic_shared_bytes(self, entry: str) -> int:
         """Dynamic shared memory (bytes per block) that a launch of the entry point `entry`
         asks for. ptxas reports only static shared memory, so kgen adds this to its figure."""

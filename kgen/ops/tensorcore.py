@@ -4,8 +4,10 @@ One spec class (TensorMatmul), one template (templates/tensorcore.cu.j2), one ke
 The kernels use the warp-level `mma.sync` instruction: m16n8k16 for float16 and bfloat16
 (float32 accumulation), m16n8k8 TF32 for float32 inputs (only when the spec says tf32=True),
 m8n8k4 for float64; operand tiles come through a cp.async pipeline into padded or
-XOR-swizzled shared memory, 16-bit fragments through ldmatrix. docs/tensorcore.md explains
-every field.
+XOR-swizzled shared memory, 16-bit fragments through ldmatrix. On sm_90, instruction="wgmma"
+selects the Hopper kernel for float16/bfloat16: TMA copies into 128-byte swizzled tiles, a
+producer warpgroup and one or two consumer warpgroups issuing wgmma.mma_async (the 16-bit
+default there). docs/tensorcore.md explains every field.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ def _mma_kind(dtype: str) -> str:
 
 # (M, N, K) of one MMA instruction per input type.
 MMA_SHAPE = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "f64": (8, 8, 4)}
+INSTRUCTIONS = ("mma_sync", "wgmma")
 
 # Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
 # types, four stages, swizzled; TF32 and float64 read fragments element by element, for which
@@ -86,6 +89,11 @@ class TensorMatmul(Spec):
     repack       when an operand's pointer or leading dimension rules out 16-byte copies,
                  copy it to an aligned buffer and run the cp.async kernel (else the
                  element-load entry point runs on it as it is).
+    instruction  "mma_sync": warp-level mma.sync fed by cp.async (sm_80 and newer).
+                 "wgmma": Hopper's warpgroup wgmma.mma_async reading 128-byte-swizzled
+                 shared tiles that the tensor memory accelerator (TMA) fills, one producer
+                 warpgroup and BM/64 consumer warpgroups of 64 x BN each (sm_90a;
+                 float16/bfloat16; BK = 64; warp_tile = (64, BN); repack on).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -105,6 +113,7 @@ class TensorMatmul(Spec):
     layout_b: str = "row"
     min_blocks: int = 0
     repack: bool = True
+    instruction: str = "mma_sync"
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -124,6 +133,10 @@ class TensorMatmul(Spec):
             fail("out_dtype", self.out_dtype, f"'' (the input type, {self.dtype}) or 'float32'")
         if self.out_dtype == "float32" and self.dtype == "float64":
             fail("out_dtype", self.out_dtype, "'' for float64 inputs (a float64 product is stored as float64)")
+        if self.instruction not in INSTRUCTIONS:
+            fail("instruction", self.instruction, f"one of {INSTRUCTIONS}")
+        if self.instruction == "wgmma":
+            self._validate_wgmma()
         mm, mn, mk = MMA_SHAPE[_mma_kind(self.dtype)]
         BM, BN, BK = self.tile
         WM, WN = self.warp_tile
@@ -169,6 +182,29 @@ class TensorMatmul(Spec):
             fail("tile", self.tile, f"needs {self.shared_bytes} bytes of shared memory ({self.stages} stages); "
                  f"the device limit is {MAX_SHARED_BYTES}")
 
+    def _validate_wgmma(self) -> None:
+        """The wgmma kernel's own rules (the shared ones are checked after)."""
+        if self.dtype not in ("float16", "bfloat16"):
+            fail("instruction", "wgmma", f"'mma_sync' for dtype={self.dtype!r} (the wgmma kernel takes float16 "
+                 "and bfloat16)")
+        BM, BN, BK = self.tile
+        if BM not in (64, 128):
+            fail("tile[0] (BM)", BM, "64 or 128 with instruction='wgmma' (one or two consumer warpgroups of 64 rows)")
+        if BN not in (64, 128, 192, 256):
+            fail("tile[1] (BN)", BN, "64, 128, 192 or 256 with instruction='wgmma' (the wgmma N, in 64-wide TMA boxes)")
+        if BK != 64:
+            fail("tile[2] (BK)", BK, "64 with instruction='wgmma' (one 128-byte swizzled row of 16-bit values)")
+        if self.warp_tile != (64, BN):
+            fail("warp_tile", self.warp_tile, f"(64, {BN}) with instruction='wgmma': each consumer warpgroup "
+                 "computes 64 rows of the block's BN columns")
+        if self.smem_layout != "swizzle":
+            fail("smem_layout", self.smem_layout, "'swizzle' with instruction='wgmma' (TMA writes 128-byte swizzled tiles)")
+        if not self.repack:
+            fail("repack", self.repack, "True with instruction='wgmma' (TMA needs 16-byte aligned rows; unaligned "
+                 "operands are copied to aligned buffers)")
+        if self.min_blocks not in (0, 1):
+            fail("min_blocks", self.min_blocks, "0 or 1 with instruction='wgmma' (one block an SM holds the accumulators)")
+
     # -- derived sizes --------------------------------------------------------------
     @property
     def kind(self) -> str:
@@ -187,7 +223,18 @@ class TensorMatmul(Spec):
         return "float64" if self.dtype == "float64" else "float32"
 
     @property
+    def wgmma(self) -> bool:
+        return self.instruction == "wgmma"
+
+    @property
+    def consumers(self) -> int:
+        """wgmma: consumer warpgroups, 64 rows of C each."""
+        return self.tile[0] // 64
+
+    @property
     def threads(self) -> int:
+        if self.wgmma:   # the consumer warpgroups and one producer warpgroup
+            return 128 * (self.consumers + 1)
         return 32 * (self.tile[0] // self.warp_tile[0]) * (self.tile[1] // self.warp_tile[1])
 
     @property
@@ -197,6 +244,8 @@ class TensorMatmul(Spec):
 
     @property
     def accumulator_registers(self) -> int:
+        if self.wgmma:   # a 64 x BN tile over 128 threads
+            return self.tile[1] // 2
         mm, mn, _ = MMA_SHAPE[self.kind]
         WM, WN = self.warp_tile
         per_tile = mm * mn // 32  # accumulators a lane holds per MMA tile
@@ -232,10 +281,22 @@ class TensorMatmul(Spec):
 
     @property
     def shared_bytes(self) -> int:
+        if self.wgmma:
+            # Stage tiles (1024-byte aligned: the 128-byte swizzle repeats every 8 rows), two
+            # mbarriers a stage, and 1024 bytes to align the dynamic shared base.
+            return self.stages * (self.tile[0] + self.tile[1]) * 128 + 16 * self.stages + 1024
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
+    def target_arch(self, arch: str) -> str:
+        if not self.wgmma:
+            return arch
+        if arch in ("sm_90", "sm_90a"):
+            return "sm_90a"
+        raise ValueError(f"instruction='wgmma' runs on sm_90 GPUs (H100, H200) only; this target is {arch}: "
+                         "use instruction='mma_sync'")
+
     def dynamic_shared_bytes(self, entry: str) -> int:
-        return self.shared_bytes if entry in ("kgen_tc_matmul", "kgen_tc_matmul_elem") else 0
+        return self.shared_bytes if entry in ("kgen_tc_matmul", "kgen_tc_matmul_elem", "kgen_tc_wgmma") else 0
 
     def _swizzle(self, operand: str) -> tuple[int, int]:
         """(DIV, MASK) of the XOR swizzle: chunk c of row r goes to c ^ ((r / DIV) & MASK)."""
@@ -265,7 +326,7 @@ class TensorMatmul(Spec):
             B_ROWS=b_rows, B_CH=b_len // self.vec, B_STRIDE=self._stride("B"), B_PAD=self._pad("B"),
             A_TILE=self._tile_elems("A"), B_TILE=self._tile_elems("B"),
             A_SW_DIV=a_div, A_SW_MASK=a_mask, B_SW_DIV=b_div, B_SW_MASK=b_mask,
-            shared_bytes=self.shared_bytes)
+            shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -297,7 +358,37 @@ class TensorMatmul(Spec):
 
     @classmethod
     def default_spec(cls, problem, dtype):
-        """A sound spec for any shape: the dtype's default block (16-bit types: 128x128
+        """float16/bfloat16: the wgmma kernel (wgmma_default_spec), which dispatch replaces by
+        mma_default_spec on a GPU other than sm_90 (prune_reason rules it out there). TF32
+        and float64: mma_default_spec."""
+        if dtype in ("float16", "bfloat16"):
+            return cls.wgmma_default_spec(problem, dtype)
+        return cls.mma_default_spec(problem, dtype)
+
+    @classmethod
+    def wgmma_default_spec(cls, problem, dtype):
+        """The Hopper kernel for any shape: 128 rows a block (64 when M <= 64), wgmma N of 256
+        where that still gives a wave of blocks (else 128, or 64 for N <= 64), as many stages
+        as fit, and K split when the C tiles leave SMs idle (fewer than the 132 of an
+        H100/H200) and K is long enough to give each slice 256 or more."""
+        cls._check_dtype_name(dtype)
+        p = cls.normalize_problem(problem)
+        M, N, K = p["M"], p["N"], p["K"]
+        BM = 128 if M > 64 else 64
+        BN = 128 if N > 64 else 64
+        if N > 128 and -(-M // BM) * -(-N // 256) >= 132:
+            BN = 256   # a wave or more of 128x256 blocks (fewer of them: 128x128 filled the GPU better)
+        stages = {(128, 256): 4, (64, 256): 5}.get((BM, BN), 6)
+        tiles = -(-M // BM) * -(-N // BN)
+        split = 1
+        if tiles < 132 and K >= 512:
+            split = max(1, min(16, -(-264 // tiles), K // 256))
+        return cls(dtype=dtype, tile=(BM, BN, 64), warp_tile=(64, BN), stages=stages, split_k=split,
+                   instruction="wgmma")
+
+    @classmethod
+    def mma_default_spec(cls, problem, dtype):
+        """A sound mma.sync spec for any shape: the dtype's default block (16-bit types: 128x128
         below two waves of 128x256 blocks, a 64-deep K step from 1024 of them up), narrowed
         to 64 along a side of at most 64, and K split when the C tiles alone leave SMs idle
         (fewer than the 132 SMs of an H100/H200) and K is long enough to give each slice
@@ -332,7 +423,10 @@ class TensorMatmul(Spec):
         where the C tiles alone cannot fill the GPU. Invalid combinations are left out."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
-        seen, specs = set(), []
+        # The mma.sync default first: dispatch falls back to the first allowed candidate
+        # where the device rules the default out (the wgmma kernel off sm_90).
+        first = cls.mma_default_spec(p, dtype)
+        seen, specs = {first.key}, [first]
 
         def add(**kw):
             kw.setdefault("tf32", dtype == "float32")
@@ -355,7 +449,7 @@ class TensorMatmul(Spec):
                     for stages in (2, 3, 4, 5):
                         for layout in layouts:
                             add(tile=(BM, BN, BK), warp_tile=(WM, WN), stages=stages, smem_layout=layout)
-        base = cls.default_spec(p, dtype)
+        base = first
         for group in (1, 4, 16):
             for raster in ("row", "col"):
                 add(**dict(_fields(base), raster=raster, raster_group=group))
@@ -366,16 +460,28 @@ class TensorMatmul(Spec):
                     for WM, WN in ((32, 32), (32, 64), (64, 32), (64, 64)):
                         add(tile=(BM, BN, bks[0]), warp_tile=(WM, WN), stages=4, split_k=split,
                             smem_layout=_DEFAULTS[dtype]["smem_layout"])
+        if dtype in ("float16", "bfloat16"):
+            # The Hopper kernel: one or two consumer warpgroups, wgmma N from 64 to 256, as many
+            # stages as fit, split K where the tiles are few.
+            for BM in (64, 128):
+                for BN in (64, 128, 192, 256):
+                    for stages in (2, 3, 4, 5, 6):
+                        for split in ((1, 2, 4, 8) if tiles < 264 and p["K"] >= 512 else (1,)):
+                            add(tile=(BM, BN, 64), warp_tile=(64, BN), stages=stages, split_k=split,
+                                instruction="wgmma")
         return specs
 
     def prune_reason(self, problem, limits):
+        cc = limits.get("compute_capability", 90)
+        if self.wgmma and cc != 90:
+            return f"instruction='wgmma' runs on sm_90 GPUs (H100, H200) only; this one is compute capability {cc}"
         over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
         if over:
             return over
         # Fragments and addresses take ~64 registers beyond the accumulators; a cap below
         # that (block size x min_blocks) spills.
         cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
-        if cap < self.accumulator_registers + 64:
+        if not self.wgmma and cap < self.accumulator_registers + 64:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
                    f"below ~{self.accumulator_registers + 64} needed (spills)"
         return tile_fit_reason(self, self.normalize_problem(problem), "warps")
@@ -466,6 +572,37 @@ def _dtype_name(dtype: Any) -> str:
         return text
 
 
+class _TensorMaps:
+    """The TMA descriptors of A and B for one launch plan of the wgmma kernel: geometry fixed
+    by the plan, base addresses per call (the last few pairs are kept, since a loop passes the
+    same tensors again). Boxes: a K-major operand is read BM (BN) rows of 64 k at a time, an
+    M/N-major one as 64 x 64 boxes."""
+
+    __slots__ = ("dtype", "a", "b", "zero", "_memo")
+
+    def __init__(self, spec: "TensorMatmul", M: int, N: int, K: int, lda: int, ldb: int):
+        BM, BN, BK = spec.tile
+        self.dtype = spec.dtype
+        self.a = (K, M, lda, (BK, BM)) if spec.k_major("A") else (M, K, lda, (64, BK))
+        self.b = (K, N, ldb, (BK, BN)) if spec.k_major("B") else (N, K, ldb, (64, BK))
+        self.zero = K == 0   # nothing is read: the maps are never used
+        self._memo: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+
+    def encoded(self, pa: int, pb: int) -> tuple[bytes, bytes]:
+        hit = self._memo.get((pa, pb))
+        if hit is None:
+            if self.zero:
+                hit = (bytes(128), bytes(128))
+            else:
+                from ..core.tma import encode_tiled_2d
+
+                hit = (encode_tiled_2d(self.dtype, pa, *self.a), encode_tiled_2d(self.dtype, pb, *self.b))
+            if len(self._memo) >= 16:
+                self._memo.clear()
+            self._memo[(pa, pb)] = hit
+        return hit
+
+
 class TensorMatmulKernel(Kernel):
     """k(A, B, out=None, alpha=1.0, beta=0.0, stream=None) -> C = alpha * A @ B + beta * out.
 
@@ -474,9 +611,10 @@ class TensorMatmulKernel(Kernel):
     dtype and layouts. Device inputs give a device result on the caller's stream (torch's
     or CuPy's current one unless stream= names another); host inputs a numpy result.
     Entry points: kgen_tc_matmul (16-byte cp.async; A, B and their leading dimensions must
-    be 16-byte aligned); with repack kgen_tc_repack, which copies an unaligned operand to an
-    aligned buffer for it, else kgen_tc_matmul_elem (element loads, any alignment); with
-    split_k kgen_tc_splitk_reduce. Workspaces belong to this kernel
+    be 16-byte aligned) or, with instruction="wgmma", kgen_tc_wgmma (A and B named by TMA
+    descriptors, same alignment); with repack kgen_tc_repack, which copies an unaligned
+    operand to an aligned buffer for it, else kgen_tc_matmul_elem (element loads, any
+    alignment); with split_k kgen_tc_splitk_reduce. Workspaces belong to this kernel
     object: calls on different streams that overlap in time would share them.
     """
 
@@ -559,15 +697,20 @@ class TensorMatmulKernel(Kernel):
             a_ok = a_ok or repacks[0] is not None
             b_ok = b_ok or repacks[1] is not None
         aligned = a_ok and b_ok
-        name = "kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"
         grid, block, shared = spec.launch_geometry(M, N, K)
         if grid[0] >= 2 ** 31:
             raise ArrayError(f"a {M}x{N} product needs {grid[0]} blocks; at most 2^31-1 fit in the grid")
         splits, chunk = spec.split_plan(K)
-        main = Launch(self.handle(name, shared), name, grid, block, shared, self._fmt)
+        maps = None
+        if spec.wgmma:   # repack is on: both operands are aligned by now
+            name, fmt = "kgen_tc_wgmma", "128s128s" + self._fmt[2:]
+            maps = _TensorMaps(spec, M, N, K, lda, ldb)
+        else:
+            name, fmt = ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"), self._fmt
+        main = Launch(self.handle(name, shared), name, grid, block, shared, fmt)
         flags = 2 if c_pairs else 0
         if splits == 1:
-            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, ())
+            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, (), maps)
         else:
             # Slices go to a workspace in the accumulator type; the reduce kernel applies
             # alpha and beta once, summing the slices in a fixed order.
@@ -578,14 +721,14 @@ class TensorMatmulKernel(Kernel):
             reduce = Launch(self.handle("kgen_tc_splitk_reduce"), "kgen_tc_splitk_reduce", rgrid, (256, 1, 1), 0,
                             self._fmt_reduce)
             plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldw, chunk, stride, 1), ws, reduce,
-                    (M, N, ldw, ldc, stride, splits))
+                    (M, N, ldw, ldc, stride, splits), maps)
         if len(self._plans) >= 256:
             self._plans.clear()
         self._plans[key] = plan
         return plan
 
     def _run(self, plan: tuple, pa: int, pb: int, pc: int, alpha: float, beta: float, stream: int) -> None:
-        repack_a, repack_b, main, args, ws, reduce, reduce_args = plan
+        repack_a, repack_b, main, args, ws, reduce, reduce_args, maps = plan
         if repack_a is not None:
             go, dst, rargs = repack_a
             go(stream, pa, dst, *rargs)
@@ -594,6 +737,8 @@ class TensorMatmulKernel(Kernel):
             go, dst, rargs = repack_b
             go(stream, pb, dst, *rargs)
             pb = dst
+        if maps is not None:   # the TMA kernel names A and B by tensor maps, not pointers
+            pa, pb = maps.encoded(pa, pb)
         if not ws:
             main(stream, pa, pb, pc, *args, alpha, beta)
         else:

@@ -7,19 +7,19 @@ import dataclasses
 # Limits of each architecture, for --dry-run without a GPU. With a GPU the tuner asks the
 # device instead. Shared memory is the per-block opt-in maximum.
 ARCH_LIMITS: dict[str, dict[str, int]] = {
-    "sm_80": {"max_threads_per_block": 1024, "max_shared_per_block_optin": 166912, "registers_per_sm": 65536,
+    "sm_80": {"compute_capability": 80, "max_threads_per_block": 1024, "max_shared_per_block_optin": 166912, "registers_per_sm": 65536,
               "registers_per_block": 65536, "max_threads_per_sm": 2048, "multiprocessors": 108,
               "l2_bytes": 40 << 20},
-    "sm_86": {"max_threads_per_block": 1024, "max_shared_per_block_optin": 101376, "registers_per_sm": 65536,
+    "sm_86": {"compute_capability": 86, "max_threads_per_block": 1024, "max_shared_per_block_optin": 101376, "registers_per_sm": 65536,
               "registers_per_block": 65536, "max_threads_per_sm": 1536, "multiprocessors": 84,
               "l2_bytes": 6 << 20},
-    "sm_89": {"max_threads_per_block": 1024, "max_shared_per_block_optin": 101376, "registers_per_sm": 65536,
+    "sm_89": {"compute_capability": 89, "max_threads_per_block": 1024, "max_shared_per_block_optin": 101376, "registers_per_sm": 65536,
               "registers_per_block": 65536, "max_threads_per_sm": 1536, "multiprocessors": 128,
               "l2_bytes": 72 << 20},
-    "sm_90": {"max_threads_per_block": 1024, "max_shared_per_block_optin": 232448, "registers_per_sm": 65536,
+    "sm_90": {"compute_capability": 90, "max_threads_per_block": 1024, "max_shared_per_block_optin": 232448, "registers_per_sm": 65536,
               "registers_per_block": 65536, "max_threads_per_sm": 2048, "multiprocessors": 132,
               "l2_bytes": 50 << 20},
-    "sm_100": {"max_threads_per_block": 1024, "max_shared_per_block_optin": 232448, "registers_per_sm": 65536,
+    "sm_100": {"compute_capability": 100, "max_threads_per_block": 1024, "max_shared_per_block_optin": 232448, "registers_per_sm": 65536,
                "registers_per_block": 65536, "max_threads_per_sm": 2048, "multiprocessors": 148,
                "l2_bytes": 126 << 20},
 }
@@ -28,8 +28,9 @@ ARCH_LIMITS: dict[str, dict[str, int]] = {
 @dataclasses.dataclass(frozen=True)
 class DeviceInfo:
     """A device as the tuner and dispatch see it. `limits` has the keys of
-    kgen.core.runtime.device_limits() plus registers_per_sm, registers_per_block and
-    max_threads_per_sm (a family's prune_reason and the ptxas check read them)."""
+    kgen.core.runtime.device_limits() plus compute_capability (90 for sm_90),
+    registers_per_sm, registers_per_block and max_threads_per_sm (a family's prune_reason
+    and the ptxas check read them)."""
 
     name: str
     arch: str
