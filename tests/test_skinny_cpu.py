@@ -241,7 +241,8 @@ def test_representative_specs_compile_for_sm90_without_spills():
             want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
         elif s.tensor_cores:   # 16-bit: the tensor-core dot form and the SIMT axpy form
-            want = {f"kgen_skinny_tc_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
+            want = ({f"kgen_skinny_tc_dot_v{w}" for w in s.widths()}
+                    | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()})
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_tc_axpy")) for n in names)
         else:
             want = {f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}

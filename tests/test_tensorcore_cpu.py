@@ -145,7 +145,8 @@ def representative() -> list[TensorMatmul]:
     specs = {}
     for dtype in DTYPES:
         for shape in bench_tc.SHAPES:
-            for s in {T.default_spec(dict(zip("MNK", shape)), dtype), T.mma_default_spec(dict(zip("MNK", shape)), dtype)}:
+            problem = dict(zip("MNK", shape))
+            for s in (T.default_spec(problem, dtype), T.mma_default_spec(problem, dtype)):
                 specs[s.key] = s
         s = T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype).replace(layout_a="col", layout_b="col")
         specs[s.key] = s

@@ -198,12 +198,14 @@ class TensorMatmul(Spec):
             fail("warp_tile", self.warp_tile, f"(64, {BN}) with instruction='wgmma': each consumer warpgroup "
                  "computes 64 rows of the block's BN columns")
         if self.smem_layout != "swizzle":
-            fail("smem_layout", self.smem_layout, "'swizzle' with instruction='wgmma' (TMA writes 128-byte swizzled tiles)")
+            fail("smem_layout", self.smem_layout,
+                 "'swizzle' with instruction='wgmma' (TMA writes 128-byte swizzled tiles)")
         if not self.repack:
             fail("repack", self.repack, "True with instruction='wgmma' (TMA needs 16-byte aligned rows; unaligned "
                  "operands are copied to aligned buffers)")
         if self.min_blocks not in (0, 1):
-            fail("min_blocks", self.min_blocks, "0 or 1 with instruction='wgmma' (one block an SM holds the accumulators)")
+            fail("min_blocks", self.min_blocks,
+                 "0 or 1 with instruction='wgmma' (one block an SM holds the accumulators)")
 
     # -- derived sizes --------------------------------------------------------------
     @property
