@@ -712,8 +712,8 @@ def tensor_case(spec: TensorMatmul, choose: Chooser) -> dict:
 def tensor_plan(spec: TensorMatmul, case: dict) -> dict:
     """What TensorMatmulKernel._plan decides for the case (pointers on 256 bytes plus the
     case's offsets): per operand (storage rows, columns, leading dimension, 16-byte copies
-    allowed, repacked, packed leading dimension), whether the cp.async entry point runs,
-    and the K slices."""
+    allowed, repacked, packed leading dimension), whether the 16-byte entry points run,
+    which entry point, and the K slices."""
     operands = {}
     for which in "AB":
         col = (spec.layout_a if which == "A" else spec.layout_b) == "col"
@@ -722,8 +722,9 @@ def tensor_plan(spec: TensorMatmul, case: dict) -> dict:
         operands[which] = dict(rows=rows, cols=cols, ld=ld, ok=ok, repacked=spec.repack and not ok,
                                ldd=-(-cols // spec.vec) * spec.vec)
     splits, chunk = spec.split_plan(case["K"])
-    return dict(operands=operands, aligned=all(o["ok"] or o["repacked"] for o in operands.values()),
-                splits=splits, chunk=chunk)
+    aligned = all(o["ok"] or o["repacked"] for o in operands.values())
+    entry = "kgen_tc_wgmma" if spec.wgmma else ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem")
+    return dict(operands=operands, aligned=aligned, splits=splits, chunk=chunk, entry=entry)
 
 
 def tensor_triggers(fault: str, spec: TensorMatmul, case: dict, sms: int = 132) -> bool:

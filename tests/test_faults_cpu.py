@@ -230,7 +230,7 @@ def test_tensor_plan_is_the_kernels(monkeypatch):
                 assert seen[which] == (o["ld"], o["ok"])
                 if plan[i] is not None:
                     assert plan[i][2] == (o["rows"], o["cols"], o["ld"], o["ldd"])
-            assert plan[2].name == ("kgen_tc_matmul" if want["aligned"] else "kgen_tc_matmul_elem")
+            assert plan[2].name == want["entry"]
             splits = plan[6][5] if plan[5] is not None else 1
             assert (splits, plan[3][6]) == (want["splits"], want["chunk"]), (spec.to_json(), case)
 
