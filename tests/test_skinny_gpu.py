@@ -43,11 +43,13 @@ def spec_pool() -> dict[str, list[Skinny]]:
             # The split-TF32 tensor-core forms (the defaults from 13 rows) and their other fields.
             t = Skinny.default_spec({"M": 40, "N": 4096, "K": 4096}, dtype)
             specs += [t, t.replace(tc_tiles=1, merge="single_pass"), t.replace(merge="atomic", waves=1),
-                      t.replace(rows=24, tc_tiles=1, min_blocks=2, k_split=5)]
+                      t.replace(rows=24, tc_tiles=1, min_blocks=2, k_split=5),
+                      t.replace(rows=13)]   # rows not a multiple of 8: a tile's spare mma rows stay out
         if dtype in ("float16", "bfloat16"):
             # The 16-bit tensor-core dot form (a row-major large operand runs the SIMT axpy form).
             specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, merge=m)
-                      for r, t, m in ((8, 2, "two_pass"), (16, 1, "single_pass"), (40, 2, "two_pass"))]
+                      for r, t, m in ((8, 2, "two_pass"), (16, 1, "single_pass"), (40, 2, "two_pass"),
+                                      (5, 2, "two_pass"), (13, 1, "single_pass"))]
         pool[dtype] = list({s.key: s for s in specs}.values())
     return pool
 
