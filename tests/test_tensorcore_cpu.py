@@ -68,8 +68,9 @@ def test_default_spec_is_sound_for_any_shape(dtype):
         assert s.prune_reason(p, LIMITS) is None, (p, s.to_json())
         splits, chunk = s.split_plan(K)
         assert (splits - 1) * chunk < K <= splits * chunk
-    # Few C tiles with a long K are split; a full GPU of tiles is not.
-    assert TensorMatmul.default_spec({"M": 127, "N": 4096, "K": 4096}, dtype).split_k > 1
+    # Few C tiles with a long K are split (the mma.sync default; the wgmma one splits only
+    # below 32 tiles); a full GPU of tiles is not.
+    assert TensorMatmul.mma_default_spec({"M": 127, "N": 4096, "K": 4096}, dtype).split_k > 1
     assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).split_k == 1
     with pytest.raises(ValueError, match="positive integer"):
         TensorMatmul.default_spec({"M": 0, "N": 1, "K": 1}, dtype)
@@ -258,16 +259,22 @@ def test_dispatch_runs_the_wgmma_default_on_sm90_only():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_wgmma_default_fills_the_gpu_and_fits(dtype):
+def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
+    from kgen.ops.tensorcore import _SMS, _WGMMA_TILES
+
     rng = __import__("random").Random(5)
     for _ in range(300):
         M, N, K = (int(2 ** rng.uniform(0, 14)) for _ in range(3))
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
-        BM, BN, _ = s.tile
-        assert s.wgmma and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
-        assert BM == (64 if M <= 64 else 128) and (N > 64 or BN == 64)
+        BM, BN, BK = s.tile
+        assert s.wgmma and BK == 64 and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
+
+        def cost(t):
+            return -(-(-(-M // t[0]) * -(-N // t[1])) // _SMS) * (t[0] + t[1])
+        assert cost((BM, BN)) == min(cost(t) for t in _WGMMA_TILES), (M, N, K, s.tile)
         tiles = -(-M // BM) * -(-N // BN)
-        if BN == 256:
-            assert tiles >= 132   # 128x256 blocks only where they make a wave
-        if tiles < 132 and K >= 512:
-            assert s.split_k > 1 or K < 512
+        assert (s.split_k > 1) == (tiles < 32 and K >= 2048)
+    # Large products keep the 128x256 block; few-row ones get narrow blocks and no split.
+    assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).tile == (128, 256, 64)
+    few = TensorMatmul.default_spec({"M": 17, "N": 4096, "K": 4096}, dtype)
+    assert few.tile == (64, 64, 64) and few.split_k == 1

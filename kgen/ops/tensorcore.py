@@ -50,6 +50,9 @@ def _mma_kind(dtype: str) -> str:
 # (M, N, K) of one MMA instruction per input type.
 MMA_SHAPE = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "f64": (8, 8, 4)}
 INSTRUCTIONS = ("mma_sync", "wgmma")
+# Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
+_WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
+_SMS = 132
 
 # Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
 # types, four stages, swizzled; TF32 and float64 read fragments element by element, for which
@@ -369,22 +372,26 @@ class TensorMatmul(Spec):
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype):
-        """The Hopper kernel for any shape: 128 rows a block (64 when M <= 64), wgmma N of 256
-        where that still gives a wave of blocks (else 128, or 64 for N <= 64), as many stages
-        as fit, and K split when the C tiles leave SMs idle (fewer than the 132 of an
-        H100/H200) and K is long enough to give each slice 256 or more."""
+        """The Hopper kernel for any shape. The block tile minimises waves x (BM + BN): the
+        waves of blocks over the 132 SMs of an H100/H200, times the operand rows a block
+        streams per k. On an H100 this picked the fastest of six tiles for 6 of 7 few-row and
+        mid-size bfloat16 products (docs/tensorcore.md) and keeps 128x256 on large ones. K is
+        split only when even the chosen tiles are fewer than 32 and K >= 2048: split-K's
+        workspace and second kernel cost more than idle SMs elsewhere."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"]
-        BM = 128 if M > 64 else 64
-        BN = 128 if N > 64 else 64
-        if N > 128 and -(-M // BM) * -(-N // 256) >= 132:
-            BN = 256   # a wave or more of 128x256 blocks (fewer of them: 128x128 filled the GPU better)
+
+        def cost(tile: tuple[int, int]) -> tuple[int, int]:
+            BM, BN = tile
+            tiles = -(-M // BM) * -(-N // BN)
+            return -(-tiles // _SMS) * (BM + BN), -BM * BN   # ties: the larger tile
+        BM, BN = min(_WGMMA_TILES, key=cost)
         stages = {(128, 256): 4, (64, 256): 5}.get((BM, BN), 6)
         tiles = -(-M // BM) * -(-N // BN)
         split = 1
-        if tiles < 132 and K >= 512:
-            split = max(1, min(16, -(-264 // tiles), K // 256))
+        if tiles < 32 and K >= 2048:
+            split = max(1, min(8, -(-64 // tiles), K // 1024))
         return cls(dtype=dtype, tile=(BM, BN, 64), warp_tile=(64, BN), stages=stages, split_k=split,
                    instruction="wgmma")
 
