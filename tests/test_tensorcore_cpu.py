@@ -269,7 +269,7 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
         BM, BN, BK = s.tile
         assert s.wgmma and BK == 64 and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
 
-        def cost(t):
+        def cost(t, M=M, N=N):
             return -(-(-(-M // t[0]) * -(-N // t[1])) // _SMS) * (t[0] + t[1])
         assert cost((BM, BN)) == min(cost(t) for t in _WGMMA_TILES), (M, N, K, s.tile)
         tiles = -(-M // BM) * -(-N // BN)
