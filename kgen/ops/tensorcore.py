@@ -458,10 +458,9 @@ class TensorMatmul(Spec):
                     for stages in (2, 3, 4, 5):
                         for layout in layouts:
                             add(tile=(BM, BN, BK), warp_tile=(WM, WN), stages=stages, smem_layout=layout)
-        base = first
         for group in (1, 4, 16):
             for raster in ("row", "col"):
-                add(**dict(_fields(base), raster=raster, raster_group=group))
+                add(**dict(_fields(first), raster=raster, raster_group=group))
         tiles = -(-p["M"] // 128) * -(-p["N"] // 128)
         if tiles < 264 and p["K"] >= 512:
             for split in (2, 3, 4, 6, 8, 12, 16):
