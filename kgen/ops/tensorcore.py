@@ -380,10 +380,15 @@ class TensorMatmul(Spec):
     def default_spec(cls, problem, dtype):
         """float16/bfloat16: the wgmma kernel (wgmma_default_spec), which dispatch replaces by
         mma_default_spec on a GPU other than sm_90 (prune_reason rules it out there). TF32
-        and float64: mma_default_spec."""
+        and float64: mma_default_spec, float64 with sm_90's m16n8k16 shape (0.72-0.74x cuBLAS
+        DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against 0.47-0.50x with m8n8k4;
+        docs/tensorcore.md), which dispatch replaces by m8n8k4 below sm_90."""
         if dtype in ("float16", "bfloat16"):
             return cls.wgmma_default_spec(problem, dtype)
-        return cls.mma_default_spec(problem, dtype)
+        spec = cls.mma_default_spec(problem, dtype)
+        if dtype == "float64":
+            spec = cls(**dict(_fields(spec), mma_shape="m16n8k16"))
+        return spec
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype):
