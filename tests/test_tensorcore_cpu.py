@@ -278,3 +278,37 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
     assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).tile == (128, 256, 64)
     few = TensorMatmul.default_spec({"M": 17, "N": 4096, "K": 4096}, dtype)
     assert few.tile == (64, 64, 64) and few.split_k == 1
+
+
+# ---- sm_90's float64 m16n8k16 shape ----
+def test_float64_m16n8k16_fields_geometry_and_arch():
+    s = TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                     mma_shape="m16n8k16")
+    assert s.mma_mnk == (16, 8, 16) and s.accumulator_registers == 2 * 4 * 4 * 2
+    with pytest.raises(SpecError, match="mma_shape"):
+        TensorMatmul(dtype="float16", mma_shape="m16n8k16")
+    with pytest.raises(SpecError, match="mma_shape"):
+        s.replace(mma_shape="m16n8k8")
+    with pytest.raises(SpecError, match="BK"):
+        s.replace(tile=(64, 64, 8))                       # BK below the instruction's 16
+    assert s.target_arch("sm_90") == "sm_90" and s.target_arch("sm_100") == "sm_100"
+    with pytest.raises(ValueError, match="sm_90"):
+        s.target_arch("sm_80")
+    from kgen.tune.device import arch_limits
+    assert "sm_90" in s.prune_reason({"M": 512, "N": 512, "K": 512}, arch_limits("sm_80"))
+    src = kgen.render(s)
+    assert "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64" in src and "m8n8k4" not in src
+
+
+@pytest.mark.nvcc
+def test_float64_m16n8k16_compiles_for_sm90_without_spills():
+    specs = [TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                          mma_shape="m16n8k16"),
+             TensorMatmul(dtype="float64", tile=(64, 128, 32), warp_tile=(32, 32), stages=3, mma_shape="m16n8k16",
+                          layout_a="col", split_k=2)]
+    # A 32x64 warp tile needs ~256 registers (128 of accumulators): refused before nvcc sees it.
+    big = specs[1].replace(warp_tile=(32, 64))
+    assert "spills" in big.prune_reason({"M": 512, "N": 512, "K": 512}, LIMITS)
+    for spec in specs:
+        r = kgen.compile(spec, "sm_90").resources["kgen_tc_matmul"]
+        assert not (r["spill_stores"] or r["spill_loads"]), (spec.to_json(), r)

@@ -92,6 +92,8 @@ class TensorMatmul(Spec):
     repack       when an operand's pointer or leading dimension rules out 16-byte copies,
                  copy it to an aligned buffer and run the cp.async kernel (else the
                  element-load entry point runs on it as it is).
+    mma_shape    "" (the dtype's shape) or, for float64, "m16n8k16": sm_90's float64 mma.sync,
+                 16 k a instruction instead of m8n8k4's 4 (needs sm_90; BK a multiple of 16).
     instruction  "mma_sync": warp-level mma.sync fed by cp.async (sm_80 and newer).
                  "wgmma": Hopper's warpgroup wgmma.mma_async reading 128-byte-swizzled
                  shared tiles that the tensor memory accelerator (TMA) fills, one producer
@@ -117,6 +119,7 @@ class TensorMatmul(Spec):
     min_blocks: int = 0
     repack: bool = True
     instruction: str = "mma_sync"
+    mma_shape: str = ""
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -140,7 +143,11 @@ class TensorMatmul(Spec):
             fail("instruction", self.instruction, f"one of {INSTRUCTIONS}")
         if self.instruction == "wgmma":
             self._validate_wgmma()
-        mm, mn, mk = MMA_SHAPE[_mma_kind(self.dtype)]
+        if self.mma_shape not in ("", "m16n8k16"):
+            fail("mma_shape", self.mma_shape, "'' (the dtype's shape) or 'm16n8k16' (float64 on sm_90)")
+        if self.mma_shape and self.dtype != "float64":
+            fail("mma_shape", self.mma_shape, f"'' for dtype={self.dtype!r} (m16n8k16 is an option for float64)")
+        mm, mn, mk = self.mma_mnk
         BM, BN, BK = self.tile
         WM, WN = self.warp_tile
         for name, v in (("tile[0] (BM)", BM), ("tile[1] (BN)", BN)):
@@ -248,10 +255,15 @@ class TensorMatmul(Spec):
         return 16 // ITEMSIZE[self.dtype]
 
     @property
+    def mma_mnk(self) -> tuple[int, int, int]:
+        """(M, N, K) of one MMA instruction."""
+        return (16, 8, 16) if self.mma_shape == "m16n8k16" else MMA_SHAPE[self.kind]
+
+    @property
     def accumulator_registers(self) -> int:
         if self.wgmma:   # a 64 x BN tile over 128 threads
             return self.tile[1] // 2
-        mm, mn, _ = MMA_SHAPE[self.kind]
+        mm, mn, _ = self.mma_mnk
         WM, WN = self.warp_tile
         per_tile = mm * mn // 32  # accumulators a lane holds per MMA tile
         return (WM // mm) * (WN // mn) * per_tile * (2 if self.dtype == "float64" else 1)
@@ -293,6 +305,9 @@ class TensorMatmul(Spec):
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
     def target_arch(self, arch: str) -> str:
+        if self.mma_shape and int(arch[3:].rstrip("af")) < 90:
+            raise ValueError(f"mma_shape={self.mma_shape!r} runs on sm_90 and newer GPUs; this target is {arch}: "
+                             "use mma_shape=''")
         if not self.wgmma:
             return arch
         if arch in ("sm_90", "sm_90a"):
@@ -312,7 +327,7 @@ class TensorMatmul(Spec):
     def template_context(self) -> dict[str, Any]:
         BM, BN, BK = self.tile
         WM, WN = self.warp_tile
-        mm, mn, mk = MMA_SHAPE[self.kind]
+        mm, mn, mk = self.mma_mnk
         out_t, out2_t, out_kind = _C_OUT[self.output_dtype]
         a_rows, a_len = self._tile_dims("A")
         b_rows, b_len = self._tile_dims("B")
@@ -365,10 +380,15 @@ class TensorMatmul(Spec):
     def default_spec(cls, problem, dtype):
         """float16/bfloat16: the wgmma kernel (wgmma_default_spec), which dispatch replaces by
         mma_default_spec on a GPU other than sm_90 (prune_reason rules it out there). TF32
-        and float64: mma_default_spec."""
+        and float64: mma_default_spec, float64 with sm_90's m16n8k16 shape (0.72-0.74x cuBLAS
+        DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against 0.47-0.50x with m8n8k4;
+        docs/tensorcore.md), which dispatch replaces by m8n8k4 below sm_90."""
         if dtype in ("float16", "bfloat16"):
             return cls.wgmma_default_spec(problem, dtype)
-        return cls.mma_default_spec(problem, dtype)
+        spec = cls.mma_default_spec(problem, dtype)
+        if dtype == "float64":
+            spec = cls(**dict(_fields(spec), mma_shape="m16n8k16"))
+        return spec
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype):
@@ -468,6 +488,13 @@ class TensorMatmul(Spec):
                     for WM, WN in ((32, 32), (32, 64), (64, 32), (64, 64)):
                         add(tile=(BM, BN, bks[0]), warp_tile=(WM, WN), stages=4, split_k=split,
                             smem_layout=_DEFAULTS[dtype]["smem_layout"])
+        if dtype == "float64":
+            # sm_90's m16n8k16 shape (pruned on older GPUs).
+            for BM, BN in ((64, 64), (64, 128), (128, 64), (128, 128)):
+                for BK in (16, 32):
+                    for stages in (3, 4):
+                        add(tile=(BM, BN, BK), warp_tile=(32, 32), stages=stages, smem_layout="pad",
+                            mma_shape="m16n8k16")
         if dtype in ("float16", "bfloat16"):
             # The Hopper kernel: one or two consumer warpgroups, wgmma N from 64 to 256, as many
             # stages as fit, split K where the tiles are few.
@@ -481,6 +508,8 @@ class TensorMatmul(Spec):
 
     def prune_reason(self, problem, limits):
         cc = limits.get("compute_capability", 90)
+        if self.mma_shape and cc < 90:
+            return f"mma_shape={self.mma_shape!r} runs on sm_90 and newer GPUs; this one is compute capability {cc}"
         if self.wgmma and cc != 90:
             return f"instruction='wgmma' runs on sm_90 GPUs (H100, H200) only; this one is compute capability {cc}"
         over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
@@ -489,6 +518,12 @@ class TensorMatmul(Spec):
         # Fragments and addresses take ~64 registers beyond the accumulators; a cap below
         # that (block size x min_blocks) spills.
         cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
+        if self.mma_shape:
+            # float64 m16n8k16 fragments are large: 8 doubles of A a row tile, 4 of B a column tile.
+            mi, ni = self.warp_tile[0] // 16, self.warp_tile[1] // 8
+            need = self.accumulator_registers + 16 * mi + 8 * ni + 32
+            if need > cap:
+                return f"float64 m16n8k16 accumulators and fragments take ~{need} registers a thread, above {cap} (spills)"
         if not self.wgmma and cap < self.accumulator_registers + 64:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
                    f"below ~{self.accumulator_registers + 64} needed (spills)"
