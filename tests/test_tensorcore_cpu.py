@@ -254,8 +254,12 @@ def test_dispatch_runs_the_wgmma_default_on_sm90_only():
     assert on_h100 == TensorMatmul.default_spec(p, "bfloat16") and on_h100.wgmma
     assert on_a100 == TensorMatmul.mma_default_spec(p, "bfloat16") and not on_a100.wgmma
     assert "sm_90" in on_h100.prune_reason(p, arch_limits("sm_89"))
-    # TF32 and float64 keep the mma.sync kernel everywhere.
-    assert not TensorMatmul.default_spec(p, "float64").wgmma
+    # TF32 and float64 keep the mma.sync kernel everywhere; float64 takes sm_90's m16n8k16
+    # shape there and m8n8k4 elsewhere.
+    f64_h100 = _default(TensorMatmul, p, "float64", arch_limits("sm_90"))
+    f64_a100 = _default(TensorMatmul, p, "float64", arch_limits("sm_80"))
+    assert not f64_h100.wgmma and f64_h100.mma_shape == "m16n8k16"
+    assert f64_a100 == TensorMatmul.mma_default_spec(p, "float64") and f64_a100.mma_shape == ""
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -387,7 +387,7 @@ class TensorMatmul(Spec):
             return cls.wgmma_default_spec(problem, dtype)
         spec = cls.mma_default_spec(problem, dtype)
         if dtype == "float64":
-            spec = cls(**dict(_fields(spec), mma_shape="m16n8k16"))
+            spec = dataclasses.replace(spec, mma_shape="m16n8k16")
         return spec
 
     @classmethod
