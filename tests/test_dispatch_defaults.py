@@ -102,6 +102,12 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(big[0], few, big[1], dtype, large_k_contiguous=True).kernel == "skinny"
             assert matmul_family(few, *big, dtype, large_k_contiguous=False).kernel == "tensor_matmul"
             assert matmul_family(65, *big, dtype, large_k_contiguous=True).kernel == "tensor_matmul"
+            # Where the wgmma kernel reads the weight in place (aligned rows, sm_90) it takes over
+            # from 17 rows.
+            mid16 = rng.randint(17, 64)
+            assert matmul_family(mid16, *big, dtype, False, True, wgmma_in_place=True).kernel == "tensor_matmul"
+            assert matmul_family(mid16, *big, dtype, False, True, wgmma_in_place=False).kernel == "skinny"
+            assert matmul_family(min(few, 16), *big, dtype, False, True, wgmma_in_place=True).kernel == "skinny"
     assert matmul_family(1000, 1000, 1000, "float32").kernel == "matmul"
     assert matmul_family(1000, 1000, 1000, "bfloat16").kernel == "tensor_matmul"
 
@@ -140,3 +146,13 @@ def test_split_tf32_route_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("KGEN_SPLIT_TF32", "maybe")
     with pytest.raises(ValueError, match="KGEN_SPLIT_TF32"):
         matmul_family(40, *big, "float32")
+
+
+def test_large_operand_row_alignment_reads_the_strides():
+    from kgen.tune.dispatch import _large_rows_aligned
+
+    x = np.zeros((5, 4096), np.float16)
+    assert _large_rows_aligned(x, np.zeros((3000, 4096), np.float16).T, 5, 3000)          # W.T, K = 4096
+    assert not _large_rows_aligned(x[:, :4095], np.zeros((3000, 4095), np.float16).T, 5, 3000)
+    assert _large_rows_aligned(np.zeros((4096, 8), np.float16), np.zeros((8, 6), np.float16), 4096, 6)
+    assert not _large_rows_aligned(np.zeros((4096, 9), np.float16), np.zeros((9, 6), np.float16), 4096, 6)

@@ -131,6 +131,10 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         acc = 2 if dtype == "float64" else 1
         want = 4 if s.rows <= 2 else max(1, min(8, 64 // (s.rows * acc)))  # ~64 accumulator registers
         assert s.warp_cols == want
+        if half and tc:   # 16-bit dot form: warps share K slabs up to 8 rows; 1 tile a warp past 32
+            assert s.k_warps == (4 if r <= 8 else 1) and s.tc_tiles == (2 if s.rows <= 32 else 1)
+        else:
+            assert s.k_warps == 1
         for kc in (False, True):
             big = max(M, N) >= TC_MIN_DIM and K >= TC_MIN_DIM
             want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
@@ -141,6 +145,9 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
     # 16-bit: 3-64 rows against a k-contiguous weight (W.T) only, on the mma.m16n8k16 dot form.
     assert Skinny.suits(4, 4096, 4096, "float16", True) and Skinny.suits(64, 4096, 4096, "bfloat16", True)
     assert not Skinny.suits(65, 4096, 4096, "bfloat16", True) and not Skinny.suits(17, 4096, 512, "float16", True)
+    # ... up to 16 rows where the wgmma kernel reads the weight in place (aligned rows, sm_90).
+    assert Skinny.suits(16, 4096, 4096, "bfloat16", True, True) and Skinny.suits(4096, 3, 4096, "float16", True, True)
+    assert not Skinny.suits(17, 4096, 4096, "bfloat16", True, True) and Skinny.suits(17, 4096, 4096, "bfloat16", True)
     assert not Skinny.suits(4096, 4096, 4096, "float32") and not Skinny.suits(17, 4096, 4096, "float64")
     # float32: 13-96 rows in either storage order, up to 256 against a k-contiguous weight (W.T).
     assert Skinny.suits(17, 4096, 4096, "float32") and Skinny.suits(96, 4096, 4096, "float32", False)
@@ -259,6 +266,10 @@ def test_representative_specs_compile_for_sm90_without_spills():
     (dict(tensor_cores=1), "tensor_cores"),
     (dict(tc_tiles=3), "tc_tiles"),
     (dict(tensor_cores=True, rows=64, warp_cols=1, min_blocks=2), "tc_tiles"),   # ~250 registers, 128 allowed
+    (dict(tensor_cores=True, dtype="bfloat16", k_warps=3), "k_warps"),
+    (dict(tensor_cores=True, dtype="bfloat16", k_warps=16), "k_warps"),          # 8 warps a block
+    (dict(tensor_cores=True, k_warps=2), "k_warps"),                              # float32's forms
+    (dict(dtype="float16", k_warps=2), "k_warps"),                                # the SIMT forms
 ])
 def test_tensor_core_fields_are_checked(fields, field):
     with pytest.raises(SpecError, match=field):
@@ -283,6 +294,58 @@ def test_tensor_core_geometry_covers_k_once_in_whole_windows():
     s = Skinny(rows=16, warp_cols=4, tensor_cores=True)
     assert s.tc_ntiles == 2 and s.tc_chunk % 32 == 0
     assert s.shared_for("tc_dot") == s.tc_chunk * 64 * 2 <= s.shared_bytes
+
+
+def test_16bit_dot_form_geometry_with_k_warps_and_lean_splits():
+    rng = random.Random(11)
+    for _ in range(400):
+        kw = rng.choice([1, 2, 4, 8])
+        s = Skinny(dtype=rng.choice(["bfloat16", "float16"]), rows=rng.choice([3, 8, 16, 40]), warp_cols=1,
+                   tensor_cores=True, tc_tiles=rng.choice([1, 2]), k_warps=kw, k_split=rng.choice([0, 0, 5]))
+        R, NC, K, slots = rng.randint(2, 64), rng.randint(1, 20000), rng.randint(1, 30000), rng.choice([132, 264])
+        g = s.geometry("tc_dot", 8, R, NC, K, slots)
+        splits, ks = g["splits"], g["ks"]
+        assert (splits - 1) * ks < K <= splits * ks
+        assert ks % (32 * kw) == 0          # every warp of a column group gets whole windows
+        cols = s.warps // kw * 16 * s.tc_tiles
+        assert g["grid"] == (-(-NC // cols), splits, -(-R // s.rows))
+        tiles = g["grid"][0] * g["grid"][2]
+        # Partial sums stay within an eighth of the large operand unless one wave needs more slabs.
+        lean = max(1, K * 2 // (64 * R))
+        assert splits <= max(lean, -(-slots // tiles), 1)
+
+
+@pytest.mark.parametrize("kw, depth", [(1, 2), (1, 4), (2, 2), (4, 3), (8, 8)])
+def test_16bit_dot_form_window_schedule_covers_each_window_once(kw, depth):
+    """The template's loop over 32-k windows, as written (prologue of DEPTH slots, a main loop
+    of DEPTH windows that refills each slot, a tail of full windows and at most one partial
+    one), replayed for every warp of a column group: each window of a chunk of any length is
+    multiplied exactly once, from the slot that was loaded with it."""
+    for klen in list(range(1, 300)) + [2048, 2047, 32 * kw * depth * 3 + 5]:
+        done = []
+        for kg in range(kw):
+            first, slots = 32 * kg, {}
+            for d in range(depth):
+                wk = first + d * 32 * kw
+                if wk + 32 <= klen:
+                    slots[d] = wk
+            base = first
+            while base + 32 * kw * (depth - 1) + 32 <= klen:
+                for d in range(depth):
+                    wk, nk = base + d * 32 * kw, base + d * 32 * kw + 32 * kw * depth
+                    assert slots.get(d) == wk
+                    done.append(wk)
+                    if nk + 32 <= klen:
+                        slots[d] = nk
+                base += 32 * kw * depth
+            for d in range(depth):
+                wk = base + d * 32 * kw
+                if wk + 32 <= klen:
+                    assert slots.get(d) == wk
+                    done.append(wk)
+                elif wk < klen:
+                    done.append(wk)   # the partial window, loaded element by element
+        assert sorted(done) == list(range(0, klen, 32)), (klen, kw, depth)
 
 
 def _fragment_positions(form: str) -> dict[tuple[int, int], tuple[int, int]]:
@@ -353,10 +416,12 @@ def test_tensor_core_forms_compile_for_sm90_without_spills():
              for r, t, th in ((8, 1, 128), (16, 2, 256), (40, 1, 256), (64, 2, 256))]
     with cf.ThreadPoolExecutor(2) as ex:
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
-    specs16 = [Skinny(dtype=d, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t)
-               for d, r, t in (("bfloat16", 16, 2), ("float16", 64, 1))]
+    specs16 = [Skinny(dtype=d, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, k_warps=kw, loads=ld)
+               for d, r, t, kw, ld in (("bfloat16", 16, 2, 1, 8), ("float16", 64, 1, 1, 4), ("bfloat16", 8, 2, 4, 8),
+                                       ("float16", 3, 1, 8, 16))]
     with cf.ThreadPoolExecutor(2) as ex:
         built16 = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs16))
+    assert "#define KW 4" in kgen.render(specs16[2]) and "#define DEPTH 8" in kgen.render(specs16[3])
     for s, c in zip(specs16, built16):
         # 16-bit: the tensor-core dot form, and the SIMT axpy form for an n-contiguous operand
         want = {f"kgen_skinny_tc_dot_v{w}" for w in (8, 4, 2, 1)} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}

@@ -50,6 +50,11 @@ def spec_pool() -> dict[str, list[Skinny]]:
             specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, merge=m)
                       for r, t, m in ((8, 2, "two_pass"), (16, 1, "single_pass"), (40, 2, "two_pass"),
                                       (5, 2, "two_pass"), (13, 1, "single_pass"))]
+            # Warps sharing a K slab (k_warps) with windows loaded 2-8 ahead (loads).
+            specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, merge=m, k_warps=kw,
+                             loads=ld, k_split=ks)
+                      for r, t, m, kw, ld, ks in ((8, 2, "two_pass", 2, 16, 0), (5, 1, "single_pass", 8, 16, 0),
+                                                  (24, 2, "single_pass", 4, 8, 3), (3, 1, "two_pass", 4, 16, 0))]
         pool[dtype] = list({s.key: s for s in specs}.values())
     return pool
 

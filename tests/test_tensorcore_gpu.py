@@ -58,7 +58,8 @@ def spec_pool() -> list[TensorMatmul]:
             T(dtype="float16", tile=(64, 192, 64), warp_tile=(64, 192), stages=3, instruction="wgmma", split_k=2,
               raster_group=1),
             # sm_90's float64 m16n8k16 shape, padded and swizzled, split-K.
-            T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad", mma_shape="m16n8k16"),
+            T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+              mma_shape="m16n8k16"),
             T(dtype="float64", tile=(64, 128, 32), warp_tile=(32, 32), stages=3, mma_shape="m16n8k16", split_k=3),
         ]
     return pool

@@ -77,6 +77,12 @@ class Skinny(Spec):
     tc_tiles      tensor-core forms: 16-column mma tiles per warp (1 or 2) in the dot form;
                   the axpy form takes twice as many (a lane's vector of 2 or 4 columns feeds
                   that many tiles), 32 or 64 columns a warp.
+    k_warps       16-bit tensor-core dot form: warps of a block that share its columns and
+                  split its K slab between them (32-k windows dealt round-robin), their sums
+                  added in shared memory at the end in warp order (deterministic). A block
+                  then covers warps / k_warps x 16 x tc_tiles columns, so a product has more
+                  column tiles and needs fewer K slabs (each slab's partial sums cost R x NC
+                  float32 writes and reads).
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -95,6 +101,7 @@ class Skinny(Spec):
     min_blocks: int = 1
     tensor_cores: bool = False
     tc_tiles: int = 2
+    k_warps: int = 1
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -131,6 +138,11 @@ class Skinny(Spec):
                  "float32, as split TF32, and float16/bfloat16)")
         if self.tc_tiles not in (1, 2):
             fail("tc_tiles", self.tc_tiles, "1 or 2")
+        if self.k_warps not in (1, 2, 4, 8, 16, 32) or self.warps % self.k_warps:
+            fail("k_warps", self.k_warps, f"a power of two dividing the block's {self.warps} warps")
+        if self.k_warps > 1 and not (self.tensor_cores and self.dtype in ("float16", "bfloat16")):
+            fail("k_warps", self.k_warps, "1 unless tensor_cores=True with float16/bfloat16 (the forms that "
+                 "split a block's K slab between its warps)")
         cap = min(255, 65536 // (self.threads * self.min_blocks))
         if self.tensor_cores and self.tc_register_estimate > cap:
             fail("tc_tiles", self.tc_tiles, f"fewer tiles, rows or min_blocks: the tensor-core forms need about "
@@ -175,7 +187,7 @@ class Skinny(Spec):
         addresses, indices and the split values."""
         nt, tiles = self.tc_ntiles, self.tc_tiles
         if self.dtype != "float32":   # 16-bit: raw words, no split; the axpy form is the SIMT one
-            return 4 * nt * tiles + 16 * tiles + 4 * nt + 40
+            return 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt + 40
         dot = 4 * nt * tiles + 32 * tiles
         axpy = 8 * nt * tiles + 16 * tiles
         return max(dot, axpy) + 4 * nt + 56
@@ -185,6 +197,20 @@ class Skinny(Spec):
         """k values of S staged per round in the tensor-core forms: 64 bytes per k and 8-row
         tile (hi and lo of two values a lane), within TC_STAGE_BYTES, whole 32-k windows."""
         return max(32, TC_STAGE_BYTES // (self.tc_stage_bytes_per_k * self.tc_ntiles) // 32 * 32)
+
+    @property
+    def tc_depth(self) -> int:
+        """16-bit tensor-core dot form: 32-k windows of the large operand a warp keeps
+        loaded ahead, from `loads` (a window is 2 x tc_tiles 16-byte loads a lane)."""
+        return max(2, min(8, self.loads // (2 * self.tc_tiles)))
+
+    @property
+    def tc_reduce_bytes(self) -> int:
+        """Shared bytes of the k_warps reduction: the float32 sums of every warp but the
+        first of each column group (4 a 16 x 8 tile and lane)."""
+        if self.k_warps == 1:
+            return 0
+        return (self.warps - self.warps // self.k_warps) * 32 * 4 * self.tc_ntiles * self.tc_tiles * 4
 
     @property
     def tc_stage_bytes_per_k(self) -> int:
@@ -279,7 +305,8 @@ class Skinny(Spec):
     def shared_for(self, form: str) -> int:
         acc = ACC_BYTES[self.dtype]
         if form in ("tc_dot", "tc_axpy"):
-            return self.tc_chunk * self.tc_stage_bytes_per_k * self.tc_ntiles
+            stage = self.tc_chunk * self.tc_stage_bytes_per_k * self.tc_ntiles
+            return max(stage, self.tc_reduce_bytes if form == "tc_dot" else 0)
         if form == "dot":
             return self.rows * self.dot_chunk * acc
         red = self.warps * self.red_rows * self.axpy_cols(self.axpy_vec) * acc
@@ -320,7 +347,8 @@ class Skinny(Spec):
             dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
-            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk,
+            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps,
+            tc_depth=self.tc_depth,
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
@@ -329,7 +357,7 @@ class Skinny(Spec):
         "tc_axpy") with loads `width` elements wide, R small rows, NC large columns, on a GPU that runs `slots`
         blocks of this kernel at once."""
         if form == "tc_dot":
-            cols, unit, least = self.warps * 16 * self.tc_tiles, 32, 128
+            cols, unit, least = self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps, 128 * self.k_warps
         elif form == "tc_axpy":
             cols, unit, least = self.warps * 32 * self.tc_tiles, 16, 128
         elif form == "dot":
@@ -344,6 +372,12 @@ class Skinny(Spec):
             want = self.k_split
         else:
             want = -(-self.waves * max(slots, 1) // tiles)
+        if form == "tc_dot" and self.dtype in ("float16", "bfloat16"):
+            # Each slab past the first writes R x NC float32 partial sums that are read again:
+            # keep that within an eighth of the large operand's bytes (NC x K x 2), unless
+            # fewer slabs would leave part of one wave of resident blocks empty.
+            lean = max(1, K * ITEMSIZE[self.dtype] // (64 * R))
+            most = min(most, max(lean, -(-max(slots, 1) // tiles)))
         splits = max(1, min(want, most))
         ks = _ceil_div(_ceil_div(K, splits), unit) * unit
         splits = max(1, -(-K // ks))
@@ -360,14 +394,17 @@ class Skinny(Spec):
         return normalize_mnk(problem, "skinny")
 
     @classmethod
-    def suits(cls, M: int, N: int, K: int, dtype: str, k_contiguous: bool | None = None) -> bool:
+    def suits(cls, M: int, N: int, K: int, dtype: str, k_contiguous: bool | None = None,
+              wgmma_in_place: bool = False) -> bool:
         """Whether this family should run M x N x K rather than a tiled (or tensor-core)
         matmul: the small dimension is at most SUITS_ROWS[dtype], where the SIMT forms
         measured at least as fast as cuBLAS; or, in float32 with N and K of at least
         TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
         split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
         products"); or, in float16/bfloat16 with a k-contiguous large operand and N and K of
-        at least TC_MIN_DIM, at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form).
+        at least TC_MIN_DIM, at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form), or
+        TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned
+        and the GPU runs the Hopper wgmma kernel, which wins from there up).
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
         part off (split_tf32_enabled)."""
@@ -379,7 +416,7 @@ class Skinny(Spec):
         if large < TC_MIN_DIM or K < TC_MIN_DIM:
             return False
         if dtype in ("float16", "bfloat16"):
-            return bool(k_contiguous) and small <= TC16_SUITS_ROWS
+            return bool(k_contiguous) and small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
         return dtype == "float32" and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled()
 
     @classmethod
@@ -406,9 +443,12 @@ class Skinny(Spec):
             # serve the axpy form, which a row-major one runs. 1 row: the SIMT dot form
             # (equal speed, no tensor-core tile of 8 rows for one). Two-pass merge from 3
             # rows: 7-35% faster than the single pass there (docs/matmul.md).
+            # Up to 8 rows, 4 warps share each column group's K slab (k_warps) and 2 tiles a
+            # warp; past 32 rows 1 tile a warp (fewer accumulators, more blocks).
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass" if small > 2 else "single_pass",
-                       tensor_cores=small > 1, tc_tiles=2)
+                       tensor_cores=small > 1, tc_tiles=2 if rows <= 32 else 1,
+                       k_warps=4 if 1 < small <= 8 else 1)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
                    vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
 
@@ -420,6 +460,8 @@ class Skinny(Spec):
         seen, specs = set(), []
 
         def add(**kw):
+            if not kw.get("tensor_cores", base.tensor_cores):
+                kw.setdefault("k_warps", 1)   # the SIMT forms keep each warp's K to itself
             try:
                 s = base.replace(**kw)
             except ValueError:
@@ -452,6 +494,14 @@ class Skinny(Spec):
                             for min_blocks in (1, 2):
                                 add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles,
                                     merge=merge, waves=waves, min_blocks=min_blocks)
+            if dtype in ("float16", "bfloat16"):
+                # Warps sharing K slabs, and deeper window prefetch.
+                for rows in tc_rows:
+                    for tiles in (1, 2):
+                        for k_warps in (1, 2, 4, 8):
+                            for loads in (8, 16):
+                                add(rows=rows, warp_cols=1, loads=loads, tensor_cores=True, tc_tiles=tiles,
+                                    k_warps=k_warps, merge="two_pass")
         return specs
 
     def prune_reason(self, problem, limits):
@@ -508,6 +558,12 @@ TC_MIN_DIM = 1024
 # form up to this many rows. Measured on an H100 (docs/matmul.md): 1.0-2.1x cuBLAS from 3 to 32
 # rows on most shapes, level with the tiled tensor-core family at 50-64, behind it from 100.
 TC16_SUITS_ROWS = 64
+# ... and up to this many where the large operand's rows are 16-byte aligned and the GPU runs
+# the wgmma kernel (sm_90), which then reads it in place. Measured on an H100, bfloat16 x @ W.t()
+# with aligned weights of 21-117 MB (device time, docs/matmul.md): this form 0.85-0.93x cuBLAS
+# at 2-16 rows, the wgmma default 0.72-0.79x; at 24 rows level (0.76x / 0.79x); from 32 rows
+# the wgmma default 0.81-0.83x, this form 0.72x falling to 0.47x at 64.
+TC16_ALIGNED_ROWS = 16
 
 
 def split_tf32_enabled() -> bool:

@@ -523,7 +523,8 @@ class TensorMatmul(Spec):
             mi, ni = self.warp_tile[0] // 16, self.warp_tile[1] // 8
             need = self.accumulator_registers + 16 * mi + 8 * ni + 32
             if need > cap:
-                return f"float64 m16n8k16 accumulators and fragments take ~{need} registers a thread, above {cap} (spills)"
+                return (f"float64 m16n8k16 accumulators and fragments take ~{need} registers a thread, "
+                        f"above {cap} (spills)")
         if not self.wgmma and cap < self.accumulator_registers + 64:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
                    f"below ~{self.accumulator_registers + 64} needed (spills)"

@@ -265,7 +265,8 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
     dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
-    family = matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N))
+    family = matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N),
+                           dtype in ("float16", "bfloat16") and _large_rows_aligned(A, B, M, N) and _runs_wgmma())
     overrides = {}
     if dev_a and family.kernel in ("matmul", "tensor_matmul"):
         # A transposed device view is read in place by a column-major spec of the same tiles.
@@ -286,19 +287,20 @@ TENSOR_F64_MIN_MACS = 1 << 28
 
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
-                  large_k_contiguous: bool | None = None) -> type[Spec]:
+                  large_k_contiguous: bool | None = None, wgmma_in_place: bool = False) -> type[Spec]:
     """The family that runs an M x N x K product: few rows or columns (the products of
     model layers against a batch of tokens) go to the skinny-product kernels, which stream
     the large operand at memory speed (how many rows count as few depends on the dtype
     and, past the SIMT forms' range, on whether the large operand is stored k-contiguous,
-    which the tensor-core skinny forms favour); 16-bit inputs
+    which the tensor-core skinny forms favour, and for 16-bit inputs on whether the wgmma
+    kernel can read it in place: `wgmma_in_place`); 16-bit inputs
     otherwise to the tensor-core family, as do large float64 products and float32 ones
     when TF32 is allowed; everything else to the tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
     from ..ops.tensorcore import TensorMatmul
 
-    if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype, large_k_contiguous):
+    if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype, large_k_contiguous, wgmma_in_place):
         return Skinny
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
@@ -325,6 +327,21 @@ def _large_k_contiguous(A: Any, B: Any, M: int, N: int) -> bool:
         return sk == 1 and N > 1
     sm, sk = _element_strides(A)
     return sk == 1 and M > 1
+
+
+def _large_rows_aligned(A: Any, B: Any, M: int, N: int) -> bool:
+    """Whether the large operand's leading dimension spans a multiple of 16 bytes (TMA's
+    row alignment; a 16-bit element is 2 bytes). The pointer's own alignment is left to the
+    kernel, which copies an unaligned operand."""
+    st = _element_strides(B if M <= N else A)
+    return max(st) % 8 == 0
+
+
+def _runs_wgmma() -> bool:
+    try:
+        return runtime.device_limits().get("compute_capability") == 90
+    except Exception:  # noqa: BLE001 - no device: the portable choice
+        return False
 
 
 def _remember(key: tuple, kernel: Any) -> None:
