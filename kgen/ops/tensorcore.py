@@ -304,16 +304,20 @@ class TensorMatmul(Spec):
             return self.stages * (self.tile[0] + self.tile[1]) * 128 + 16 * self.stages + 1024
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
+    def _arch_requirement(self, cc: int) -> tuple[str, str] | None:
+        """(what this spec needs, the field value that lifts it) where a GPU of compute
+        capability `cc` cannot run it, else None."""
+        if self.mma_shape and cc < 90:
+            return f"mma_shape={self.mma_shape!r} runs on sm_90 and newer GPUs", "mma_shape=''"
+        if self.wgmma and cc != 90:
+            return "instruction='wgmma' runs on sm_90 GPUs (H100, H200) only", "instruction='mma_sync'"
+        return None
+
     def target_arch(self, arch: str) -> str:
-        if self.mma_shape and int(arch[3:].rstrip("af")) < 90:
-            raise ValueError(f"mma_shape={self.mma_shape!r} runs on sm_90 and newer GPUs; this target is {arch}: "
-                             "use mma_shape=''")
-        if not self.wgmma:
-            return arch
-        if arch in ("sm_90", "sm_90a"):
-            return "sm_90a"
-        raise ValueError(f"instruction='wgmma' runs on sm_90 GPUs (H100, H200) only; this target is {arch}: "
-                         "use instruction='mma_sync'")
+        need = self._arch_requirement(int(arch[3:].rstrip("af")))
+        if need:
+            raise ValueError(f"{need[0]}; this target is {arch}: use {need[1]}")
+        return "sm_90a" if self.wgmma else arch
 
     def dynamic_shared_bytes(self, entry: str) -> int:
         return self.shared_bytes if entry in ("kgen_tc_matmul", "kgen_tc_matmul_elem", "kgen_tc_wgmma") else 0
@@ -511,10 +515,9 @@ class TensorMatmul(Spec):
 
     def prune_reason(self, problem, limits):
         cc = limits.get("compute_capability", 90)
-        if self.mma_shape and cc < 90:
-            return f"mma_shape={self.mma_shape!r} runs on sm_90 and newer GPUs; this one is compute capability {cc}"
-        if self.wgmma and cc != 90:
-            return f"instruction='wgmma' runs on sm_90 GPUs (H100, H200) only; this one is compute capability {cc}"
+        need = self._arch_requirement(cc)
+        if need:
+            return f"{need[0]}; this one is compute capability {cc}"
         over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
         if over:
             return over
