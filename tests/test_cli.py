@@ -73,3 +73,16 @@ def test_demo_without_gpu_compiles_and_says_where(tmp_path):
     assert out.returncode == 0, out.stderr
     assert str(tmp_path / "demo") in out.stdout
     assert (tmp_path / "demo" / "matmul.cu").is_file() and (tmp_path / "demo" / "reduce.cu").is_file()
+
+
+def test_bench_log_uniform_draws_stay_in_range_and_spread_over_octaves():
+    import random
+
+    from kgen.bench.results import log_uniform
+
+    rng = random.Random(3)
+    draws = [log_uniform(rng, 2048, 14336) for _ in range(2000)]
+    assert min(draws) >= 2048 and max(draws) <= 14336
+    # Log-uniform: about as many draws in [2048, 5418) as in [5418, 14336) (the geometric middle).
+    low = sum(d < 5418 for d in draws)
+    assert 800 < low < 1200

@@ -10,8 +10,9 @@ checked against torch's float64 product, then timed as a bound call between CUDA
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from .results import write_rows
 
 SHAPES = ("1000x1000x1000,2000x3000x777,512x512x512,300x2000x1500,777x555x999,4096x4096x256,"
           "128x4096x4096,1500x1500x3000,64x2048x2048,200x200x200")
@@ -61,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{M:5d}x{N:5d}x{K:5d}  cuBLAS {row['cublas']:.4f} ms  tensor cores {ratio(row['tensor'])}  "
               f"SIMT {ratio(row['simt'])}")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, fh, indent=1)
+        write_rows(args.json, rows)
     return 0
 
 

@@ -12,11 +12,11 @@ or 8; loads 4 or 8), each checked against a float64 reference before it is timed
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import random
 import sys
 from typing import Any
+
+from .results import log_uniform, write_rows
 
 
 def variants(M: int, dtype: str = "float32") -> list[Any]:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
 
     def draw() -> int:
-        return int(round(2 ** rng.uniform(math.log2(2048), math.log2(14336))))
+        return log_uniform(rng, 2048, 14336)
 
     from ..core.timing import time_calls
 
@@ -89,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{cublas / best[0]:.2f}x ({100 * bound / best[0]:.0f}% of bound; rows={best[1].rows} "
               f"warp_cols={best[1].warp_cols} loads={best[1].loads})")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, fh, indent=1)
+        write_rows(args.json, rows)
     return 0
 
 

@@ -17,12 +17,13 @@ float32 error on the same inputs.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
 import sys
 from typing import Any
+
+from .results import log_uniform, write_rows
 
 
 def variants(M: int) -> list[Any]:
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
 
     def draw(lo: int, hi: int) -> int:
-        return int(round(2 ** rng.uniform(math.log2(lo), math.log2(hi))))
+        return log_uniform(rng, lo, hi)
 
     def timed(f) -> float:
         return time_calls(f, warmup=1, repeats=args.repeats).median_ms
@@ -136,8 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         print(f"all: kgen.matmul {geo(rows, 'kgen_matmul_ms'):.2f}x cuBLAS")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(), "seed": args.seed, "rows": rows}, fh, indent=1)
+        write_rows(args.json, rows, seed=args.seed)
     return 0
 
 

@@ -339,7 +339,7 @@ def _large_rows_aligned(A: Any, B: Any, M: int, N: int) -> bool:
 
 def _runs_wgmma() -> bool:
     try:
-        return runtime.device_limits().get("compute_capability") == 90
+        return _this_device().limits.get("compute_capability") == 90
     except Exception:  # noqa: BLE001 - no device: the portable choice
         return False
 
