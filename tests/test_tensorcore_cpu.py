@@ -13,7 +13,7 @@ import kgen
 from kgen.bench import tensorcore as bench_tc
 from kgen.core.compiler import CompileError
 from kgen.core.spec import SpecError
-from kgen.ops.tensorcore import TensorMatmul
+from kgen.ops.tensorcore import ITEMSIZE, TensorMatmul
 
 LIMITS = {"max_threads_per_block": 1024, "max_shared_per_block_optin": 227 * 1024, "multiprocessors": 132}
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -190,7 +190,8 @@ def _wg(**kw) -> TensorMatmul:
 
 @pytest.mark.parametrize("fields, field", [
     (dict(instruction="tcgen05"), "instruction"),
-    (dict(dtype="float64", tile=(128, 128, 64), warp_tile=(64, 128)), "instruction"),   # 16-bit only
+    (dict(dtype="float64", tile=(128, 128, 64), warp_tile=(64, 128)), "instruction"),   # 16-bit and TF32 only
+    (dict(dtype="float32", tf32=True), "BK"),                            # TF32: 32 k make 128 bytes
     (dict(tile=(256, 128, 64), warp_tile=(64, 128)), "BM"),
     (dict(tile=(128, 96, 64), warp_tile=(64, 96)), "BN"),
     (dict(tile=(128, 256, 32)), "BK"),
@@ -227,11 +228,80 @@ def test_wgmma_source_follows_the_layouts():
     assert "m64n128k16.f32.f16.f16" in cc and "p, 1, 1, 1, 0;" in cc
 
 
+@pytest.mark.parametrize("layout_a, layout_b", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")])
+def test_wgmma_tf32_reads_both_operands_k_major(layout_a, layout_b):
+    """TF32 wgmma has no transpose flags: an M-major A or N-major B is copied K-major first
+    (kgen_tc_transpose), and the kernel then names both tiles K-major."""
+    s = _wg(dtype="float32", tf32=True, tile=(128, 128, 32), warp_tile=(64, 128), layout_a=layout_a,
+            layout_b=layout_b)
+    assert s.transposes("A") == (layout_a == "col") and s.transposes("B") == (layout_b == "row")
+    assert s.kernel_k_major("A") and s.kernel_k_major("B")
+    src = kgen.render(s)
+    assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in src and "p, 1, 1;" in src
+    assert ("kgen_tc_transpose(" in src) == (layout_a == "col" or layout_b == "row")
+    # The 16-bit kernels read either order in place.
+    assert not _wg(layout_a="col").transposes("A") and not _wg().transposes("B")
+    # wgmma truncates TF32 inputs: twice the error bound of mma.sync's rounded fragments.
+    mma = TensorMatmul(dtype="float32", tf32=True)
+    assert s.input_roundoff == 2 * mma.input_roundoff == 2 ** -10
+    assert s.tolerance_for({"M": 9, "N": 9, "K": 100}) > mma.tolerance_for({"M": 9, "N": 9, "K": 100})
+
+
+def test_tf32_storage_that_needs_a_transposing_copy_of_a_large_operand_keeps_mma_sync():
+    from kgen.ops.tensorcore import TF32_TRANSPOSE_MIN
+
+    for M, N in ((1, 4096), (127, 4096), (TF32_TRANSPOSE_MIN - 1, 9000), (TF32_TRANSPOSE_MIN, 4096), (4096, 64)):
+        p = {"M": M, "N": N, "K": 4096}
+        spec = TensorMatmul.default_spec(p, "float32")
+        # Row-major B (N-major): wgmma only where the product has the rows to pay for the copy.
+        rr = spec.for_layouts(p, layout_a="row", layout_b="row")
+        assert rr.wgmma == (M >= TF32_TRANSPOSE_MIN), (M, N, rr.to_json())
+        assert (rr.layout_a, rr.layout_b) == ("row", "row")
+        if not rr.wgmma:
+            assert rr == TensorMatmul.mma_default_spec(p, "float32")
+        # K-major operands need no copy: the wgmma spec stands, with the layouts replaced.
+        assert spec.for_layouts(p, layout_a="row", layout_b="col") == spec.replace(layout_b="col")
+        # A column-major A is copied instead: the columns of B decide.
+        cc = spec.for_layouts(p, layout_a="col", layout_b="col")
+        assert cc.wgmma == (N >= TF32_TRANSPOSE_MIN) and cc.layout_a == "col"
+    # 16-bit kernels read either order in place: nothing changes but the layouts.
+    p = {"M": 3, "N": 4096, "K": 4096}
+    bf = TensorMatmul.default_spec(p, "bfloat16")
+    assert bf.for_layouts(p, layout_a="col", layout_b="row") == bf.replace(layout_a="col")
+
+
+def test_dispatch_applies_the_call_layouts_through_the_family(monkeypatch):
+    from kgen.tune import dispatch
+
+    seen = []
+    built = []
+
+    class Probe(TensorMatmul):
+        def for_layouts(self, problem, **layouts):
+            seen.append((problem, layouts))
+            return super().for_layouts(problem, **layouts)
+
+    p = {"M": 100, "N": 4096, "K": 4096}
+    probe = Probe(**{f: getattr(TensorMatmul.default_spec(p, "float32"), f)
+                     for f in ("dtype", "tf32", "tile", "warp_tile", "stages", "instruction")})
+    monkeypatch.setattr(dispatch, "select",
+                        lambda cls, problem, dtype: dispatch.Choice(probe, "rule", problem, 0.0, 0.0))
+    monkeypatch.setattr("kgen.core.kernel.build", lambda spec: built.append(spec) or spec)
+    dispatch.forget()
+    dispatch._kernel(TensorMatmul, p, "float32", False, {"layout_a": "row", "layout_b": "row"})
+    dispatch.forget()
+    assert seen == [(p, {"layout_a": "row", "layout_b": "row"})]
+    assert [s.to_json() for s in built] == [TensorMatmul.mma_default_spec(p, "float32").to_json()]
+
+
 @pytest.mark.nvcc
 def test_wgmma_specs_compile_for_sm90a_without_spills():
     specs = [_wg(), _wg(layout_a="col", layout_b="col", out_dtype="float32", split_k=3),
              _wg(dtype="float16", tile=(64, 192, 64), warp_tile=(64, 192), stages=6, layout_a="col"),
-             _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=6, layout_b="col", raster="col")]
+             _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=6, layout_b="col", raster="col"),
+             _wg(dtype="float32", tf32=True, tile=(128, 256, 32)),
+             _wg(dtype="float32", tf32=True, tile=(64, 128, 32), warp_tile=(64, 128), stages=6, layout_a="col",
+                 layout_b="col", split_k=2)]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -240,6 +310,7 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
         assert not (r["spill_stores"] or r["spill_loads"]), f"{spec.to_json()} spills: {r}"
         assert r["dynamic_shared_bytes"] == spec.shared_bytes
         assert ("kgen_tc_splitk_reduce" in res.resources) == (spec.split_k > 1)
+        assert ("kgen_tc_transpose" in res.resources) == (spec.transposes("A") or spec.transposes("B"))
         # ptxas must not serialize the wgmmas (warning C7515: accumulators written in between).
         assert "C7515" not in res.log
 
@@ -254,15 +325,19 @@ def test_dispatch_runs_the_wgmma_default_on_sm90_only():
     assert on_h100 == TensorMatmul.default_spec(p, "bfloat16") and on_h100.wgmma
     assert on_a100 == TensorMatmul.mma_default_spec(p, "bfloat16") and not on_a100.wgmma
     assert "sm_90" in on_h100.prune_reason(p, arch_limits("sm_89"))
-    # TF32 and float64 keep the mma.sync kernel everywhere; float64 takes sm_90's m16n8k16
-    # shape there and m8n8k4 elsewhere.
+    # TF32 runs the wgmma kernel on sm_90 too, mma.sync elsewhere.
+    tf32_h100 = _default(TensorMatmul, p, "float32", arch_limits("sm_90"))
+    tf32_a100 = _default(TensorMatmul, p, "float32", arch_limits("sm_80"))
+    assert tf32_h100.wgmma and tf32_h100.tile[2] == 32 and tf32_h100.tf32
+    assert tf32_a100 == TensorMatmul.mma_default_spec(p, "float32") and not tf32_a100.wgmma
+    # float64 keeps the mma.sync kernel everywhere: sm_90's m16n8k16 shape there, m8n8k4 elsewhere.
     f64_h100 = _default(TensorMatmul, p, "float64", arch_limits("sm_90"))
     f64_a100 = _default(TensorMatmul, p, "float64", arch_limits("sm_80"))
     assert not f64_h100.wgmma and f64_h100.mma_shape == "m16n8k16"
     assert f64_a100 == TensorMatmul.mma_default_spec(p, "float64") and f64_a100.mma_shape == ""
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
     from kgen.ops.tensorcore import _SMS, _WGMMA_TILES
 
@@ -271,7 +346,7 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
         M, N, K = (int(2 ** rng.uniform(0, 14)) for _ in range(3))
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
         BM, BN, BK = s.tile
-        assert s.wgmma and BK == 64 and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
+        assert s.wgmma and BK * ITEMSIZE[dtype] == 128 and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
 
         def cost(t, M=M, N=N):
             return -(-(-(-M // t[0]) * -(-N // t[1])) // _SMS) * (t[0] + t[1])
@@ -279,9 +354,10 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
         tiles = -(-M // BM) * -(-N // BN)
         assert (s.split_k > 1) == (tiles < 32 and K >= 2048)
     # Large products keep the 128x256 block; few-row ones get narrow blocks and no split.
-    assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).tile == (128, 256, 64)
+    BK = 128 // ITEMSIZE[dtype]
+    assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).tile == (128, 256, BK)
     few = TensorMatmul.default_spec({"M": 17, "N": 4096, "K": 4096}, dtype)
-    assert few.tile == (64, 64, 64) and few.split_k == 1
+    assert few.tile == (64, 64, BK) and few.split_k == 1
 
 
 # ---- sm_90's float64 m16n8k16 shape ----

@@ -57,6 +57,10 @@ def spec_pool() -> list[TensorMatmul]:
             T(dtype="bfloat16", tile=(64, 64, 64), warp_tile=(64, 64), stages=2, instruction="wgmma", split_k=3),
             T(dtype="float16", tile=(64, 192, 64), warp_tile=(64, 192), stages=3, instruction="wgmma", split_k=2,
               raster_group=1),
+            # TF32 on wgmma: the default, and a split one (both transpose an M-major A or N-major B).
+            T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float32"),
+            T(dtype="float32", tf32=True, tile=(64, 128, 32), warp_tile=(64, 128), stages=5, instruction="wgmma",
+              split_k=3, raster="col"),
             # sm_90's float64 m16n8k16 shape, padded and swizzled, split-K.
             T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
               mma_shape="m16n8k16"),
@@ -182,6 +186,28 @@ def test_repeat_calls_reuse_the_plan_and_follow_the_stream():
     side.synchronize()
     assert len(k._torch_calls) == 1
     _check(spec, A, B, C, None, 1.0, 0.0, "side stream")
+
+
+def test_tf32_calls_run_the_kernel_the_storage_suits():
+    """kgen.matmul(allow_tf32=True): on sm_90, wgmma where the operands are K-major or the
+    product is tall enough to pay for a transposing copy, mma.sync for few rows against a
+    row-major B; every result within the TF32 tolerance of the kernel that ran."""
+    torch = _torch()
+    from kgen.ops.tensorcore import TF32_TRANSPOSE_MIN
+    from kgen.tune import dispatch
+
+    for M, N, K, b_col in ((100, 700, 1500, False), (100, 700, 1500, True), (TF32_TRANSPOSE_MIN + 3, 333, 1031, False),
+                           (2000, 1000, 700, False)):
+        A = torch.randn(M, K, device="cuda")
+        B = torch.randn(N, K, device="cuda").t() if b_col else torch.randn(K, N, device="cuda")
+        C = kgen.matmul(A, B, allow_tf32=True)
+        torch.cuda.synchronize()
+        k = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, True)]
+        spec = k.spec
+        assert spec.kernel == "tensor_matmul" and spec.tf32
+        if _hopper():
+            assert spec.wgmma == (b_col or M >= TF32_TRANSPOSE_MIN), spec.to_json()
+        _check(spec, A, B, C, None, 1.0, 0.0, f"allow_tf32 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
 
 
 def test_host_arrays_and_empty_k():

@@ -11,6 +11,7 @@ at an empty file to measure the shipped defaults alone). Two figures per call:
              the events bracket the Python call, so a slow call path shows here);
   pipelined  many calls back to back between two events, divided by their number.
 The peer is the same call through torch (torch.matmul with TF32 off: cuBLAS SGEMM/DGEMM;
+with --tf32 both sides compute float32 as TF32 (kgen.matmul(allow_tf32=True), cuBLAS's flag);
 torch.dot, torch.sum, torch.max), measured in the same process and the same way, and for
 float32 matmul a Triton kernel too where Triton is importable (kgen.bench.triton_peer).
 The first call (compile or cache load, and the choice) is reported on its own, with the
@@ -70,7 +71,7 @@ def random_matmul_shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> dict[str, Any]:
+def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf32: bool = False) -> dict[str, Any]:
     import torch
 
     import kgen
@@ -79,31 +80,32 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> 
 
     from .triton_peer import make_matmul
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    # TF32 on both sides or on neither: kgen.matmul(allow_tf32=) and cuBLAS's flag.
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     # 16-bit inputs: cuBLAS accumulates in float32 throughout, as kgen does.
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     tdt = getattr(torch, dtype)
-    triton_mm = make_matmul() if dtype == "float32" else None
+    triton_mm = make_matmul() if dtype == "float32" and not tf32 else None
     rows = []
     for M, N, K in shapes:
         A = torch.randn(M, K, device="cuda", dtype=tdt)
         B = torch.randn(K, N, device="cuda", dtype=tdt)
         t0 = time.perf_counter()
-        C = kgen.matmul(A, B)
+        C = kgen.matmul(A, B, allow_tf32=tf32)
         torch.cuda.synchronize()
         first_s = time.perf_counter() - t0
         ref = A.double() @ B.double()
         err = float((C.double() - ref).norm() / max(float(ref.norm()), 1e-30))
         def kg(A: Any = A, B: Any = B) -> Any:
-            return kgen.matmul(A, B)
+            return kgen.matmul(A, B, allow_tf32=tf32)
 
         def peer(A: Any = A, B: Any = B) -> Any:
             return torch.matmul(A, B)
 
         t = _time_pair(kg, peer)
         flops = 2.0 * M * N * K
-        family = matmul_family(M, N, K, dtype)
+        family = matmul_family(M, N, K, dtype, tf32)
         choice = select(family, {"M": M, "N": N, "K": K}, dtype)
         row = {"shape": [M, N, K], "flops": flops, "first_call_s": round(first_s, 3), "rel_error": err,
                "family": family.kernel, "origin": choice.origin,
@@ -125,7 +127,7 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32") -> 
               f"first {first_s:.2f}s", flush=True)
         del A, B, C, ref
         torch.cuda.empty_cache()
-    return {"device": runtime.device().name(), "dtype": dtype, "rows": rows, "summary": summarize(rows)}
+    return {"device": runtime.device().name(), "dtype": dtype, "tf32": tf32, "rows": rows, "summary": summarize(rows)}
 
 
 def _geo(xs: list[float]) -> float:
@@ -205,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
     ap.add_argument("--lengths", help="reduce: comma-separated lengths")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64", "float16", "bfloat16"))
+    ap.add_argument("--tf32", action="store_true",
+                    help="matmul, float32: allow TF32 on the tensor cores, for kgen (allow_tf32=True) and cuBLAS alike")
     ap.add_argument("--without-shipped", action="store_true",
                     help="ignore the shipped defaults (dispatch falls back to each family's rule)")
     ap.add_argument("--json", help="write the results here")
@@ -221,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
             shapes += random_matmul_shapes(args.random, seed)
         if not shapes:
             raise SystemExit("give --shapes or --random N")
-        result = bench_matmul(shapes, args.dtype)
+        if args.tf32 and args.dtype != "float32":
+            raise SystemExit("--tf32 applies to --dtype float32")
+        result = bench_matmul(shapes, args.dtype, args.tf32)
     else:
         if not args.lengths:
             raise SystemExit("give --lengths")

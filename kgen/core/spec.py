@@ -195,6 +195,12 @@ class Spec:
         """A sound spec for the problem when nothing was tuned (a bad dtype raises SpecError)."""
         raise cls._missing("default_spec")
 
+    def for_layouts(self, problem: dict[str, Any], **layouts: Any) -> "Spec":
+        """The spec to run on operands stored as `layouts` says (fields such as
+        layout_a="col" that describe a call's arrays, not the tuned choice): this spec with
+        those fields replaced, unless a family knows a better spec for that storage."""
+        return self.replace(**layouts)
+
     def prune_reason(self, problem: dict[str, Any], limits: dict[str, int]) -> str | None:
         """Why this spec should not be compiled for the problem on a device with `limits`
         (keys as in kgen.tune.device.DeviceInfo.limits), or None if it should."""

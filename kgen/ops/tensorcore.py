@@ -5,8 +5,8 @@ The kernels use the warp-level `mma.sync` instruction: m16n8k16 for float16 and 
 (float32 accumulation), m16n8k8 TF32 for float32 inputs (only when the spec says tf32=True),
 m8n8k4 for float64; operand tiles come through a cp.async pipeline into padded or
 XOR-swizzled shared memory, 16-bit fragments through ldmatrix. On sm_90, instruction="wgmma"
-selects the Hopper kernel for float16/bfloat16: TMA copies into 128-byte swizzled tiles, a
-producer warpgroup and one or two consumer warpgroups issuing wgmma.mma_async (the 16-bit
+selects the Hopper kernel for float16, bfloat16 and TF32: TMA copies into 128-byte swizzled
+tiles, a producer warpgroup and one or two consumer warpgroups issuing wgmma.mma_async (the
 default there). docs/tensorcore.md explains every field.
 """
 from __future__ import annotations
@@ -53,6 +53,11 @@ INSTRUCTIONS = ("mma_sync", "wgmma")
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 _SMS = 132
+# The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
+# an H100 that copy of a 4096x4096 B took as long as the 127-row product itself (0.42x cuBLAS
+# against 0.65x for mma.sync, which reads either order in place); at 1000 rows and more the
+# wgmma kernel won with the copy included. Below this many rows (columns) mma.sync runs.
+TF32_TRANSPOSE_MIN = 512
 
 # Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
 # types, four stages, swizzled; TF32 and float64 read fragments element by element, for which
@@ -98,7 +103,8 @@ class TensorMatmul(Spec):
                  "wgmma": Hopper's warpgroup wgmma.mma_async reading 128-byte-swizzled
                  shared tiles that the tensor memory accelerator (TMA) fills, one producer
                  warpgroup and BM/64 consumer warpgroups of 64 x BN each (sm_90a;
-                 float16/bfloat16; BK = 64; warp_tile = (64, BN); repack on).
+                 float16/bfloat16 with BK = 64, TF32 with BK = 32; warp_tile = (64, BN);
+                 repack on; TF32 operands that are not K-major are copied transposed).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -194,16 +200,18 @@ class TensorMatmul(Spec):
 
     def _validate_wgmma(self) -> None:
         """The wgmma kernel's own rules (the shared ones are checked after)."""
-        if self.dtype not in ("float16", "bfloat16"):
-            fail("instruction", "wgmma", f"'mma_sync' for dtype={self.dtype!r} (the wgmma kernel takes float16 "
-                 "and bfloat16)")
+        if self.dtype not in ("float16", "bfloat16", "float32"):
+            fail("instruction", "wgmma", f"'mma_sync' for dtype={self.dtype!r} (the wgmma kernel takes float16, "
+                 "bfloat16 and float32 as TF32)")
         BM, BN, BK = self.tile
         if BM not in (64, 128):
             fail("tile[0] (BM)", BM, "64 or 128 with instruction='wgmma' (one or two consumer warpgroups of 64 rows)")
         if BN not in (64, 128, 192, 256):
             fail("tile[1] (BN)", BN, "64, 128, 192 or 256 with instruction='wgmma' (the wgmma N, in 64-wide TMA boxes)")
-        if BK != 64:
-            fail("tile[2] (BK)", BK, "64 with instruction='wgmma' (one 128-byte swizzled row of 16-bit values)")
+        row = 128 // ITEMSIZE[self.dtype]
+        if BK != row:
+            fail("tile[2] (BK)", BK, f"{row} with instruction='wgmma' and dtype={self.dtype!r} (one 128-byte "
+                 "swizzled row of k values)")
         if self.warp_tile != (64, BN):
             fail("warp_tile", self.warp_tile, f"(64, {BN}) with instruction='wgmma': each consumer warpgroup "
                  "computes 64 rows of the block's BN columns")
@@ -272,11 +280,20 @@ class TensorMatmul(Spec):
         """Whether the operand's rows in memory run along K (row-major A, column-major B)."""
         return (self.layout_a == "row") if operand == "A" else (self.layout_b == "col")
 
+    def transposes(self, operand: str) -> bool:
+        """Whether every call copies the operand, transposed, to a K-major buffer first: wgmma
+        reads TF32 tiles K-major only (the transpose bits are for 16-bit types)."""
+        return self.wgmma and self.kind == "tf32" and not self.k_major(operand)
+
+    def kernel_k_major(self, operand: str) -> bool:
+        """Whether the main kernel reads the operand K-major (after any transposing copy)."""
+        return self.k_major(operand) or self.transposes(operand)
+
     def _tile_dims(self, operand: str) -> tuple[int, int]:
         """(rows, contiguous length) of the operand's shared tile, in its storage order."""
         BM, BN, BK = self.tile
         other = BM if operand == "A" else BN
-        return (other, BK) if self.k_major(operand) else (BK, other)
+        return (other, BK) if self.kernel_k_major(operand) else (BK, other)
 
     def _pad(self, operand: str) -> int:
         """Spare elements after each shared row in the "pad" layout, chosen so that the rows
@@ -345,12 +362,13 @@ class TensorMatmul(Spec):
             out_name=self.output_dtype,
             BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WARPS_M=BM // WM, WARPS_N=BN // WN, THREADS=self.threads,
             STAGES=self.stages, VEC=self.vec, MI=WM // mm, NI=WN // mn, ACC=mm * mn // 32,
-            a_kmajor=self.k_major("A"), b_kmajor=self.k_major("B"), swizzle=self.smem_layout == "swizzle",
+            a_kmajor=self.kernel_k_major("A"), b_kmajor=self.kernel_k_major("B"), swizzle=self.smem_layout == "swizzle",
             A_ROWS=a_rows, A_CH=a_len // self.vec, A_STRIDE=self._stride("A"), A_PAD=self._pad("A"),
             B_ROWS=b_rows, B_CH=b_len // self.vec, B_STRIDE=self._stride("B"), B_PAD=self._pad("B"),
             A_TILE=self._tile_elems("A"), B_TILE=self._tile_elems("B"),
             A_SW_DIV=a_div, A_SW_MASK=a_mask, B_SW_DIV=b_div, B_SW_MASK=b_mask,
-            shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0)
+            shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0,
+            WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"))
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -382,13 +400,13 @@ class TensorMatmul(Spec):
 
     @classmethod
     def default_spec(cls, problem, dtype):
-        """float16/bfloat16: the wgmma kernel (wgmma_default_spec), which dispatch replaces by
-        mma_default_spec on a GPU other than sm_90 (prune_reason rules it out there). TF32
-        and float64: mma_default_spec, float64 with sm_90's m16n8k16 shape and 3 blocks an SM
+        """float16/bfloat16 and TF32: the wgmma kernel (wgmma_default_spec), which dispatch
+        replaces by mma_default_spec on a GPU other than sm_90 (prune_reason rules it out
+        there). float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
         (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against
         0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch replaces by m8n8k4 below
         sm_90."""
-        if dtype in ("float16", "bfloat16"):
+        if dtype in ("float16", "bfloat16", "float32"):
             return cls.wgmma_default_spec(problem, dtype)
         spec = cls.mma_default_spec(problem, dtype)
         if dtype == "float64":
@@ -419,8 +437,8 @@ class TensorMatmul(Spec):
         split = 1
         if tiles < 32 and K >= 2048:
             split = max(1, min(8, -(-64 // tiles), K // 1024))
-        return cls(dtype=dtype, tile=(BM, BN, 64), warp_tile=(64, BN), stages=stages, split_k=split,
-                   instruction="wgmma")
+        return cls(dtype=dtype, tf32=dtype == "float32", tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
+                   stages=stages, split_k=split, instruction="wgmma")
 
     @classmethod
     def mma_default_spec(cls, problem, dtype):
@@ -502,16 +520,29 @@ class TensorMatmul(Spec):
                     for stages in (3, 4):
                         add(tile=(BM, BN, BK), warp_tile=(32, 32), stages=stages, smem_layout="pad",
                             mma_shape="m16n8k16")
-        if dtype in ("float16", "bfloat16"):
+        if dtype in ("float16", "bfloat16", "float32"):
             # The Hopper kernel: one or two consumer warpgroups, wgmma N from 64 to 256, as many
             # stages as fit, split K where the tiles are few.
             for BM in (64, 128):
                 for BN in (64, 128, 192, 256):
                     for stages in (2, 3, 4, 5, 6):
                         for split in ((1, 2, 4, 8) if tiles < 264 and p["K"] >= 512 else (1,)):
-                            add(tile=(BM, BN, 64), warp_tile=(64, BN), stages=stages, split_k=split,
+                            add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
                                 instruction="wgmma")
         return specs
+
+    def for_layouts(self, problem, **layouts):
+        """This spec on operands stored as `layouts`; where that makes the TF32 wgmma kernel
+        copy an operand transposed while the product's other side is short (fewer than
+        TF32_TRANSPOSE_MIN rows of A against a row-major B, or columns of B against a
+        column-major A), the mma.sync default instead: the copy, as long as the product
+        itself there, costs more than wgmma saves."""
+        spec = self.replace(**layouts)
+        p = self.normalize_problem(problem)
+        other = {"A": p["N"], "B": p["M"]}
+        if any(spec.transposes(op) and other[op] < TF32_TRANSPOSE_MIN for op in "AB"):
+            return self.mma_default_spec(p, self.dtype).replace(**layouts)
+        return spec
 
     def prune_reason(self, problem, limits):
         cc = limits.get("compute_capability", 90)
@@ -549,13 +580,22 @@ class TensorMatmul(Spec):
     def output_shape(cls, problem):
         return (problem["M"], problem["N"])
 
+    @property
+    def input_roundoff(self) -> float:
+        """The relative error of reading a float32 input as TF32: mma.sync's fragments are
+        rounded to nearest (cvt.rna), wgmma reads the top 19 bits of shared memory as they
+        are (truncation, twice the error). 0 for the other types (read exactly)."""
+        if not self.tf32:
+            return 0.0
+        return 2 * UNIT_ROUNDOFF["tf32"] if self.wgmma else UNIT_ROUNDOFF["tf32"]
+
     def tolerance_for(self, problem, inputs=None):
         """Relative (Frobenius) error bound: the rounding of the inputs to the type the MMA
         reads (TF32 only; 16-bit products are exact in float32), the accumulation (the tensor
         cores truncate partial sums, so the bound grows faster than sqrt(K)), and the
         rounding of the output."""
         K = max(int(problem["K"]), 1)
-        u_in = UNIT_ROUNDOFF["tf32"] if self.tf32 else (UNIT_ROUNDOFF["float64"] if self.dtype == "float64" else 0.0)
+        u_in = self.input_roundoff or (UNIT_ROUNDOFF["float64"] if self.dtype == "float64" else 0.0)
         u_acc = 2 * UNIT_ROUNDOFF[self.accumulator]  # round toward zero: twice round-to-nearest's
         u_out = UNIT_ROUNDOFF[self.output_dtype]
         return 4 * u_in + u_acc * (K / 4 + 16 * math.sqrt(K) + 64) + 2 * u_out
@@ -566,7 +606,7 @@ class TensorMatmul(Spec):
         its slices in the accumulator type, one more rounding per slice), the output's
         rounding, and for results in the output type's subnormal range (a float16 product of
         small numbers, say) its absolute rounding error, half the smallest subnormal."""
-        u_in = UNIT_ROUNDOFF["tf32"] if self.tf32 else 0.0
+        u_in = self.input_roundoff
         u_acc = 2 * UNIT_ROUNDOFF[self.accumulator]
         out = self.output_dtype
         return (2 * (2 * u_in + (max(K, 1) + 64) * u_acc), 2 * UNIT_ROUNDOFF[out], SMALLEST_SUBNORMAL[out])
@@ -633,8 +673,8 @@ class _TensorMaps:
     def __init__(self, spec: "TensorMatmul", M: int, N: int, K: int, lda: int, ldb: int):
         BM, BN, BK = spec.tile
         self.dtype = spec.dtype
-        self.a = (K, M, lda, (BK, BM)) if spec.k_major("A") else (M, K, lda, (64, BK))
-        self.b = (K, N, ldb, (BK, BN)) if spec.k_major("B") else (N, K, ldb, (64, BK))
+        self.a = (K, M, lda, (BK, BM)) if spec.kernel_k_major("A") else (M, K, lda, (64, BK))
+        self.b = (K, N, ldb, (BK, BN)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK))
         self.zero = K == 0   # nothing is read: the maps are never used
         self._memo: dict[tuple[int, int], tuple[bytes, bytes]] = {}
 
@@ -733,12 +773,21 @@ class TensorMatmulKernel(Kernel):
             dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),
                     ((K, N) if spec.layout_b == "row" else (N, K), ldb, b_ok))
             for i, ((rows, cols), ld, ok) in enumerate(dims):
-                if ok:
+                if K and spec.transposes("AB"[i]):
+                    # Stored rows x cols, copied as cols rows of rows elements (K-major).
+                    ldd = -(-rows // vec) * vec
+                    dst = self._buffer("AB"[i], cols * ldd * self._item)
+                    grid = (max(1, min(-(-cols // 32), 4096)), max(1, min(-(-rows // 32), 65535)), 1)
+                    go = Launch(self.handle("kgen_tc_transpose"), "kgen_tc_transpose", grid, (256, 1, 1), 0,
+                                "PP" + "q" * 4)
+                elif ok:
                     continue
-                ldd = -(-cols // vec) * vec
-                dst = self._buffer("AB"[i], rows * ldd * self._item)
-                grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
-                go = Launch(self.handle("kgen_tc_repack"), "kgen_tc_repack", grid, (256, 1, 1), 0, "PP" + "q" * 4)
+                else:
+                    ldd = -(-cols // vec) * vec
+                    dst = self._buffer("AB"[i], rows * ldd * self._item)
+                    grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
+                    go = Launch(self.handle("kgen_tc_repack"), "kgen_tc_repack", grid, (256, 1, 1), 0,
+                                "PP" + "q" * 4)
                 repacks[i] = (go, dst, (rows, cols, ld, ldd))
                 if i == 0:
                     lda = ldd

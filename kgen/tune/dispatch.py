@@ -223,7 +223,7 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
     fields = {f.name for f in dataclasses.fields(spec)}
     changes = {k: v for k, v in (overrides or {}).items() if k in fields}
     if changes:
-        spec = spec.replace(**changes)
+        spec = spec.for_layouts(problem, **changes)
     k = build(spec)
     with _lock:
         _kernels[memo] = k
