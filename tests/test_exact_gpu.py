@@ -712,15 +712,17 @@ def tensor_case(spec: TensorMatmul, choose: Chooser) -> dict:
 def tensor_plan(spec: TensorMatmul, case: dict) -> dict:
     """What TensorMatmulKernel._plan decides for the case (pointers on 256 bytes plus the
     case's offsets): per operand (storage rows, columns, leading dimension, 16-byte copies
-    allowed, repacked, packed leading dimension), whether the 16-byte entry points run,
-    which entry point, and the K slices."""
+    allowed, copied first, copied transposed (TF32 wgmma: K-major), packed leading dimension
+    of the copy), whether the 16-byte entry points run, which entry point, and the K slices."""
     operands = {}
     for which in "AB":
         col = (spec.layout_a if which == "A" else spec.layout_b) == "col"
         rows, cols, ld = stored_shape(which, case, col)
         ok = case["off_" + which.lower()] % spec.vec == 0 and ld % spec.vec == 0
-        operands[which] = dict(rows=rows, cols=cols, ld=ld, ok=ok, repacked=spec.repack and not ok,
-                               ldd=-(-cols // spec.vec) * spec.vec)
+        transposed = spec.transposes(which) and case["K"] > 0
+        operands[which] = dict(rows=rows, cols=cols, ld=ld, ok=ok, transposed=transposed,
+                               repacked=transposed or (spec.repack and not ok),
+                               ldd=-(-(rows if transposed else cols) // spec.vec) * spec.vec)
     splits, chunk = spec.split_plan(case["K"])
     aligned = all(o["ok"] or o["repacked"] for o in operands.values())
     entry = "kgen_tc_wgmma" if spec.wgmma else ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem")
@@ -746,7 +748,8 @@ def tensor_triggers(fault: str, spec: TensorMatmul, case: dict, sms: int = 132) 
         wrong_from = max(-(-last // spec.vec) * spec.vec if spec.k_major(w) else last for w in "AB")
         return wrong_from < BK
     if fault == "read_past_row_end":
-        return any(o["repacked"] and o["rows"] > 1 and o["ld"] != o["ldd"] for o in plan["operands"].values())
+        return any(o["repacked"] and not o["transposed"] and o["rows"] > 1 and o["ld"] != o["ldd"]
+                   for o in plan["operands"].values())
     return True
 
 

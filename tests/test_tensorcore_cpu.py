@@ -368,7 +368,7 @@ def test_float64_m16n8k16_fields_geometry_and_arch():
     with pytest.raises(SpecError, match="mma_shape"):
         TensorMatmul(dtype="float16", mma_shape="m16n8k16")
     with pytest.raises(SpecError, match="mma_shape"):
-        s.replace(mma_shape="m16n8k8")
+        s.replace(mma_shape="m16n8k4")
     with pytest.raises(SpecError, match="BK"):
         s.replace(tile=(64, 64, 8))                       # BK below the instruction's 16
     assert s.target_arch("sm_90") == "sm_90" and s.target_arch("sm_100") == "sm_100"
@@ -391,4 +391,42 @@ def test_float64_m16n8k16_compiles_for_sm90_without_spills():
     assert "spills" in big.prune_reason({"M": 512, "N": 512, "K": 512}, LIMITS)
     for spec in specs:
         r = kgen.compile(spec, "sm_90").resources["kgen_tc_matmul"]
+        assert not (r["spill_stores"] or r["spill_loads"]), (spec.to_json(), r)
+
+
+def test_float64_m16n8k8_fields_and_source():
+    s = TensorMatmul(dtype="float64", tile=(128, 64, 16), warp_tile=(64, 32), stages=3, smem_layout="pad",
+                     mma_shape="m16n8k8")
+    # 4 x 4 tiles of 16 x 8 doubles: 128 accumulator registers, the most validate allows.
+    assert s.mma_mnk == (16, 8, 8) and s.accumulator_registers == 128
+    with pytest.raises(SpecError, match="BK"):
+        s.replace(tile=(128, 64, 4))
+    with pytest.raises(SpecError, match="mma_shape"):
+        TensorMatmul(dtype="float32", tf32=True, mma_shape="m16n8k8")
+    assert "sm_90" in s.prune_reason({"M": 512, "N": 512, "K": 512}, __import__("kgen.tune.device").tune.device
+                                     .arch_limits("sm_80"))
+    src = kgen.render(s)
+    # 4 doubles of A, 2 of B a thread; the operand list follows the fragment sizes.
+    assert "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64" in src and "{ %4, %5, %6, %7}, " in src
+    assert "{ %8, %9}, { %0, %1, %2, %3}" in src and "typedef double frag_a_t[4];" in src
+    k16 = kgen.render(s.replace(mma_shape="m16n8k16", warp_tile=(32, 32)))
+    assert "{ %12, %13, %14, %15}, { %0, %1, %2, %3}" in k16 and "typedef double frag_b_t[4];" in k16
+    # Its smaller fragments leave room for 64x32 warp tiles at one or two 128-thread blocks an SM,
+    # not at three.
+    assert s.prune_reason({"M": 4096, "N": 4096, "K": 4096}, LIMITS) is None
+    assert "spills" in s.replace(min_blocks=3).prune_reason({"M": 4096, "N": 4096, "K": 4096}, LIMITS)
+
+
+@pytest.mark.nvcc
+def test_float64_m16n8k8_large_warp_tiles_compile_for_sm90_without_spills():
+    specs = [TensorMatmul(dtype="float64", tile=(128, 64, 16), warp_tile=(64, 32), stages=3, smem_layout="pad",
+                          mma_shape="m16n8k8"),
+             TensorMatmul(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=4, mma_shape="m16n8k8",
+                          layout_b="col", split_k=2, min_blocks=2)]
+    # BK = 32 or an M-major A spill next to 128 accumulator registers: refused before nvcc sees them.
+    for big in (specs[0].replace(tile=(128, 64, 32)), specs[0].replace(layout_a="col")):
+        assert "spills" in big.prune_reason({"M": 512, "N": 512, "K": 512}, LIMITS)
+    with cf.ThreadPoolExecutor(max_workers=2) as ex:
+        results = list(ex.map(lambda s: kgen.compile(s, "sm_90").resources["kgen_tc_matmul"], specs))
+    for spec, r in zip(specs, results):
         assert not (r["spill_stores"] or r["spill_loads"]), (spec.to_json(), r)

@@ -65,6 +65,12 @@ def spec_pool() -> list[TensorMatmul]:
             T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
               mma_shape="m16n8k16"),
             T(dtype="float64", tile=(64, 128, 32), warp_tile=(32, 32), stages=3, mma_shape="m16n8k16", split_k=3),
+            # m16n8k8 in 64x32 and 32x64 warp tiles, padded and swizzled, split-K.
+            T(dtype="float64", tile=(128, 64, 16), warp_tile=(64, 32), stages=3, smem_layout="pad",
+              mma_shape="m16n8k8"),
+            T(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=4, mma_shape="m16n8k8", split_k=2,
+              raster="col"),
+            T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=3, mma_shape="m16n8k8"),
         ]
     return pool
 

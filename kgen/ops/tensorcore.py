@@ -49,6 +49,8 @@ def _mma_kind(dtype: str) -> str:
 
 # (M, N, K) of one MMA instruction per input type.
 MMA_SHAPE = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "f64": (8, 8, 4)}
+# mma_shape values: the dtype's shape (""), and sm_90's 16-row float64 shapes.
+F64_SHAPES = {"": MMA_SHAPE["f64"], "m16n8k16": (16, 8, 16), "m16n8k8": (16, 8, 8)}
 INSTRUCTIONS = ("mma_sync", "wgmma")
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
@@ -97,8 +99,9 @@ class TensorMatmul(Spec):
     repack       when an operand's pointer or leading dimension rules out 16-byte copies,
                  copy it to an aligned buffer and run the cp.async kernel (else the
                  element-load entry point runs on it as it is).
-    mma_shape    "" (the dtype's shape) or, for float64, "m16n8k16": sm_90's float64 mma.sync,
-                 16 k a instruction instead of m8n8k4's 4 (needs sm_90; BK a multiple of 16).
+    mma_shape    "" (the dtype's shape) or, for float64, "m16n8k16" / "m16n8k8": sm_90's 16-row
+                 float64 mma.sync, 16 or 8 k an instruction instead of m8n8k4's 4 (needs
+                 sm_90; BK a multiple of the k).
     instruction  "mma_sync": warp-level mma.sync fed by cp.async (sm_80 and newer).
                  "wgmma": Hopper's warpgroup wgmma.mma_async reading 128-byte-swizzled
                  shared tiles that the tensor memory accelerator (TMA) fills, one producer
@@ -149,10 +152,11 @@ class TensorMatmul(Spec):
             fail("instruction", self.instruction, f"one of {INSTRUCTIONS}")
         if self.instruction == "wgmma":
             self._validate_wgmma()
-        if self.mma_shape not in ("", "m16n8k16"):
-            fail("mma_shape", self.mma_shape, "'' (the dtype's shape) or 'm16n8k16' (float64 on sm_90)")
+        if self.mma_shape not in F64_SHAPES:
+            fail("mma_shape", self.mma_shape, "'' (the dtype's shape), 'm16n8k16' or 'm16n8k8' (float64 on sm_90)")
         if self.mma_shape and self.dtype != "float64":
-            fail("mma_shape", self.mma_shape, f"'' for dtype={self.dtype!r} (m16n8k16 is an option for float64)")
+            fail("mma_shape", self.mma_shape, f"'' for dtype={self.dtype!r} (m16n8k16 and m16n8k8 are options "
+                 "for float64)")
         mm, mn, mk = self.mma_mnk
         BM, BN, BK = self.tile
         WM, WN = self.warp_tile
@@ -265,7 +269,7 @@ class TensorMatmul(Spec):
     @property
     def mma_mnk(self) -> tuple[int, int, int]:
         """(M, N, K) of one MMA instruction."""
-        return (16, 8, 16) if self.mma_shape == "m16n8k16" else MMA_SHAPE[self.kind]
+        return F64_SHAPES[self.mma_shape] if self.mma_shape else MMA_SHAPE[self.kind]
 
     @property
     def accumulator_registers(self) -> int:
@@ -514,12 +518,17 @@ class TensorMatmul(Spec):
                         add(tile=(BM, BN, bks[0]), warp_tile=(WM, WN), stages=4, split_k=split,
                             smem_layout=_DEFAULTS[dtype]["smem_layout"])
         if dtype == "float64":
-            # sm_90's m16n8k16 shape (pruned on older GPUs).
+            # sm_90's 16-row shapes (pruned on older GPUs): m16n8k16 in 32x32 warp tiles, and
+            # m16n8k8, whose smaller fragments leave room for 64x32 and 32x64 ones.
             for BM, BN in ((64, 64), (64, 128), (128, 64), (128, 128)):
                 for BK in (16, 32):
                     for stages in (3, 4):
                         add(tile=(BM, BN, BK), warp_tile=(32, 32), stages=stages, smem_layout="pad",
                             mma_shape="m16n8k16")
+                        for warp in ((64, 32), (32, 64)):
+                            if BK == 16:
+                                add(tile=(BM, BN, BK), warp_tile=warp, stages=stages, smem_layout="pad",
+                                    mma_shape="m16n8k8")
         if dtype in ("float16", "bfloat16", "float32"):
             # The Hopper kernel: one or two consumer warpgroups, wgmma N from 64 to 256, as many
             # stages as fit, split K where the tiles are few.
@@ -556,11 +565,16 @@ class TensorMatmul(Spec):
         # that (block size x min_blocks) spills.
         cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
         if self.mma_shape:
-            # float64 m16n8k16 fragments are large: 8 doubles of A a row tile, 4 of B a column tile.
-            mi, ni = self.warp_tile[0] // 16, self.warp_tile[1] // 8
-            need = self.accumulator_registers + 16 * mi + 8 * ni + 32
+            # float64 16-row fragments are large: k/2 doubles of A a row tile, k/4 of B a column tile.
+            mi, ni, k = self.warp_tile[0] // 16, self.warp_tile[1] // 8, self.mma_mnk[2]
+            need = self.accumulator_registers + k * mi + k // 2 * ni + 32
+            if self.accumulator_registers >= 128 and (self.tile[2] > 16 or self.layout_a == "col"):
+                # ptxas hoists the fragment loads of later k-steps (BK > 16), or keeps more
+                # addresses live (an M-major A), and spills next to 128 accumulator registers.
+                return (f"float64 {self.mma_shape} with 128 accumulator registers spills unless BK = 16 and A is "
+                        "row-major")
             if need > cap:
-                return (f"float64 m16n8k16 accumulators and fragments take ~{need} registers a thread, "
+                return (f"float64 {self.mma_shape} accumulators and fragments take ~{need} registers a thread, "
                         f"above {cap} (spills)")
         if not self.wgmma and cap < self.accumulator_registers + 64:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
