@@ -1,8 +1,9 @@
-"""`python -m kgen.bench.tensorcore OUT.json`: kgen's tensor-core matmul (TensorMatmul,
-mma.sync) against cuBLAS through torch.matmul, in one run, on one device.
+"""`python -m kgen.bench.tensorcore OUT.json`: kgen's tensor-core matmul (TensorMatmul)
+against cuBLAS through torch.matmul, in one run, on one device.
 
-For each dtype (bfloat16, float16, float32 as TF32, float64) and shape it times
-TensorMatmul.default_spec and torch.matmul on the same inputs: CUDA events on torch's
+For each dtype (bfloat16, float16, float32 as TF32, float64) and shape it times the spec
+dispatch runs on row-major operands (TensorMatmul.default_spec, then for_layouts: the wgmma
+kernel on sm_90 for 16-bit types and TF32) and torch.matmul on the same inputs: CUDA events on torch's
 stream, warm-up, each sample long enough to hide launch gaps, median of the samples.
 cuBLAS runs with the precision kgen computes in: TF32 allowed only for the float32 rows,
 reduced-precision (16-bit) split-K reductions off. Each kgen result is checked against a
@@ -58,14 +59,21 @@ def variants(dtype: str) -> list:
     return [T(dtype=dtype, tf32=dtype == "float32", **r) for r in rows]  # type: ignore[arg-type]
 
 
+def default_for(shape: tuple[int, int, int], dtype: str):
+    """The spec dispatch runs for a product of row-major A and B with no tuning data."""
+    from ..ops.tensorcore import TensorMatmul as T
+
+    problem = dict(zip("MNK", shape))
+    return T.default_spec(problem, dtype).for_layouts(problem, layout_a="row", layout_b="row")
+
+
 def bench_specs() -> list:
     """Every spec this benchmark builds (for precompiling, and for the no-spill test)."""
-    from ..ops.tensorcore import TensorMatmul as T
 
     out = {}
     for dtype in DTYPES:
         for shape in SHAPES:
-            s = T.default_spec(dict(zip("MNK", shape)), dtype)
+            s = default_for(shape, dtype)
             out[s.key] = s
         for s in variants(dtype):
             out[s.key] = s
@@ -244,7 +252,6 @@ def run(out_path: str, dtypes=DTYPES, shapes=SHAPES, *, with_variants: bool = Tr
     import torch
 
     from ..core import runtime
-    from ..ops.tensorcore import TensorMatmul
 
     if not torch.cuda.is_available():
         raise runtime.NoGPUError("torch sees no CUDA device")
@@ -259,7 +266,7 @@ def run(out_path: str, dtypes=DTYPES, shapes=SHAPES, *, with_variants: bool = Tr
 
     import kgen
 
-    wanted = [TensorMatmul.default_spec(dict(zip("MNK", s)), d) for d in dtypes for s in shapes]
+    wanted = [default_for(s, d) for d in dtypes for s in shapes]
     if with_variants:
         wanted += [s for d in dtypes for s in variants(d)]
     with cf.ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 2)) as ex:
@@ -275,7 +282,7 @@ def run(out_path: str, dtypes=DTYPES, shapes=SHAPES, *, with_variants: bool = Tr
         for shape in shapes:
             row: dict[str, Any] = {"dtype": dtype, "shape": list(shape)}
             try:
-                spec = TensorMatmul.default_spec(dict(zip("MNK", shape)), dtype)
+                spec = default_for(shape, dtype)
                 A, B = _inputs(torch, shape, dtype, seed=hash(shape) & 0xFFFF)
                 C = torch.empty(shape[0], shape[1], device="cuda", dtype=getattr(torch, spec.output_dtype))
                 row["rel_error"] = _rel_error(torch, spec, A, B)
