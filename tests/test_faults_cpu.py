@@ -210,6 +210,7 @@ def test_tensor_plan_is_the_kernels(monkeypatch):
         item = np.dtype(spec.dtype).itemsize
         kernel = object.__new__(TensorMatmulKernel)
         kernel.spec, kernel._plans, kernel._item, kernel._acc_item = spec, {}, item, 8 if item == 8 else 4
+        kernel._sms = 132
         kernel._fmt = kernel._fmt_reduce = "P"
         kernel.handle = lambda name, shared=0: 0
         kernel._buffer = lambda name, nbytes: 1 << 30

@@ -199,6 +199,7 @@ def _wg(**kw) -> TensorMatmul:
     (dict(smem_layout="pad"), "smem_layout"),
     (dict(repack=False), "repack"),
     (dict(stages=5), "tile"),                                            # 5 x 48 KiB of stages
+    (dict(instruction="mma_sync", tile=(128, 256, 32), warp_tile=(64, 64), persistent=True), "persistent"),
 ])
 def test_wgmma_fields_are_checked(fields, field):
     with pytest.raises(SpecError, match=field):
@@ -217,6 +218,14 @@ def test_wgmma_geometry_and_arch():
         s.target_arch("sm_100")
     assert kgen.spec_from_json(s.to_json()) == s and s.key != s.replace(instruction="mma_sync", tile=(128, 256, 64),
                                                                           warp_tile=(64, 64)).key
+    # Persistent: one block an SM (of the GPU's count) walks tiles x K slices.
+    p = s.replace(persistent=True)
+    assert p.launch_geometry(1000, 3000, 4096) == ((96, 1, 1), (384, 1, 1), s.shared_bytes)
+    assert p.launch_geometry(4096, 4096, 4096, sms=132)[0] == (132, 1, 1)
+    assert p.launch_geometry(4096, 4096, 4096, sms=114)[0] == (114, 1, 1)
+    split = p.replace(tile=(64, 64, 64), warp_tile=(64, 64), split_k=3)
+    assert split.launch_geometry(100, 100, 4096)[0] == (2 * 2 * 3, 1, 1)
+    assert p.key != s.key and kgen.spec_from_json(p.to_json()) == p
 
 
 def test_wgmma_source_follows_the_layouts():
@@ -224,6 +233,8 @@ def test_wgmma_source_follows_the_layouts():
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in rr and "kgen_tc_wgmma(" in rr
     assert "cp.async.bulk.tensor.2d" in rr and "kgen_tc_matmul(" not in rr and "ldmatrix.sync" not in rr
     assert "p, 1, 1, 0, 1;" in rr                                  # A K-major, B N-major (row-major B)
+    assert "u0 = blockIdx.x, du = gridDim.x" not in rr
+    assert "u0 = blockIdx.x, du = gridDim.x" in kgen.render(_wg(persistent=True))
     cc = kgen.render(_wg(dtype="float16", layout_a="col", layout_b="col", tile=(64, 128, 64), warp_tile=(64, 128)))
     assert "m64n128k16.f32.f16.f16" in cc and "p, 1, 1, 1, 0;" in cc
 
@@ -301,7 +312,9 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=6, layout_b="col", raster="col"),
              _wg(dtype="float32", tf32=True, tile=(128, 256, 32)),
              _wg(dtype="float32", tf32=True, tile=(64, 128, 32), warp_tile=(64, 128), stages=6, layout_a="col",
-                 layout_b="col", split_k=2)]
+                 layout_b="col", split_k=2),
+             _wg(persistent=True), _wg(dtype="float16", tile=(64, 128, 64), warp_tile=(64, 128), stages=5,
+                                       persistent=True, split_k=3, layout_a="col")]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):

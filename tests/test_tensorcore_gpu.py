@@ -57,6 +57,13 @@ def spec_pool() -> list[TensorMatmul]:
             T(dtype="bfloat16", tile=(64, 64, 64), warp_tile=(64, 64), stages=2, instruction="wgmma", split_k=3),
             T(dtype="float16", tile=(64, 192, 64), warp_tile=(64, 192), stages=3, instruction="wgmma", split_k=2,
               raster_group=1),
+            # The persistent schedule: whole tiles, split-K, and TF32 (with its transposing copies).
+            T(dtype="bfloat16", tile=(128, 128, 64), warp_tile=(64, 128), stages=5, instruction="wgmma",
+              persistent=True),
+            T(dtype="float16", tile=(64, 64, 64), warp_tile=(64, 64), stages=3, instruction="wgmma", split_k=3,
+              persistent=True, raster="col", out_dtype="float32"),
+            T(dtype="float32", tf32=True, tile=(128, 64, 32), warp_tile=(64, 64), stages=4, instruction="wgmma",
+              persistent=True),
             # TF32 on wgmma: the default, and a split one (both transpose an M-major A or N-major B).
             T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float32"),
             T(dtype="float32", tf32=True, tile=(64, 128, 32), warp_tile=(64, 128), stages=5, instruction="wgmma",
@@ -182,6 +189,7 @@ def test_repeat_calls_reuse_the_plan_and_follow_the_stream():
     torch = _torch()
     spec = TensorMatmul.default_spec({"M": 512, "N": 512, "K": 512}, "bfloat16")
     k = kgen.build(spec)
+    k.release()   # the built kernel is shared: other tests may have called it on other shapes
     A = torch.randn(300, 200, device="cuda", dtype=torch.bfloat16)
     B = torch.randn(200, 100, device="cuda", dtype=torch.bfloat16)
     side = torch.cuda.Stream()

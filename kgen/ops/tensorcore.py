@@ -108,6 +108,8 @@ class TensorMatmul(Spec):
                  warpgroup and BM/64 consumer warpgroups of 64 x BN each (sm_90a;
                  float16/bfloat16 with BK = 64, TF32 with BK = 32; warp_tile = (64, BN);
                  repack on; TF32 operands that are not K-major are copied transposed).
+    persistent   wgmma only: one block an SM walks the work units (C tiles x K slices) in
+                 turn, its stage ring running on across them, instead of one block a unit.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -129,6 +131,7 @@ class TensorMatmul(Spec):
     repack: bool = True
     instruction: str = "mma_sync"
     mma_shape: str = ""
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -152,6 +155,9 @@ class TensorMatmul(Spec):
             fail("instruction", self.instruction, f"one of {INSTRUCTIONS}")
         if self.instruction == "wgmma":
             self._validate_wgmma()
+        elif self.persistent:
+            fail("persistent", self.persistent, "False with instruction='mma_sync' (the persistent schedule is the "
+                 "wgmma kernel's)")
         if self.mma_shape not in F64_SHAPES:
             fail("mma_shape", self.mma_shape, "'' (the dtype's shape), 'm16n8k16' or 'm16n8k8' (float64 on sm_90)")
         if self.mma_shape and self.dtype != "float64":
@@ -372,7 +378,8 @@ class TensorMatmul(Spec):
             A_TILE=self._tile_elems("A"), B_TILE=self._tile_elems("B"),
             A_SW_DIV=a_div, A_SW_MASK=a_mask, B_SW_DIV=b_div, B_SW_MASK=b_mask,
             shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0,
-            WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"))
+            WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
+            persistent=self.persistent)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -385,11 +392,15 @@ class TensorMatmul(Spec):
         per = -(-steps // ways)
         return -(-steps // per), per * BK
 
-    def launch_geometry(self, M: int, N: int, K: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-        """(grid, block, dynamic shared bytes) for an M x N x K product. Pure."""
+    def launch_geometry(self, M: int, N: int, K: int, sms: int = _SMS
+                        ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        """(grid, block, dynamic shared bytes) for an M x N x K product on a GPU of `sms`
+        multiprocessors (which only the persistent schedule reads: one block each). Pure."""
         BM, BN, _ = self.tile
         splits, _ = self.split_plan(K)
         tiles = -(-M // BM) * -(-N // BN)
+        if self.persistent:
+            return (max(1, min(tiles * splits, sms)), 1, 1), (self.threads, 1, 1), self.shared_bytes
         return (tiles, 1, splits), (self.threads, 1, 1), self.shared_bytes
 
     # -- the family interface (see Spec) ----------------------------------------------
@@ -536,8 +547,9 @@ class TensorMatmul(Spec):
                 for BN in (64, 128, 192, 256):
                     for stages in (2, 3, 4, 5, 6):
                         for split in ((1, 2, 4, 8) if tiles < 264 and p["K"] >= 512 else (1,)):
-                            add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
-                                instruction="wgmma")
+                            for persistent in (False, True):
+                                add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
+                                    instruction="wgmma", persistent=persistent)
         return specs
 
     def for_layouts(self, problem, **layouts):
@@ -737,6 +749,7 @@ class TensorMatmulKernel(Kernel):
         self._fmt = "PPP" + "q" * 8 + "i" + scalar * 2
         self._fmt_reduce = "PP" + "q" * 5 + "i" + scalar * 2
         self._item = ITEMSIZE[spec.dtype]
+        self._sms = runtime.device_limits()["multiprocessors"] if spec.persistent else _SMS
         self._out_item = ITEMSIZE[spec.output_dtype]
         self._acc_item = 8 if spec.dtype == "float64" else 4
         self._buffers: dict[str, Any] = {}
@@ -810,7 +823,7 @@ class TensorMatmulKernel(Kernel):
             a_ok = a_ok or repacks[0] is not None
             b_ok = b_ok or repacks[1] is not None
         aligned = a_ok and b_ok
-        grid, block, shared = spec.launch_geometry(M, N, K)
+        grid, block, shared = spec.launch_geometry(M, N, K, self._sms)
         if grid[0] >= 2 ** 31:
             raise ArrayError(f"a {M}x{N} product needs {grid[0]} blocks; at most 2^31-1 fit in the grid")
         splits, chunk = spec.split_plan(K)
