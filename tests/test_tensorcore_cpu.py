@@ -262,7 +262,7 @@ def test_tf32_storage_that_needs_a_transposing_copy_of_a_large_operand_keeps_mma
     from kgen.ops.tensorcore import TF32_TRANSPOSE_MIN
 
     for M, N in ((1, 4096), (127, 4096), (TF32_TRANSPOSE_MIN - 1, 9000), (TF32_TRANSPOSE_MIN, 4096), (4096, 64)):
-        p = {"M": M, "N": N, "K": 4096}
+        p = {"M": M, "N": N, "K": 8192}   # past SMALL_PRODUCT_MACS: the wgmma default
         spec = TensorMatmul.default_spec(p, "float32")
         # Row-major B (N-major): wgmma only where the product has the rows to pay for the copy.
         rr = spec.for_layouts(p, layout_a="row", layout_b="row")
@@ -354,10 +354,16 @@ def test_dispatch_runs_the_wgmma_default_on_sm90_only():
 def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
     from kgen.ops.tensorcore import _SMS, _WGMMA_TILES
 
+    from kgen.ops.tensorcore import SMALL_PRODUCT_MACS
+
     rng = __import__("random").Random(5)
     for _ in range(300):
         M, N, K = (int(2 ** rng.uniform(0, 14)) for _ in range(3))
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
+        if M * N * K <= SMALL_PRODUCT_MACS:
+            # Small products: one launch of the mma.sync kernel with element loads.
+            assert s == TensorMatmul.mma_default_spec({"M": M, "N": N, "K": K}, dtype).replace(repack=False)
+            continue
         BM, BN, BK = s.tile
         assert s.wgmma and BK * ITEMSIZE[dtype] == 128 and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
 

@@ -60,6 +60,13 @@ _SMS = 132
 # against 0.65x for mma.sync, which reads either order in place); at 1000 rows and more the
 # wgmma kernel won with the copy included. Below this many rows (columns) mma.sync runs.
 TF32_TRANSPOSE_MIN = 512
+# Products of at most this many multiply-adds run mma.sync with element loads (repack off):
+# one launch, where the wgmma kernel adds a copy for each operand it cannot read in place
+# (TMA needs 16-byte rows) or must transpose. Measured on an H100 as users call it (host
+# time included, row-major operands): 33x43x21, 100^3 and 255x257x129 took 22-33 µs
+# against 33-51 µs; from 1923x51x438 (43M multiply-adds) up the wgmma kernel was as fast
+# or faster.
+SMALL_PRODUCT_MACS = 1 << 24
 
 # Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
 # types, four stages, swizzled; TF32 and float64 read fragments element by element, for which
@@ -417,11 +424,15 @@ class TensorMatmul(Spec):
     def default_spec(cls, problem, dtype):
         """float16/bfloat16 and TF32: the wgmma kernel (wgmma_default_spec), which dispatch
         replaces by mma_default_spec on a GPU other than sm_90 (prune_reason rules it out
-        there). float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
+        there); products of at most SMALL_PRODUCT_MACS multiply-adds mma_default_spec with
+        element loads (one launch, no copies). float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
         (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against
         0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch replaces by m8n8k4 below
         sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
+            p = cls.normalize_problem(problem)
+            if p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS:
+                return cls.mma_default_spec(p, dtype).replace(repack=False)
             return cls.wgmma_default_spec(problem, dtype)
         spec = cls.mma_default_spec(problem, dtype)
         if dtype == "float64":
