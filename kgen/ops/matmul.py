@@ -54,6 +54,28 @@ def product_bucket(problem: dict[str, int]) -> tuple[float, ...]:
     return tuple(math.log2(problem[k]) for k in ("M", "N", "K"))
 
 
+def stored_operand(shape, strides, name: str, layout: str) -> tuple[int, int, int]:
+    """(rows, cols, leading dimension) of a 2-D operand of element `strides` stored as
+    `layout` ("row": unit stride along columns, "col": along rows), or an ArrayError naming
+    the layout that would read it."""
+    rows, cols = int(shape[0]), int(shape[1])
+    rs, cs = int(strides[0]), int(strides[1])
+    if layout == "row":
+        ok = (cs == 1 or cols <= 1) and (rs >= max(cols, 1) or rows <= 1)
+        ld = rs if rows > 1 else max(cols, 1)
+    else:
+        ok = (rs == 1 or rows <= 1) and (cs >= max(rows, 1) or cols <= 1)
+        ld = cs if cols > 1 else max(rows, 1)
+    if not ok:
+        other = "col" if layout == "row" else "row"
+        raise ArrayError(
+            f"{name} has shape {tuple(shape)} and element strides {tuple(strides)}, which layout_{name.lower()}="
+            f"{layout!r} cannot express (it needs unit stride along {'columns' if layout == 'row' else 'rows'}); "
+            f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, "
+            "or make it contiguous")
+    return rows, cols, ld
+
+
 def product_inputs(problem: dict[str, int], np_dtype: Any, rng: Any) -> tuple[np.ndarray, np.ndarray]:
     """Standard normal A (M x K) and B (K x N) rounded to `np_dtype`."""
     M, N, K = problem["M"], problem["N"], problem["K"]
@@ -872,22 +894,7 @@ class MatmulKernel(Kernel):
         if len(v.shape) != 2:
             raise ArrayError(f"{name} must be 2-D, got shape {v.shape}")
         self._check_dtype(v.dtype, name)
-        rows, cols = v.shape
-        rs, cs = v.strides
-        if layout == "row":
-            ok = (cs == 1 or cols <= 1) and (rs >= max(cols, 1) or rows <= 1)
-            ld = rs if rows > 1 else max(cols, 1)
-        else:
-            ok = (rs == 1 or rows <= 1) and (cs >= max(rows, 1) or cols <= 1)
-            ld = cs if cols > 1 else max(rows, 1)
-        if not ok:
-            other = "col" if layout == "row" else "row"
-            raise ArrayError(
-                f"{name} has shape {v.shape} and element strides {v.strides}, which layout_{name.lower()}="
-                f"{layout!r} cannot express (it needs unit stride along {'columns' if layout == 'row' else 'rows'}); "
-                f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, "
-                "or make it contiguous")
-        return rows, cols, ld
+        return stored_operand(v.shape, v.strides, name, layout)
 
     def _output(self, c: runtime.DeviceView, M: int, N: int) -> int:
         if c.shape != (M, N):

@@ -23,7 +23,7 @@ from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference,
-                     product_work, tile_fit_reason)
+                     product_work, stored_operand, tile_fit_reason)
 
 # Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
 MAX_SHARED_BYTES = 227 * 1024
@@ -1010,22 +1010,7 @@ class TensorMatmulKernel(Kernel):
         if len(shape) != 2:
             raise ArrayError(f"{name} must be 2-D, got shape {tuple(shape)}")
         self._check_dtype(dtype, name)
-        rows, cols = int(shape[0]), int(shape[1])
-        rs, cs = int(strides[0]), int(strides[1])
-        if layout == "row":
-            ok = (cs == 1 or cols <= 1) and (rs >= max(cols, 1) or rows <= 1)
-            ld = rs if rows > 1 else max(cols, 1)
-        else:
-            ok = (rs == 1 or rows <= 1) and (cs >= max(rows, 1) or cols <= 1)
-            ld = cs if cols > 1 else max(rows, 1)
-        if not ok:
-            other = "col" if layout == "row" else "row"
-            raise ArrayError(
-                f"{name} has shape {tuple(shape)} and element strides {tuple(strides)}, which layout_{name.lower()}="
-                f"{layout!r} cannot express (it needs unit stride along {'columns' if layout == 'row' else 'rows'}); "
-                f"use a spec with layout_{name.lower()}={other!r} if {name} is a transposed view, "
-                "or make it contiguous")
-        return rows, cols, ld
+        return stored_operand(shape, strides, name, layout)
 
     def _output(self, shape, strides, dtype, M: int, N: int) -> int:
         if tuple(shape) != (M, N):
