@@ -813,19 +813,15 @@ class TensorMatmulKernel(Kernel):
             for i, ((rows, cols), ld, ok) in enumerate(dims):
                 if K and spec.transposes("AB"[i]):
                     # Stored rows x cols, copied as cols rows of rows elements (K-major).
-                    ldd = -(-rows // vec) * vec
-                    dst = self._buffer("AB"[i], cols * ldd * self._item)
+                    entry, copy_rows, ldd = "kgen_tc_transpose", cols, -(-rows // vec) * vec
                     grid = (max(1, min(-(-cols // 32), 4096)), max(1, min(-(-rows // 32), 65535)), 1)
-                    go = Launch(self.handle("kgen_tc_transpose"), "kgen_tc_transpose", grid, (256, 1, 1), 0,
-                                "PP" + "q" * 4)
                 elif ok:
                     continue
                 else:
-                    ldd = -(-cols // vec) * vec
-                    dst = self._buffer("AB"[i], rows * ldd * self._item)
+                    entry, copy_rows, ldd = "kgen_tc_repack", rows, -(-cols // vec) * vec
                     grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
-                    go = Launch(self.handle("kgen_tc_repack"), "kgen_tc_repack", grid, (256, 1, 1), 0,
-                                "PP" + "q" * 4)
+                dst = self._buffer("AB"[i], copy_rows * ldd * self._item)
+                go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, "PP" + "q" * 4)
                 repacks[i] = (go, dst, (rows, cols, ld, ldd))
                 if i == 0:
                     lda = ldd
