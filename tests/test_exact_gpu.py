@@ -536,9 +536,11 @@ def skinny_pool() -> list[Skinny]:
         for small in (1, 3, 16, 64):
             s = Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype)
             pool[s.key] = s
-        if dtype in ("float16", "bfloat16"):   # the 16-bit tensor-core dot form
-            for rows, tiles in ((8, 2), (24, 1)):
-                s = Skinny(dtype=dtype, rows=rows, warp_cols=1, tensor_cores=True, tc_tiles=tiles, merge="two_pass")
+        if dtype in ("float16", "bfloat16"):   # the 16-bit tensor-core forms
+            for rows, tiles, lv, akw, merge in ((8, 2, 2, 8, "two_pass"), (24, 1, 1, 1, "two_pass"),
+                                                (5, 1, 1, 2, "single_pass")):
+                s = Skinny(dtype=dtype, rows=rows, warp_cols=1, tensor_cores=True, tc_tiles=tiles, lane_vectors=lv,
+                           axpy_k_warps=akw, merge=merge)
                 pool[s.key] = s
         base = Skinny.default_spec({"M": 8, "N": 4096, "K": 4096}, dtype)
         variants = [dict(merge="two_pass", k_split=3), dict(merge="two_pass", waves=4),
@@ -596,7 +598,7 @@ def skinny_plan(spec: Skinny, case: dict) -> dict:
     else:
         R, NC, (l_n, l_k), off = N, M, strides["A"], case["off_a"]
     form, ldl = skinny_form(NC, K, l_k, l_n)
-    tc = spec.tensor_cores and (form == "dot" or spec.dtype == "float32")
+    tc = spec.tensor_cores
     widths = spec.widths() if form == "dot" or tc else spec.axpy_widths()
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
     if tc:
@@ -612,11 +614,11 @@ def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> boo
         return case["K"] % plan["ks"] != 0
     if fault == "skip_vector_tail":
         # Tensor-core forms: the dot form's last partial window reads k in groups of 4
-        # whatever the load width; the axpy form's lanes read 2 * tc_tiles columns.
+        # whatever the load width; the axpy form's lanes read tc_axpy_tiles columns.
         if plan["form"] == "tc_dot":
             return case["K"] % (4 if spec.dtype == "float32" else 8) != 0
         if plan["form"] == "tc_axpy":
-            return plan["NC"] % (2 * spec.tc_tiles) != 0
+            return plan["NC"] % spec.tc_axpy_tiles != 0
         width = plan["width"]
         return width > 1 and (case["K"] if plan["form"] == "dot" else plan["NC"]) % width != 0
     if fault == "drop_block_partial":

@@ -14,7 +14,8 @@ import pytest
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SUITS_ROWS, TC_MIN_DIM,
-                              TC16_SUITS_ROWS, TC_SUITS_ROWS, Skinny, _form, tolerance)
+                              TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_SUITS_ROWS, Skinny, _form,
+                              tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -117,7 +118,7 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel;
         # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 3 rows.
         half = dtype in ("float16", "bfloat16")
-        tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 1)
+        tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 2)
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
         assert s.merge == ("two_pass" if tc and (r > 2 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
@@ -133,16 +134,28 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         assert s.warp_cols == want
         if half and tc:   # 16-bit dot form: warps share K slabs up to 8 rows; 1 tile a warp past 32
             assert s.k_warps == (4 if r <= 8 else 1) and s.tc_tiles == (2 if s.rows <= 32 else 1)
+            assert s.axpy_k_warps == (4 if r <= 16 else 1) and s.lane_vectors == 1   # axpy form: up to 16 rows
         else:
-            assert s.k_warps == 1
+            assert s.k_warps == 1 and s.axpy_k_warps == 1
         for kc in (False, True):
-            big = max(M, N) >= TC_MIN_DIM and K >= TC_MIN_DIM
-            want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
-                          or (half and big and kc and r <= TC16_SUITS_ROWS))
-            assert Skinny.suits(M, N, K, dtype, kc) == want_suits
+            for in_place in (False, True):
+                big = max(M, N) >= TC_MIN_DIM and K >= TC_MIN_DIM
+                if kc:
+                    rows16 = TC16_ALIGNED_ROWS if in_place else TC16_SUITS_ROWS
+                else:
+                    rows16 = 0 if in_place else TC16_AXPY_ROWS
+                want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
+                              or (half and big and r <= rows16))
+                assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
-    assert Skinny.suits(1, 4096, 4096, "bfloat16") and not Skinny.suits(4, 4096, 4096, "bfloat16")
-    # 16-bit: 3-64 rows against a k-contiguous weight (W.T) only, on the mma.m16n8k16 dot form.
+    assert Skinny.suits(1, 4096, 4096, "bfloat16") and Skinny.suits(4, 4096, 4096, "bfloat16")
+    # 16-bit against a row-major weight: the mma.m16n8k16 axpy form up to 16 rows where wgmma would
+    # copy it first; where wgmma reads it in place, only the SIMT range.
+    assert not Skinny.suits(3, 4096, 4096, "bfloat16", False, True)
+    assert Skinny.suits(2, 4096, 4096, "bfloat16", False, True)
+    assert Skinny.suits(16, 4098, 4096, "float16", False) and not Skinny.suits(17, 4098, 4096, "float16", False)
+    assert not Skinny.suits(8, 4096, 512, "bfloat16", False, True)
+    # 16-bit: 3-64 rows against a k-contiguous weight (W.T), on the mma.m16n8k16 dot form.
     assert Skinny.suits(4, 4096, 4096, "float16", True) and Skinny.suits(64, 4096, 4096, "bfloat16", True)
     assert not Skinny.suits(65, 4096, 4096, "bfloat16", True) and not Skinny.suits(17, 4096, 512, "float16", True)
     # ... up to 16 rows where the wgmma kernel reads the weight in place (aligned rows, sm_90).
@@ -247,10 +260,9 @@ def test_representative_specs_compile_for_sm90_without_spills():
         if s.tensor_cores and s.dtype == "float32":   # only the tensor-core entry points are built
             want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
-        elif s.tensor_cores:   # 16-bit: the tensor-core dot form and the SIMT axpy form
-            want = ({f"kgen_skinny_tc_dot_v{w}" for w in s.widths()}
-                    | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()})
-            assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_tc_axpy")) for n in names)
+        elif s.tensor_cores:   # 16-bit: both mma.m16n8k16 forms
+            want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+            assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
         else:
             want = {f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
         assert want | {"kgen_skinny_merge", "kgen_skinny_prescale"} <= names, (s.to_json(), sorted(names))
@@ -313,6 +325,90 @@ def test_16bit_dot_form_geometry_with_k_warps_and_lean_splits():
         # Partial sums stay within an eighth of the large operand unless one wave needs more slabs.
         lean = max(1, K * 2 // (64 * R))
         assert splits <= max(lean, -(-slots // tiles), 1)
+
+
+def test_16bit_axpy_form_geometry_and_fields():
+    rng = random.Random(13)
+    for _ in range(400):
+        kw, lv = rng.choice([1, 2, 4, 8]), rng.choice([1, 2])
+        s = Skinny(dtype=rng.choice(["bfloat16", "float16"]), rows=rng.choice([3, 8, 16, 24]), warp_cols=1,
+                   tensor_cores=True, lane_vectors=lv, axpy_k_warps=kw, k_split=rng.choice([0, 0, 5]))
+        R, NC, K, slots = rng.randint(2, 64), rng.randint(1, 20000), rng.randint(1, 30000), rng.choice([132, 264])
+        g = s.geometry("tc_axpy", 8, R, NC, K, slots)
+        splits, ks = g["splits"], g["ks"]
+        assert (splits - 1) * ks < K <= splits * ks
+        assert ks % (16 * kw) == 0          # every warp of a column group gets whole 16-k steps
+        assert s.tc_axpy_tiles == 4 * lv
+        assert g["grid"] == (-(-NC // (s.warps // kw * 16 * 4 * lv)), splits, -(-R // s.rows))
+        tiles = g["grid"][0] * g["grid"][2]
+        assert splits <= max(max(1, K * 2 // (64 * R)), -(-slots // tiles), 1)
+        # The reduction of the warps' sums fits the shared memory the form asks for.
+        assert s.shared_for("tc_axpy") >= (s.warps - s.warps // kw) * 32 * 4 * s.tc_ntiles * 4 * lv * 4
+    with pytest.raises(SpecError, match="lane_vectors"):
+        Skinny(dtype="bfloat16", tensor_cores=True, lane_vectors=4)
+    with pytest.raises(SpecError, match="axpy_k_warps"):
+        Skinny(dtype="bfloat16", axpy_k_warps=2)          # the SIMT forms keep K to each warp
+    with pytest.raises(SpecError, match="axpy_k_warps"):
+        Skinny(dtype="bfloat16", tensor_cores=True, axpy_k_warps=16)
+
+
+@pytest.mark.parametrize("kw, depth", [(1, 2), (2, 2), (4, 3), (8, 2)])
+def test_16bit_axpy_step_schedule_covers_each_step_once(kw, depth):
+    """The template's loop over 16-k steps (tc16_axpy_chunk): warp kg's slot d holds steps
+    kg + d*AKW, then + DEPTH*AKW each round; the warps of a column group together must take
+    every step of the chunk exactly once."""
+    for steps in range(0, 40):
+        taken = []
+        for kg in range(kw):
+            slots = {d: kg + d * kw for d in range(depth) if kg + d * kw < steps}   # the prologue's loads
+            for s0 in range(kg, steps, depth * kw):
+                for d in range(depth):
+                    st = s0 + d * kw
+                    if st < steps:
+                        assert slots.get(d) == st      # the slot holds the step about to be used
+                        taken.append(st)
+                        if st + depth * kw < steps:
+                            slots[d] = st + depth * kw
+        assert sorted(taken) == list(range(steps))
+
+
+def test_16bit_axpy_fragments_multiply_to_the_product():
+    """One 16-k step of the 16-bit axpy form on a model of mma.m16n8k16 (row.col): lane
+    (g, t) holds AX16 consecutive columns of L rows 4t..4t+3 at columns AX16*g and
+    8*AX16 + AX16*g, packs element i of rows (4t, 4t+1) and (4t+2, 4t+3) as its A pairs of
+    tile i, and the staged S entry holds S[g, 4t..4t+3]. Every tile's D must be L^T S^T for
+    the columns its rows stand for."""
+    rng = np.random.default_rng(5)
+    for ax in (4, 8):
+        L = rng.standard_normal((16, 16 * ax))   # k x columns of one warp
+        St = rng.standard_normal((16, 8))        # k x 8 rows of S
+        want = L.T @ St                          # columns x rows of S
+        got = np.full_like(want, np.nan)
+        for i in range(ax):
+            A = np.zeros((16, 16))
+            B = np.zeros((16, 8))
+            rows_of_tile = {}
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                ca, cb = ax * g + i, 8 * ax + ax * g + i
+                rows_of_tile[g], rows_of_tile[g + 8] = ca, cb
+                # a0a1: (row g, k positions 2t, 2t+1); a2a3: row g+8; a4a5, a6a7: positions 2t+8, 2t+9
+                A[g, 2 * t], A[g, 2 * t + 1] = L[4 * t, ca], L[4 * t + 1, ca]
+                A[g + 8, 2 * t], A[g + 8, 2 * t + 1] = L[4 * t, cb], L[4 * t + 1, cb]
+                A[g, 2 * t + 8], A[g, 2 * t + 9] = L[4 * t + 2, ca], L[4 * t + 3, ca]
+                A[g + 8, 2 * t + 8], A[g + 8, 2 * t + 9] = L[4 * t + 2, cb], L[4 * t + 3, cb]
+                # b0b1: (k positions 2t, 2t+1; column g); b2b3: positions 2t+8, 2t+9 = S[g, 4t..4t+3]
+                B[2 * t, g], B[2 * t + 1, g], B[2 * t + 8, g], B[2 * t + 9, g] = St[4 * t: 4 * t + 4, g]
+            D = A @ B
+            for r, col in rows_of_tile.items():
+                got[col] = D[r]
+        assert np.allclose(got, want)
+    # ... and the template does what the model does.
+    src = kgen.render(Skinny(dtype="bfloat16", rows=8, warp_cols=1, tensor_cores=True))
+    assert "const unsigned a0 = pick2(v[0][0], v[1][0], i), a1 = pick2(v[0][1], v[1][1], i);" in src
+    assert "const unsigned a2 = pick2(v[2][0], v[3][0], i), a3 = pick2(v[2][1], v[3][1], i);" in src
+    assert "const int k = k0 + 4 * t + q;" in src and "k = 16 * st + 4 * (lane & 3);" in src
+    assert "cb = n0 + 8 * AX16 + AX16 * g" in src
 
 
 @pytest.mark.parametrize("kw, depth", [(1, 2), (1, 4), (2, 2), (4, 3), (8, 8)])
@@ -416,16 +512,19 @@ def test_tensor_core_forms_compile_for_sm90_without_spills():
              for r, t, th in ((8, 1, 128), (16, 2, 256), (40, 1, 256), (64, 2, 256))]
     with cf.ThreadPoolExecutor(2) as ex:
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
-    specs16 = [Skinny(dtype=d, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, k_warps=kw, loads=ld)
-               for d, r, t, kw, ld in (("bfloat16", 16, 2, 1, 8), ("float16", 64, 1, 1, 4), ("bfloat16", 8, 2, 4, 8),
-                                       ("float16", 3, 1, 8, 16))]
+    specs16 = [Skinny(dtype=d, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, k_warps=kw, loads=ld,
+                      lane_vectors=lv, axpy_k_warps=akw)
+               for d, r, t, kw, ld, lv, akw in (("bfloat16", 16, 2, 1, 8, 2, 1), ("float16", 64, 1, 1, 4, 1, 2),
+                                                ("bfloat16", 8, 2, 4, 8, 2, 8), ("float16", 3, 1, 8, 16, 1, 4))]
     with cf.ThreadPoolExecutor(2) as ex:
         built16 = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs16))
     assert "#define KW 4" in kgen.render(specs16[2]) and "#define DEPTH 8" in kgen.render(specs16[3])
+    assert "#define AKW 8" in kgen.render(specs16[2]) and "#define AX16 8" in kgen.render(specs16[2])
     for s, c in zip(specs16, built16):
-        # 16-bit: the tensor-core dot form, and the SIMT axpy form for an n-contiguous operand
-        want = {f"kgen_skinny_tc_dot_v{w}" for w in (8, 4, 2, 1)} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
-        assert want <= set(c.resources) and not any("tc_axpy" in n for n in c.resources), sorted(c.resources)
+        # 16-bit: both mma.m16n8k16 forms, no SIMT entry point
+        want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in (8, 4, 2, 1)}
+        assert want <= set(c.resources), sorted(c.resources)
+        assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in c.resources)
         spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
         assert not spilled, f"{s.to_json()} spills: {spilled}"
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in kgen.render(specs16[0])

@@ -46,7 +46,8 @@ def spec_pool() -> dict[str, list[Skinny]]:
                       t.replace(rows=24, tc_tiles=1, min_blocks=2, k_split=5),
                       t.replace(rows=13)]   # rows not a multiple of 8: a tile's spare mma rows stay out
         if dtype in ("float16", "bfloat16"):
-            # The 16-bit tensor-core dot form (a row-major large operand runs the SIMT axpy form).
+            # The 16-bit tensor-core forms (dot for a k-contiguous large operand, axpy for an
+            # n-contiguous one: the test draws both storage orders).
             specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, merge=m)
                       for r, t, m in ((8, 2, "two_pass"), (16, 1, "single_pass"), (40, 2, "two_pass"),
                                       (5, 2, "two_pass"), (13, 1, "single_pass"))]
@@ -55,6 +56,11 @@ def spec_pool() -> dict[str, list[Skinny]]:
                              loads=ld, k_split=ks)
                       for r, t, m, kw, ld, ks in ((8, 2, "two_pass", 2, 16, 0), (5, 1, "single_pass", 8, 16, 0),
                                                   (24, 2, "single_pass", 4, 8, 3), (3, 1, "two_pass", 4, 16, 0))]
+            # The axpy form's vector width (lane_vectors) and warps sharing a K slab (axpy_k_warps).
+            specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, lane_vectors=lv, axpy_k_warps=akw,
+                             merge=m, threads=th, k_split=ks)
+                      for r, lv, akw, m, th, ks in ((8, 2, 8, "two_pass", 256, 0), (16, 2, 1, "single_pass", 256, 0),
+                                                    (5, 1, 2, "single_pass", 128, 3), (40, 1, 4, "two_pass", 256, 0))]
         pool[dtype] = list({s.key: s for s in specs}.values())
     return pool
 

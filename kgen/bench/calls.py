@@ -76,7 +76,7 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
 
     import kgen
     from kgen.core import runtime
-    from kgen.tune.dispatch import matmul_family, select
+    from kgen.tune.dispatch import call_family, select
 
     from .triton_peer import make_matmul
 
@@ -105,7 +105,7 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
 
         t = _time_pair(kg, peer)
         flops = 2.0 * M * N * K
-        family = matmul_family(M, N, K, dtype, tf32)
+        family = call_family(A, B, dtype, tf32)
         choice = select(family, {"M": M, "N": N, "K": K}, dtype)
         row = {"shape": [M, N, K], "flops": flops, "first_call_s": round(first_s, 3), "rel_error": err,
                "family": family.kernel, "origin": choice.origin,

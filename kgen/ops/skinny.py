@@ -53,7 +53,9 @@ class Skinny(Spec):
     warp_cols     large operand stored k-contiguous (a weight N x K, B = W.T): columns
                   each warp streams at once (its lanes stride along K).
     lane_vectors  large operand stored n-contiguous (B row-major K x N): vectors of
-                  neighbouring columns each lane holds.
+                  neighbouring columns each lane holds. In the 16-bit tensor-core axpy form,
+                  vectors of 4 columns (8 bytes) a lane loads per k row, each column feeding
+                  its own mma tile: 1 or 2 (4 or 8 tiles, 64 or 128 columns a warp).
     threads       threads per block (a multiple of 32, 64-1024).
     vector_bytes  the widest load of the large operand (16: float4 / 8 halves / double2);
                   the launch narrows it where the pointer or leading dimension is less aligned.
@@ -72,17 +74,20 @@ class Skinny(Spec):
     tensor_cores  run the product on the tensor cores: float32 as three TF32 products per
                   term (hi*hi + hi*lo + lo*hi, each operand split into a TF32 high part and a
                   TF32 remainder), near float32 accuracy at tensor-core speed; float16 and
-                  bfloat16 with mma.m16n8k16 and float32 accumulation (dot form only: an
-                  n-contiguous large operand runs the SIMT axpy form). Not for float64.
+                  bfloat16 with mma.m16n8k16 and float32 accumulation. Not for float64.
     tc_tiles      tensor-core forms: 16-column mma tiles per warp (1 or 2) in the dot form;
                   the axpy form takes twice as many (a lane's vector of 2 or 4 columns feeds
                   that many tiles), 32 or 64 columns a warp.
-    k_warps       16-bit tensor-core dot form: warps of a block that share its columns and
-                  split its K slab between them (32-k windows dealt round-robin), their sums
+    k_warps       16-bit tensor-core forms: warps of a block that share its columns and
+                  split its K slab between them (32-k windows or 16-k steps dealt
+                  round-robin), their sums
                   added in shared memory at the end in warp order (deterministic). A block
                   then covers warps / k_warps x 16 x tc_tiles columns, so a product has more
                   column tiles and needs fewer K slabs (each slab's partial sums cost R x NC
                   float32 writes and reads).
+    axpy_k_warps  the same split in the 16-bit tensor-core axpy form (16-k steps dealt
+                  round-robin); a block there covers warps / axpy_k_warps x 16 x 4 x
+                  lane_vectors columns.
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -102,6 +107,7 @@ class Skinny(Spec):
     tensor_cores: bool = False
     tc_tiles: int = 2
     k_warps: int = 1
+    axpy_k_warps: int = 1
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -138,11 +144,16 @@ class Skinny(Spec):
                  "float32, as split TF32, and float16/bfloat16)")
         if self.tc_tiles not in (1, 2):
             fail("tc_tiles", self.tc_tiles, "1 or 2")
-        if self.k_warps not in (1, 2, 4, 8, 16, 32) or self.warps % self.k_warps:
-            fail("k_warps", self.k_warps, f"a power of two dividing the block's {self.warps} warps")
-        if self.k_warps > 1 and not (self.tensor_cores and self.dtype in ("float16", "bfloat16")):
-            fail("k_warps", self.k_warps, "1 unless tensor_cores=True with float16/bfloat16 (the forms that "
-                 "split a block's K slab between its warps)")
+        if self.tensor_cores and self.dtype in ("float16", "bfloat16") and self.lane_vectors not in (1, 2):
+            fail("lane_vectors", self.lane_vectors, "1 or 2 with tensor_cores=True and a 16-bit dtype (vectors "
+                 "of 4 columns a lane loads per k row in the tensor-core axpy form)")
+        for name in ("k_warps", "axpy_k_warps"):
+            split = getattr(self, name)
+            if split not in (1, 2, 4, 8, 16, 32) or self.warps % split:
+                fail(name, split, f"a power of two dividing the block's {self.warps} warps")
+            if split > 1 and not (self.tensor_cores and self.dtype in ("float16", "bfloat16")):
+                fail(name, split, "1 unless tensor_cores=True with float16/bfloat16 (the forms that "
+                     "split a block's K slab between its warps)")
         cap = min(255, 65536 // (self.threads * self.min_blocks))
         if self.tensor_cores and self.tc_register_estimate > cap:
             fail("tc_tiles", self.tc_tiles, f"fewer tiles, rows or min_blocks: the tensor-core forms need about "
@@ -186,8 +197,11 @@ class Skinny(Spec):
         tile in the axpy form), the staged S fragments of one k8 step, and ~56 for
         addresses, indices and the split values."""
         nt, tiles = self.tc_ntiles, self.tc_tiles
-        if self.dtype != "float32":   # 16-bit: raw words, no split; the axpy form is the SIMT one
-            return 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt + 40
+        if self.dtype != "float32":   # 16-bit: raw words, no split
+            ax = self.tc_axpy_tiles
+            dot = 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt
+            axpy = 4 * nt * ax + 4 * ax * self.tc_depth + 2 * nt
+            return max(dot, axpy) + 40
         dot = 4 * nt * tiles + 32 * tiles
         axpy = 8 * nt * tiles + 16 * tiles
         return max(dot, axpy) + 4 * nt + 56
@@ -199,18 +213,25 @@ class Skinny(Spec):
         return max(32, TC_STAGE_BYTES // (self.tc_stage_bytes_per_k * self.tc_ntiles) // 32 * 32)
 
     @property
+    def tc_axpy_tiles(self) -> int:
+        """mma tiles a warp feeds in the tensor-core axpy form (one per column of a lane's
+        vector): 2 x tc_tiles in float32, 4 x lane_vectors in 16-bit types."""
+        return 4 * self.lane_vectors if self.dtype in ("float16", "bfloat16") else 2 * self.tc_tiles
+
+    @property
     def tc_depth(self) -> int:
         """16-bit tensor-core dot form: 32-k windows of the large operand a warp keeps
         loaded ahead, from `loads` (a window is 2 x tc_tiles 16-byte loads a lane)."""
         return max(2, min(8, self.loads // (2 * self.tc_tiles)))
 
-    @property
-    def tc_reduce_bytes(self) -> int:
-        """Shared bytes of the k_warps reduction: the float32 sums of every warp but the
-        first of each column group (4 a 16 x 8 tile and lane)."""
-        if self.k_warps == 1:
+    def tc_reduce_bytes(self, form: str = "tc_dot") -> int:
+        """Shared bytes of the k_warps reduction in `form`: the float32 sums of every warp
+        but the first of each column group (4 a 16 x 8 tile and lane)."""
+        split = self.axpy_k_warps if form == "tc_axpy" else self.k_warps
+        if split == 1:
             return 0
-        return (self.warps - self.warps // self.k_warps) * 32 * 4 * self.tc_ntiles * self.tc_tiles * 4
+        tiles = self.tc_axpy_tiles if form == "tc_axpy" else self.tc_tiles
+        return (self.warps - self.warps // split) * 32 * 4 * self.tc_ntiles * tiles * 4
 
     @property
     def tc_stage_bytes_per_k(self) -> int:
@@ -306,7 +327,7 @@ class Skinny(Spec):
         acc = ACC_BYTES[self.dtype]
         if form in ("tc_dot", "tc_axpy"):
             stage = self.tc_chunk * self.tc_stage_bytes_per_k * self.tc_ntiles
-            return max(stage, self.tc_reduce_bytes if form == "tc_dot" else 0)
+            return max(stage, self.tc_reduce_bytes(form))
         if form == "dot":
             return self.rows * self.dot_chunk * acc
         red = self.warps * self.red_rows * self.axpy_cols(self.axpy_vec) * acc
@@ -316,8 +337,8 @@ class Skinny(Spec):
     def shared_bytes(self) -> int:
         if not self.tensor_cores:
             forms: tuple[str, ...] = ("dot", "axpy")
-        else:   # 16-bit: no tensor-core axpy form; an n-contiguous large operand runs the SIMT one
-            forms = ("tc_dot",) if self.dtype == "float32" else ("tc_dot", "axpy")
+        else:
+            forms = ("tc_dot", "tc_axpy")
         return max(self.shared_for(f) for f in forms)
 
     def scatter_levels(self) -> tuple[list[dict[str, int]], int, int]:
@@ -347,8 +368,8 @@ class Skinny(Spec):
             dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
-            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps,
-            tc_depth=self.tc_depth,
+            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
+            tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles,
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
@@ -359,7 +380,8 @@ class Skinny(Spec):
         if form == "tc_dot":
             cols, unit, least = self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps, 128 * self.k_warps
         elif form == "tc_axpy":
-            cols, unit, least = self.warps * 32 * self.tc_tiles, 16, 128
+            kw = self.axpy_k_warps
+            cols, unit, least = self.warps // kw * 16 * self.tc_axpy_tiles, 16 * kw, 128 * kw
         elif form == "dot":
             cols, unit, least = self.dot_cols(), 32 * self.vec, 2 * self.dot_step
         else:
@@ -372,7 +394,7 @@ class Skinny(Spec):
             want = self.k_split
         else:
             want = -(-self.waves * max(slots, 1) // tiles)
-        if form == "tc_dot" and self.dtype in ("float16", "bfloat16"):
+        if form in ("tc_dot", "tc_axpy") and self.dtype in ("float16", "bfloat16"):
             # Each slab past the first writes R x NC float32 partial sums that are read again:
             # keep that within an eighth of the large operand's bytes (NC x K x 2), unless
             # fewer slabs would leave part of one wave of resident blocks empty.
@@ -401,10 +423,12 @@ class Skinny(Spec):
         measured at least as fast as cuBLAS; or, in float32 with N and K of at least
         TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
         split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
-        products"); or, in float16/bfloat16 with a k-contiguous large operand and N and K of
-        at least TC_MIN_DIM, at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form), or
+        products"); or, in float16/bfloat16 with N and K of at least TC_MIN_DIM: with a
+        k-contiguous large operand at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form), or
         TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned
-        and the GPU runs the Hopper wgmma kernel, which wins from there up).
+        and the GPU runs the Hopper wgmma kernel, which wins from there up); with an
+        n-contiguous one at most TC16_AXPY_ROWS (the mma.m16n8k16 axpy form), unless
+        `wgmma_in_place`.
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
         part off (split_tf32_enabled)."""
@@ -416,7 +440,9 @@ class Skinny(Spec):
         if large < TC_MIN_DIM or K < TC_MIN_DIM:
             return False
         if dtype in ("float16", "bfloat16"):
-            return bool(k_contiguous) and small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
+            if k_contiguous:
+                return small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
+            return not wgmma_in_place and small <= TC16_AXPY_ROWS
         return dtype == "float32" and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled()
 
     @classmethod
@@ -439,16 +465,19 @@ class Skinny(Spec):
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=2)
         if dtype in ("float16", "bfloat16"):
-            # The mma.m16n8k16 dot form for a k-contiguous large operand; the SIMT fields
-            # serve the axpy form, which a row-major one runs. 1 row: the SIMT dot form
-            # (equal speed, no tensor-core tile of 8 rows for one). Two-pass merge from 3
-            # rows: 7-35% faster than the single pass there (docs/matmul.md).
-            # Up to 8 rows, 4 warps share each column group's K slab (k_warps) and 2 tiles a
-            # warp; past 32 rows 1 tile a warp (fewer accumulators, more blocks).
+            # The mma.m16n8k16 forms (dot for a k-contiguous large operand, axpy for a
+            # row-major one) from 3 rows. 1-2 rows: the SIMT forms (the SIMT axpy form ran
+            # 0.94x cuBLAS at 2 rows on an H100, the tensor-core one 0.80x; the dot forms
+            # were within 5%). Two-pass merge from 3 rows: 7-35% faster than the single pass
+            # there (docs/matmul.md). Dot form: up to 8 rows, 4 warps share each column
+            # group's K slab (k_warps) and 2 tiles a warp; past 32 rows 1 tile a warp (fewer
+            # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
+            # (ahead of 1 and 2 by 5-15% at 3-16 rows on an H100), 8-byte vectors (4 tiles).
+            tc = small > 2
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass" if small > 2 else "single_pass",
-                       tensor_cores=small > 1, tc_tiles=2 if rows <= 32 else 1,
-                       k_warps=4 if 1 < small <= 8 else 1)
+                       tensor_cores=tc, tc_tiles=2 if rows <= 32 else 1,
+                       k_warps=4 if tc and small <= 8 else 1, axpy_k_warps=4 if tc and small <= 16 else 1)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
                    vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
 
@@ -462,6 +491,7 @@ class Skinny(Spec):
         def add(**kw):
             if not kw.get("tensor_cores", base.tensor_cores):
                 kw.setdefault("k_warps", 1)   # the SIMT forms keep each warp's K to itself
+                kw.setdefault("axpy_k_warps", 1)
             try:
                 s = base.replace(**kw)
             except ValueError:
@@ -502,6 +532,13 @@ class Skinny(Spec):
                             for loads in (8, 16):
                                 add(rows=rows, warp_cols=1, loads=loads, tensor_cores=True, tc_tiles=tiles,
                                     k_warps=k_warps, merge="two_pass")
+                # The axpy form's split and vector width, and smaller blocks.
+                for rows in tc_rows:
+                    for lane_vectors in (1, 2):
+                        for axpy_k_warps in (1, 2, 4, 8):
+                            for threads in (128, 256):
+                                add(rows=rows, warp_cols=1, tensor_cores=True, lane_vectors=lane_vectors,
+                                    axpy_k_warps=axpy_k_warps, threads=threads, merge="two_pass")
         return specs
 
     def prune_reason(self, problem, limits):
@@ -564,6 +601,13 @@ TC16_SUITS_ROWS = 64
 # at 2-16 rows, the wgmma default 0.72-0.79x; at 24 rows level (0.76x / 0.79x); from 32 rows
 # the wgmma default 0.81-0.83x, this form 0.72x falling to 0.47x at 64.
 TC16_ALIGNED_ROWS = 16
+# float16/bfloat16 beyond SUITS_ROWS with an n-contiguous large operand (B row-major K x N) whose
+# rows the wgmma kernel cannot read in place (not 16-byte aligned, or not sm_90): the mma.m16n8k16
+# axpy form up to this many rows. Measured on an H100 (bfloat16, docs/matmul.md): where wgmma must
+# first copy the operand, this form was 1.1-2.4x faster than it at 3-16 rows on 2 of 3 weights;
+# on aligned weights wgmma kept level or won from weights of ~9000 columns (wave quantisation of
+# the skinny grid), so it keeps them.
+TC16_AXPY_ROWS = 16
 
 
 def split_tf32_enabled() -> bool:
@@ -808,7 +852,7 @@ class SkinnyKernel(Kernel):
                              f"operand needs a unit stride along one axis (row-major, a transposed view, or a slice)")
         item = ITEMSIZE[spec.dtype]
         width = 1
-        tc = spec.tensor_cores and (form == "dot" or spec.dtype == "float32")
+        tc = spec.tensor_cores
         for w in (spec.widths() if form == "dot" or tc else spec.axpy_widths()):
             if pl % (w * item) == 0 and ldl % w == 0:
                 width = w

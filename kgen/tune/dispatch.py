@@ -265,8 +265,7 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
     dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
-    family = matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N),
-                           dtype in ("float16", "bfloat16") and _large_rows_aligned(A, B, M, N) and _runs_wgmma())
+    family = call_family(A, B, dtype, allow_tf32)
     overrides = {}
     if dev_a and family.kernel in ("matmul", "tensor_matmul"):
         # A transposed device view is read in place by a column-major spec of the same tiles.
@@ -284,6 +283,14 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
 # up the tensor-core kernels ran at 0.47-0.72x cuBLAS DGEMM where the SIMT tiles ran at
 # 0.35-0.61x; at 512^3 the two tied (0.89x / 0.90x) and at 200^3 the SIMT tiles won (1.03x / 0.87x).
 TENSOR_F64_MIN_MACS = 1 << 28
+
+
+def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Spec]:
+    """The family kgen.matmul(A, B) runs: matmul_family with the storage of the call's
+    operands (is the large one k-contiguous, can the wgmma kernel read it in place)."""
+    (M, K), N = A.shape, B.shape[1]
+    in_place = dtype in ("float16", "bfloat16") and _large_rows_aligned(A, B, M, N) and _runs_wgmma()
+    return matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N), in_place)
 
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
