@@ -200,6 +200,9 @@ def _wg(**kw) -> TensorMatmul:
     (dict(repack=False), "repack"),
     (dict(stages=5), "tile"),                                            # 5 x 48 KiB of stages
     (dict(instruction="mma_sync", tile=(128, 256, 32), warp_tile=(64, 64), persistent=True), "persistent"),
+    (dict(cluster=4), "cluster"),
+    (dict(instruction="mma_sync", tile=(128, 256, 32), warp_tile=(64, 64), cluster=2), "cluster"),
+    (dict(persistent=True, cluster=2), "cluster"),
 ])
 def test_wgmma_fields_are_checked(fields, field):
     with pytest.raises(SpecError, match=field):
@@ -237,6 +240,27 @@ def test_wgmma_source_follows_the_layouts():
     assert "u0 = blockIdx.x, du = gridDim.x" in kgen.render(_wg(persistent=True))
     cc = kgen.render(_wg(dtype="float16", layout_a="col", layout_b="col", tile=(64, 128, 64), warp_tile=(64, 128)))
     assert "m64n128k16.f32.f16.f16" in cc and "p, 1, 1, 1, 0;" in cc
+
+
+def test_wgmma_clusters_pair_tile_rows_and_multicast_half_of_b():
+    from kgen.ops.tensorcore import _TensorMaps
+
+    s = _wg(cluster=2)
+    # Pairs of tile rows: an odd count of 128-row tiles is rounded up to whole pairs.
+    assert s.launch_geometry(1000, 3000, 4096)[0] == (8 * 12, 1, 1)
+    assert s.launch_geometry(900, 3000, 4096)[0] == (8 * 12, 1, 1)        # 8 tile rows of 128 (7.03 rounded up)
+    assert s.launch_geometry(129, 256, 64)[0] == (2, 1, 1)
+    assert s.replace(split_k=3).launch_geometry(300, 256, 4096)[0] == (4, 1, 3)
+    src = kgen.render(s)
+    assert "__cluster_dims__(CLUSTER, 1, 1)" in src and ".multicast::cluster" in src and "mapa.shared::cluster" in src
+    assert "barrier.cluster.arrive" in src and "4 * CONSUMERS * CLUSTER" in src
+    plain = kgen.render(_wg())
+    assert "__cluster_dims__" not in plain and "multicast" not in plain
+    # Each block loads half of B's box: BN/2 rows of a K-major B, BK/2 k rows of an N-major one.
+    assert _TensorMaps(s, 1000, 3000, 4096, 4096, 3000).b[3] == (64, 32)
+    assert _TensorMaps(s.replace(layout_b="col"), 1000, 3000, 4096, 4096, 4096).b[3] == (64, 128)
+    assert _TensorMaps(_wg(), 1000, 3000, 4096, 4096, 3000).b[3] == (64, 64)
+    assert kgen.spec_from_json(s.to_json()) == s and s.key != _wg().key
 
 
 @pytest.mark.parametrize("layout_a, layout_b", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")])
@@ -314,7 +338,9 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              _wg(dtype="float32", tf32=True, tile=(64, 128, 32), warp_tile=(64, 128), stages=6, layout_a="col",
                  layout_b="col", split_k=2),
              _wg(persistent=True), _wg(dtype="float16", tile=(64, 128, 64), warp_tile=(64, 128), stages=5,
-                                       persistent=True, split_k=3, layout_a="col")]
+                                       persistent=True, split_k=3, layout_a="col"),
+             _wg(cluster=2), _wg(dtype="float32", tf32=True, tile=(128, 192, 32), warp_tile=(64, 192), cluster=2,
+                                 layout_b="col", split_k=2)]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):

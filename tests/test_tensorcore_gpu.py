@@ -64,6 +64,12 @@ def spec_pool() -> list[TensorMatmul]:
               persistent=True, raster="col", out_dtype="float32"),
             T(dtype="float32", tf32=True, tile=(128, 64, 32), warp_tile=(64, 64), stages=4, instruction="wgmma",
               persistent=True),
+            # Clusters of two blocks sharing B by TMA multicast: N-major and K-major B, split-K, TF32.
+            T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma", cluster=2),
+            T(dtype="float16", tile=(64, 128, 64), warp_tile=(64, 128), stages=5, instruction="wgmma", cluster=2,
+              split_k=3, raster="col"),
+            T(dtype="float32", tf32=True, tile=(128, 64, 32), warp_tile=(64, 64), stages=4, instruction="wgmma",
+              cluster=2),
             # TF32 on wgmma: the default, and a split one (both transpose an M-major A or N-major B).
             T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float32"),
             T(dtype="float32", tf32=True, tile=(64, 128, 32), warp_tile=(64, 128), stages=5, instruction="wgmma",

@@ -117,6 +117,9 @@ class TensorMatmul(Spec):
                  repack on; TF32 operands that are not K-major are copied transposed).
     persistent   wgmma only: one block an SM walks the work units (C tiles x K slices) in
                  turn, its stage ring running on across them, instead of one block a unit.
+    cluster      1, or 2 (wgmma only, not persistent): thread block clusters of two blocks
+                 computing C tiles (2i, j) and (2i + 1, j), each loading its own A tile and
+                 half of the shared B tile for both (TMA multicast).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -139,6 +142,7 @@ class TensorMatmul(Spec):
     instruction: str = "mma_sync"
     mma_shape: str = ""
     persistent: bool = False
+    cluster: int = 1
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -165,6 +169,13 @@ class TensorMatmul(Spec):
         elif self.persistent:
             fail("persistent", self.persistent, "False with instruction='mma_sync' (the persistent schedule is the "
                  "wgmma kernel's)")
+        if self.cluster not in (1, 2):
+            fail("cluster", self.cluster, "1 or 2 (blocks a thread block cluster)")
+        if self.cluster > 1 and not self.wgmma:
+            fail("cluster", self.cluster, "1 with instruction='mma_sync' (clusters share tiles by TMA multicast, "
+                 "the wgmma kernel's)")
+        if self.cluster > 1 and self.persistent:
+            fail("cluster", self.cluster, "1 with persistent=True (the persistent schedule runs single blocks)")
         if self.mma_shape not in F64_SHAPES:
             fail("mma_shape", self.mma_shape, "'' (the dtype's shape), 'm16n8k16' or 'm16n8k8' (float64 on sm_90)")
         if self.mma_shape and self.dtype != "float64":
@@ -386,7 +397,7 @@ class TensorMatmul(Spec):
             A_SW_DIV=a_div, A_SW_MASK=a_mask, B_SW_DIV=b_div, B_SW_MASK=b_mask,
             shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0,
             WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
-            persistent=self.persistent)
+            persistent=self.persistent, cluster=self.cluster)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -408,6 +419,9 @@ class TensorMatmul(Spec):
         tiles = -(-M // BM) * -(-N // BN)
         if self.persistent:
             return (max(1, min(tiles * splits, sms)), 1, 1), (self.threads, 1, 1), self.shared_bytes
+        if self.cluster > 1:   # pairs of tile rows: a rank-1 block past M computes nothing it stores
+            tile_rows = -(-M // BM)
+            tiles = (tile_rows + 1) // 2 * 2 * -(-N // BN)
         return (tiles, 1, splits), (self.threads, 1, 1), self.shared_bytes
 
     # -- the family interface (see Spec) ----------------------------------------------
@@ -561,6 +575,8 @@ class TensorMatmul(Spec):
                             for persistent in (False, True):
                                 add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
                                     instruction="wgmma", persistent=persistent)
+                            add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
+                                instruction="wgmma", cluster=2)
         return specs
 
     def for_layouts(self, problem, **layouts):
@@ -711,7 +727,8 @@ class _TensorMaps:
         BM, BN, BK = spec.tile
         self.dtype = spec.dtype
         self.a = (K, M, lda, (BK, BM)) if spec.kernel_k_major("A") else (M, K, lda, (64, BK))
-        self.b = (K, N, ldb, (BK, BN)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK))
+        half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
+        self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
         self.zero = K == 0   # nothing is read: the maps are never used
         self._memo: dict[tuple[int, int], tuple[bytes, bytes]] = {}
 
