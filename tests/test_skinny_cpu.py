@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import math
 import random
 
 import numpy as np
@@ -15,7 +16,7 @@ import kgen
 from kgen.core.spec import SpecError, spec_from_json
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SUITS_ROWS, TC_MIN_DIM,
                               TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_SUITS_ROWS, Skinny, _form,
-                              tolerance)
+                              _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -81,10 +82,21 @@ def test_geometry_slabs_cover_k_once_aligned(dtype):
         if s.k_split:
             assert splits <= s.k_split
         else:
-            # Auto: about `waves` waves of blocks (slabs round to whole steps), unless K is too short.
+            # Auto: near `waves` waves of blocks, K not cut finer than `least`, and the last wave
+            # at least as full as with the split that asks for exactly `waves` waves.
             least = 2 * (s.dot_step if form == "dot" else s.warps * s.axpy_unroll)
-            blocks = g["grid"][0] * g["grid"][1] * g["grid"][2]
-            assert 4 * blocks >= 3 * s.waves * slots or splits >= K // least // 2 or splits == 1
+            unit = 32 * s.vec if form == "dot" else s.warps
+            most = max(1, K // least)
+            want = min(-(-s.waves * slots // g["tiles"]), most)
+            assert splits <= most and (splits >= _slabs(K, (want + 1) // 2, unit) or splits == 1)
+            tiles = g["tiles"]
+            assert round(_fill(tiles, splits, slots), 2) >= round(_fill(tiles, _slabs(K, want, unit), slots), 2)
+
+
+def _fill(tiles: int, splits: int, slots: int) -> float:
+    """How full the last wave of a grid of tiles x splits blocks is, on `slots` resident blocks."""
+    waves = tiles * splits / slots
+    return waves / math.ceil(waves)
 
 
 def test_auto_split_fills_132_sms_for_decode_shapes():
@@ -535,3 +547,23 @@ def test_tensor_core_forms_compile_for_sm90_without_spills():
         assert not spilled, f"{s.to_json()} spills: {spilled}"
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kgen.render(specs[0])
     assert "kgen_skinny_tc_" not in kgen.render(Skinny(rows=8))
+
+
+def test_wave_fitted_splits_fill_the_last_wave():
+    from kgen.ops.skinny import wave_fitted_splits
+
+    # 112 column tiles on 264 resident slots: 5 slabs make 2.12 waves (the third nearly
+    # empty), 7 make 2.97.
+    assert wave_fitted_splits(4096, 64, 112, 264, 5, 8) == 7
+    # Capped by `most`, never below half the target, and one slab when K allows no more.
+    assert wave_fitted_splits(4096, 64, 112, 264, 5, 5) in (3, 4, 5)
+    assert wave_fitted_splits(64, 64, 10, 264, 1, 1) == 1
+    rng = random.Random(3)
+    for _ in range(300):
+        K, unit = rng.randint(1, 30000), rng.choice([16, 32, 64, 256])
+        tiles, slots = rng.randint(1, 500), rng.choice([132, 264, 528, 1056])
+        most = max(1, K // (2 * unit))
+        want = min(-(-2 * slots // tiles), most)
+        n = wave_fitted_splits(K, unit, tiles, slots, want, most)
+        assert 1 <= n <= max(most, 1)
+        assert round(_fill(tiles, n, slots), 2) >= round(_fill(tiles, _slabs(K, want, unit), slots), 2)

@@ -400,9 +400,11 @@ class Skinny(Spec):
             # fewer slabs would leave part of one wave of resident blocks empty.
             lean = max(1, K * ITEMSIZE[self.dtype] // (64 * R))
             most = min(most, max(lean, -(-max(slots, 1) // tiles)))
-        splits = max(1, min(want, most))
+        if self.k_split:
+            splits = _slabs(K, max(1, min(want, most)), unit)
+        else:
+            splits = wave_fitted_splits(K, unit, tiles, slots, min(want, most), most)
         ks = _ceil_div(_ceil_div(K, splits), unit) * unit
-        splits = max(1, -(-K // ks))
         if splits == 1:
             mode = MODE_DIRECT
         else:
@@ -628,6 +630,27 @@ def split_tf32_enabled() -> bool:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _slabs(K: int, splits: int, unit: int) -> int:
+    """Slabs that K falls into when asked for `splits`: slab lengths are whole units."""
+    ks = _ceil_div(_ceil_div(K, max(1, splits)), unit) * unit
+    return max(1, _ceil_div(K, ks))
+
+
+def wave_fitted_splits(K: int, unit: int, tiles: int, slots: int, want: int, most: int) -> int:
+    """The K split near `want` (from half to twice it, at most `most`) whose grid of tiles x
+    splits blocks fills its last wave of `slots` resident blocks best: a grid of 2.1 waves
+    takes as long as one of 3, so 7 slabs can beat 5. Ties go to the count nearest `want`."""
+    slots = max(1, slots)
+    best_key, best = None, _slabs(K, want, unit)
+    for asked in range(max(1, (want + 1) // 2), max(1, min(most, 2 * want)) + 1):
+        n = _slabs(K, asked, unit)
+        waves = tiles * n / slots
+        key = (round(waves / math.ceil(waves), 2), -abs(n - want))
+        if best_key is None or key > best_key:
+            best_key, best = key, n
+    return best
 
 
 def default_rows(small: int) -> int:
