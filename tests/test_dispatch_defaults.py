@@ -95,15 +95,16 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(257, *big, "float32", large_k_contiguous=kc).kernel == "matmul"
             assert matmul_family(mid, big[0], 512, "float32", large_k_contiguous=kc).kernel == "matmul"
         # 16-bit past the SIMT rows: the mma.m16n8k16 skinny dot form up to 64 rows against a
-        # k-contiguous large operand; against a row-major one the axpy form up to 16 rows unless
-        # the wgmma kernel reads it in place; more rows, the tiled tensor-core family.
+        # k-contiguous large operand; against a row-major one the axpy form up to 16 rows (8 where
+        # the wgmma kernel reads it in place); more rows, the tiled tensor-core family.
         few = rng.randint(SUITS_ROWS["bfloat16"] + 1, 64)
         for dtype in ("float16", "bfloat16"):
             assert matmul_family(few, *big, dtype, large_k_contiguous=True).kernel == "skinny"
             assert matmul_family(big[0], few, big[1], dtype, large_k_contiguous=True).kernel == "skinny"
             row_major = "skinny" if few <= 16 else "tensor_matmul"
             assert matmul_family(few, *big, dtype, large_k_contiguous=False).kernel == row_major
-            assert matmul_family(few, *big, dtype, False, False, wgmma_in_place=True).kernel == "tensor_matmul"
+            in_place = "skinny" if few <= 8 else "tensor_matmul"
+            assert matmul_family(few, *big, dtype, False, False, wgmma_in_place=True).kernel == in_place
             assert matmul_family(65, *big, dtype, large_k_contiguous=True).kernel == "tensor_matmul"
             assert matmul_family(17, *big, dtype, large_k_contiguous=False).kernel == "tensor_matmul"
             # Where the wgmma kernel reads the weight in place (aligned rows, sm_90) it takes over

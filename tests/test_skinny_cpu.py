@@ -155,16 +155,16 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                 if kc:
                     rows16 = TC16_ALIGNED_ROWS if in_place else TC16_SUITS_ROWS
                 else:
-                    rows16 = 0 if in_place else TC16_AXPY_ROWS
+                    rows16 = TC16_AXPY_ROWS[in_place]
                 want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
                               or (half and big and r <= rows16))
                 assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
     assert Skinny.suits(1, 4096, 4096, "bfloat16") and Skinny.suits(4, 4096, 4096, "bfloat16")
     # 16-bit against a row-major weight: the mma.m16n8k16 axpy form up to 16 rows where wgmma would
-    # copy it first; where wgmma reads it in place, only the SIMT range.
-    assert not Skinny.suits(3, 4096, 4096, "bfloat16", False, True)
-    assert Skinny.suits(2, 4096, 4096, "bfloat16", False, True)
+    # copy it first, up to 8 where wgmma reads it in place.
+    assert Skinny.suits(8, 4096, 4096, "bfloat16", False, True)
+    assert not Skinny.suits(9, 4096, 4096, "bfloat16", False, True)
     assert Skinny.suits(16, 4098, 4096, "float16", False) and not Skinny.suits(17, 4098, 4096, "float16", False)
     assert not Skinny.suits(8, 4096, 512, "bfloat16", False, True)
     # 16-bit: 3-64 rows against a k-contiguous weight (W.T), on the mma.m16n8k16 dot form.

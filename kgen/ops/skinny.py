@@ -429,8 +429,7 @@ class Skinny(Spec):
         k-contiguous large operand at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form), or
         TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned
         and the GPU runs the Hopper wgmma kernel, which wins from there up); with an
-        n-contiguous one at most TC16_AXPY_ROWS (the mma.m16n8k16 axpy form), unless
-        `wgmma_in_place`.
+        n-contiguous one at most TC16_AXPY_ROWS[wgmma_in_place] (the mma.m16n8k16 axpy form).
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
         part off (split_tf32_enabled)."""
@@ -444,7 +443,7 @@ class Skinny(Spec):
         if dtype in ("float16", "bfloat16"):
             if k_contiguous:
                 return small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
-            return not wgmma_in_place and small <= TC16_AXPY_ROWS
+            return small <= TC16_AXPY_ROWS[wgmma_in_place]
         return dtype == "float32" and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled()
 
     @classmethod
@@ -603,13 +602,13 @@ TC16_SUITS_ROWS = 64
 # at 2-16 rows, the wgmma default 0.72-0.79x; at 24 rows level (0.76x / 0.79x); from 32 rows
 # the wgmma default 0.81-0.83x, this form 0.72x falling to 0.47x at 64.
 TC16_ALIGNED_ROWS = 16
-# float16/bfloat16 beyond SUITS_ROWS with an n-contiguous large operand (B row-major K x N) whose
-# rows the wgmma kernel cannot read in place (not 16-byte aligned, or not sm_90): the mma.m16n8k16
-# axpy form up to this many rows. Measured on an H100 (bfloat16, docs/matmul.md): where wgmma must
-# first copy the operand, this form was 1.1-2.4x faster than it at 3-16 rows on 2 of 3 weights;
-# on aligned weights wgmma kept level or won from weights of ~9000 columns (wave quantisation of
-# the skinny grid), so it keeps them.
-TC16_AXPY_ROWS = 16
+# float16/bfloat16 beyond SUITS_ROWS with an n-contiguous large operand (B row-major K x N): the
+# mma.m16n8k16 axpy form up to TC16_AXPY_ROWS[the wgmma kernel reads that operand in place?] rows.
+# Measured on an H100 (bfloat16, device time, docs/matmul.md): where wgmma must first copy the
+# operand (rows not 16-byte aligned), this form was 1.1-2.4x faster than it at 3-16 rows on 2 of 3
+# weights; on seven aligned weights, with the wave-fitted K split, it ran 0.85-0.90x cuBLAS at 3-8
+# rows against wgmma's 0.78-0.81x (lowest 0.89x of wgmma, 14336x4096), and behind it from 12.
+TC16_AXPY_ROWS = {True: 8, False: 16}
 
 
 def split_tf32_enabled() -> bool:
