@@ -533,7 +533,7 @@ def skinny_pool() -> list[Skinny]:
     lane, odd row counts, small and large blocks; float32, float64 and float16."""
     pool = {}
     for dtype in SKINNY_DTYPES:
-        for small in (1, 3, 16, 64):
+        for small in (1, 2, 3, 16, 64):
             s = Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype)
             pool[s.key] = s
         if dtype in ("float16", "bfloat16"):   # the 16-bit tensor-core forms
@@ -598,7 +598,7 @@ def skinny_plan(spec: Skinny, case: dict) -> dict:
     else:
         R, NC, (l_n, l_k), off = N, M, strides["A"], case["off_a"]
     form, ldl = skinny_form(NC, K, l_k, l_n)
-    tc = spec.tensor_cores
+    tc = spec.tensor_cores and (form == "dot" or spec.runs_tc_axpy)
     widths = spec.widths() if form == "dot" or tc else spec.axpy_widths()
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
     if tc:

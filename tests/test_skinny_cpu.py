@@ -130,7 +130,7 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel;
         # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 3 rows.
         half = dtype in ("float16", "bfloat16")
-        tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 2)
+        tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 1)
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
         assert s.merge == ("two_pass" if tc and (r > 2 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
@@ -146,7 +146,8 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         assert s.warp_cols == want
         if half and tc:   # 16-bit dot form: warps share K slabs up to 8 rows; 1 tile a warp past 32
             assert s.k_warps == (4 if r <= 8 else 1) and s.tc_tiles == (2 if s.rows <= 32 else 1)
-            assert s.axpy_k_warps == (4 if r <= 16 else 1) and s.lane_vectors == 1   # axpy form: up to 16 rows
+            assert s.axpy_k_warps == (4 if 3 <= r <= 16 else 1) and s.lane_vectors == 1   # axpy form: 3-16 rows
+            assert s.runs_tc_axpy == (r >= 3)   # 1-2 rows: the SIMT axpy form for a row-major operand
         else:
             assert s.k_warps == 1 and s.axpy_k_warps == 1
         for kc in (False, True):
@@ -254,7 +255,7 @@ def test_render_is_deterministic_and_lists_every_width():
 # A representative set: every dtype, 1-64 rows (the defaults of decode shapes), and
 # non-default fields (narrow loads, wide blocks, many columns per warp).
 def _representative():
-    shapes = {"float32": (1, 16, 64), "float16": (8,), "bfloat16": (4,), "float64": (16,)}
+    shapes = {"float32": (1, 16, 64), "float16": (8,), "bfloat16": (2, 4), "float64": (16,)}
     specs = [Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype)
              for dtype, smalls in shapes.items() for small in smalls]
     specs += [Skinny(rows=8, warp_cols=8, loads=16, threads=256), Skinny(dtype="float16", rows=3, lane_vectors=4,
@@ -272,9 +273,13 @@ def test_representative_specs_compile_for_sm90_without_spills():
         if s.tensor_cores and s.dtype == "float32":   # only the tensor-core entry points are built
             want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
-        elif s.tensor_cores:   # 16-bit: both mma.m16n8k16 forms
+        elif s.tensor_cores and s.runs_tc_axpy:   # 16-bit from 3 rows: both mma.m16n8k16 forms
             want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
+        elif s.tensor_cores:   # 16-bit, 1-2 rows: the mma.m16n8k16 dot form and the SIMT axpy form
+            want = ({f"kgen_skinny_tc_dot_v{w}" for w in s.widths()}
+                    | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()})
+            assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_tc_axpy")) for n in names)
         else:
             want = {f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
         assert want | {"kgen_skinny_merge", "kgen_skinny_prescale"} <= names, (s.to_json(), sorted(names))

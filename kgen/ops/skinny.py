@@ -213,6 +213,13 @@ class Skinny(Spec):
         return max(32, TC_STAGE_BYTES // (self.tc_stage_bytes_per_k * self.tc_ntiles) // 32 * 32)
 
     @property
+    def runs_tc_axpy(self) -> bool:
+        """Whether an n-contiguous large operand runs the tensor-core axpy form (else the
+        SIMT one): with tensor_cores, in float32 always, in 16-bit types from
+        TC16_AXPY_MIN_ROWS rows a block."""
+        return self.tensor_cores and (self.dtype == "float32" or self.rows >= TC16_AXPY_MIN_ROWS)
+
+    @property
     def tc_axpy_tiles(self) -> int:
         """mma tiles a warp feeds in the tensor-core axpy form (one per column of a lane's
         vector): 2 x tc_tiles in float32, 4 x lane_vectors in 16-bit types."""
@@ -338,7 +345,7 @@ class Skinny(Spec):
         if not self.tensor_cores:
             forms: tuple[str, ...] = ("dot", "axpy")
         else:
-            forms = ("tc_dot", "tc_axpy")
+            forms = ("tc_dot", "tc_axpy" if self.runs_tc_axpy else "axpy")
         return max(self.shared_for(f) for f in forms)
 
     def scatter_levels(self) -> tuple[list[dict[str, int]], int, int]:
@@ -369,7 +376,7 @@ class Skinny(Spec):
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
             tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
-            tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles,
+            tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles, tc_axpy=self.runs_tc_axpy,
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
@@ -466,19 +473,19 @@ class Skinny(Spec):
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=2)
         if dtype in ("float16", "bfloat16"):
-            # The mma.m16n8k16 forms (dot for a k-contiguous large operand, axpy for a
-            # row-major one) from 3 rows. 1-2 rows: the SIMT forms (the SIMT axpy form ran
-            # 0.94x cuBLAS at 2 rows on an H100, the tensor-core one 0.80x; the dot forms
-            # were within 5%). Two-pass merge from 3 rows: 7-35% faster than the single pass
+            # The mma.m16n8k16 forms from 2 rows: the dot form for a k-contiguous large
+            # operand, the axpy form for a row-major one from 3 (runs_tc_axpy; 1-2 rows run
+            # the SIMT axpy form). 1 row: the SIMT forms (equal speed, no tensor-core tile of 8
+            # rows for one). Two-pass merge from 3 rows: 7-35% faster than the single pass
             # there (docs/matmul.md). Dot form: up to 8 rows, 4 warps share each column
             # group's K slab (k_warps) and 2 tiles a warp; past 32 rows 1 tile a warp (fewer
             # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
             # (ahead of 1 and 2 by 5-15% at 3-16 rows on an H100), 8-byte vectors (4 tiles).
-            tc = small > 2
+            tc = small > 1
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass" if small > 2 else "single_pass",
-                       tensor_cores=tc, tc_tiles=2 if rows <= 32 else 1,
-                       k_warps=4 if tc and small <= 8 else 1, axpy_k_warps=4 if tc and small <= 16 else 1)
+                       tensor_cores=tc, tc_tiles=2 if rows <= 32 else 1, k_warps=4 if tc and small <= 8 else 1,
+                       axpy_k_warps=4 if tc and rows >= TC16_AXPY_MIN_ROWS and small <= 16 else 1)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
                    vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
 
@@ -609,6 +616,10 @@ TC16_ALIGNED_ROWS = 16
 # weights; on seven aligned weights, with the wave-fitted K split, it ran 0.85-0.90x cuBLAS at 3-8
 # rows against wgmma's 0.78-0.81x (lowest 0.89x of wgmma, 14336x4096), and behind it from 12.
 TC16_AXPY_ROWS = {True: 8, False: 16}
+# ... and the smallest row tile that runs it: at 2 rows the SIMT axpy form ran 0.91-0.97x cuBLAS
+# and the tensor-core one 0.77-0.78x on an H100 (bfloat16; the dot forms there: tensor cores
+# 0.95-1.29x against 0.83-0.90x), so a 16-bit spec of 1-2 rows keeps the SIMT axpy form.
+TC16_AXPY_MIN_ROWS = 3
 
 
 def split_tf32_enabled() -> bool:
@@ -874,7 +885,7 @@ class SkinnyKernel(Kernel):
                              f"operand needs a unit stride along one axis (row-major, a transposed view, or a slice)")
         item = ITEMSIZE[spec.dtype]
         width = 1
-        tc = spec.tensor_cores
+        tc = spec.tensor_cores and (form == "dot" or spec.runs_tc_axpy)
         for w in (spec.widths() if form == "dot" or tc else spec.axpy_widths()):
             if pl % (w * item) == 0 and ldl % w == 0:
                 width = w
