@@ -1,30 +1,45 @@
 """16-bit few-row products x @ W with W row-major (K x N): the tensor-core axpy form's variants
 vs the SIMT axpy form, the wgmma TensorMatmul default and cuBLAS; device time per call of bound
-launches over rotated weights (> L2)."""
+launches over rotated weights (> L2).
+
+SET=sweep (default): 1-64 rows on seven weights, 15 variants of the form.
+SET=aligned: 3-16 rows on seven weights that the wgmma kernel reads in place, the default and
+two variants. The split the axpy form's warps share (`lv1 kw4` ...) is `axpy_k_warps`."""
 import json, math, os, statistics, sys, time
 import concurrent.futures as cf
 from kgen.ops.skinny import Skinny
 from kgen.ops.tensorcore import TensorMatmul
 
 DT = os.environ.get("DT", "bfloat16")
-Ms = [int(x) for x in os.environ.get("MS", "1,2,3,4,8,12,16,24,32,48,64").split(",")]
-SH = [(4096, 4096), (14336, 4096), (4096, 11008), (5120, 5120), (6418, 9814), (1613, 14334), (3001, 5000)]   # (N, K)
+SET = os.environ.get("SET", "sweep")
+if SET == "aligned":
+    Ms = [int(x) for x in os.environ.get("MS", "3,4,6,8,12,16").split(",")]
+    SH = [(4096, 4096), (14336, 4096), (4096, 11008), (5120, 5120), (11008, 4096), (12032, 13568), (8192, 2048)]
+else:
+    Ms = [int(x) for x in os.environ.get("MS", "1,2,3,4,8,12,16,24,32,48,64").split(",")]
+    SH = [(4096, 4096), (14336, 4096), (4096, 11008), (5120, 5120), (6418, 9814), (1613, 14334), (3001, 5000)]   # (N, K)
 
 def variants(M, N, K):
     p = {"M": M, "N": N, "K": K}
     base = Skinny.default_spec(p, DT)
-    out = {"simt": base.replace(tensor_cores=False, k_warps=1, lane_vectors=1),
+    out = {"simt": base.replace(tensor_cores=False, k_warps=1, axpy_k_warps=1, lane_vectors=1),
            "wgmma": TensorMatmul.default_spec(p, DT).for_layouts(p, layout_a="row", layout_b="row")}
     tc = base.replace(tensor_cores=True, warp_cols=1)
+    if SET == "aligned":
+        out["tc axpy"] = tc
+        for name, kw in (("lv2 kw8", dict(lane_vectors=2, axpy_k_warps=8)), ("lv1 kw2", dict(axpy_k_warps=2))):
+            try: out[name] = tc.replace(**kw)
+            except ValueError: pass
+        return out
     for lv in (1, 2):
         for kw in (1, 2, 4, 8):
-            try: out[f"lv{lv} kw{kw}"] = tc.replace(lane_vectors=lv, k_warps=kw, merge="two_pass")
+            try: out[f"lv{lv} kw{kw}"] = tc.replace(lane_vectors=lv, axpy_k_warps=kw, merge="two_pass")
             except ValueError: pass
-    for name, kw in (("lv2 kw4 single", dict(lane_vectors=2, k_warps=4, merge="single_pass")),
-                     ("lv2 kw4 t128", dict(lane_vectors=2, k_warps=4, threads=128, merge="two_pass")),
-                     ("lv2 kw4 w1", dict(lane_vectors=2, k_warps=4, waves=1, merge="two_pass")),
-                     ("lv2 kw8 loads16", dict(lane_vectors=2, k_warps=8, loads=16, merge="two_pass")),
-                     ("lv1 kw8 loads16", dict(lane_vectors=1, k_warps=8, loads=16, merge="two_pass"))):
+    for name, kw in (("lv2 kw4 single", dict(lane_vectors=2, axpy_k_warps=4, merge="single_pass")),
+                     ("lv2 kw4 t128", dict(lane_vectors=2, axpy_k_warps=4, threads=128, merge="two_pass")),
+                     ("lv2 kw4 w1", dict(lane_vectors=2, axpy_k_warps=4, waves=1, merge="two_pass")),
+                     ("lv2 kw8 loads16", dict(lane_vectors=2, axpy_k_warps=8, loads=16, merge="two_pass")),
+                     ("lv1 kw8 loads16", dict(lane_vectors=1, axpy_k_warps=8, loads=16, merge="two_pass"))):
         try: out[name] = tc.replace(**kw)
         except ValueError: pass
     return out
@@ -86,7 +101,7 @@ def main():
         rs = [r for r in rows if r["M"] == M]
         g = lambda n: math.exp(sum(math.log(r["cublas"] / r[n]) for r in rs if n in r) / max(1, sum(n in r for r in rs)))
         print(f"M={M}: x cuBLAS " + " ".join(f"[{n}] {g(n):.2f}" for n in names))
-    json.dump({"bw": bw, "dtype": DT, "rows": rows}, open(f"{OUT}/ax16_{DT}.json", "w"), indent=1)
+    json.dump({"bw": bw, "dtype": DT, "rows": rows}, open(f"{OUT}/{'al16' if SET == 'aligned' else 'ax16'}_{DT}.json", "w"), indent=1)
 
 if __name__ == "__main__":
     main()
