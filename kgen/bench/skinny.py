@@ -1,5 +1,6 @@
 """Skinny products (decode shapes) against cuBLAS through torch, in one run.
 
+    kgen bench decode --shapes 1x4096x4096,4x14336x4096 --layouts col,row
     python -m kgen.bench.skinny --shapes 1x4096x4096,16x14336x4096 --dtypes float32,bfloat16 --json out.json
     python -m kgen.bench.skinny --random 12 --seed 7          # M in 1..64, N and K in 1024..16384
 
@@ -37,7 +38,7 @@ DEFAULT_SHAPES = ("1x4096x4096", "1x14336x4096", "4x4096x4096", "8x5120x5120", "
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m kgen.bench.skinny", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="kgen bench decode", description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma list of MxNxK")
     ap.add_argument("--random", type=int, default=0,
                     help="draw this many shapes instead: M in 1..64, N, K in 1024..16384")

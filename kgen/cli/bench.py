@@ -17,6 +17,8 @@ BENCHMARKS = {
     "reduce": ("kgen.bench.reduce", "kgen's dot and sum against torch and CuPy, with the device's copy bandwidth"),
     "calls": ("kgen.bench.calls", "kgen.matmul / dot / reduce called as users call them, beside torch"),
     "overhead": ("kgen.bench.overhead", "host time per call of kgen's entry points beside torch's"),
+    "decode": ("kgen.bench.skinny", "few-row (decode) products: kgen's skinny kernels as a share of the "
+               "memory bound, beside cuBLAS"),
 }
 
 
