@@ -76,11 +76,10 @@ class Skinny(Spec):
                   TF32 remainder), near float32 accuracy at tensor-core speed; float16 and
                   bfloat16 with mma.m16n8k16 and float32 accumulation. Not for float64.
     tc_tiles      tensor-core forms: 16-column mma tiles per warp (1 or 2) in the dot form;
-                  the axpy form takes twice as many (a lane's vector of 2 or 4 columns feeds
-                  that many tiles), 32 or 64 columns a warp.
-    k_warps       16-bit tensor-core forms: warps of a block that share its columns and
-                  split its K slab between them (32-k windows or 16-k steps dealt
-                  round-robin), their sums
+                  the float32 axpy form takes twice as many (a lane's vector of 2 or 4
+                  columns feeds that many tiles), 32 or 64 columns a warp.
+    k_warps       16-bit tensor-core dot form: warps of a block that share its columns and
+                  split its K slab between them (32-k windows dealt round-robin), their sums
                   added in shared memory at the end in warp order (deterministic). A block
                   then covers warps / k_warps x 16 x tc_tiles columns, so a product has more
                   column tiles and needs fewer K slabs (each slab's partial sums cost R x NC
@@ -227,8 +226,9 @@ class Skinny(Spec):
 
     @property
     def tc_depth(self) -> int:
-        """16-bit tensor-core dot form: 32-k windows of the large operand a warp keeps
-        loaded ahead, from `loads` (a window is 2 x tc_tiles 16-byte loads a lane)."""
+        """16-bit tensor-core forms: 32-k windows (dot form) or 16-k steps (axpy form) of the
+        large operand a warp keeps loaded ahead, from `loads` (a window is 2 x tc_tiles
+        16-byte loads a lane)."""
         return max(2, min(8, self.loads // (2 * self.tc_tiles)))
 
     def tc_reduce_bytes(self, form: str = "tc_dot") -> int:
