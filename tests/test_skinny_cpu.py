@@ -128,11 +128,11 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         s = Skinny.default_spec(p, dtype)
         r = min(M, N)
         # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel;
-        # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 3 rows.
+        # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 9 rows.
         half = dtype in ("float16", "bfloat16")
         tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 1)
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
-        assert s.merge == ("two_pass" if tc and (r > 2 or not half) else "single_pass")
+        assert s.merge == ("two_pass" if tc and (r > 8 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
         if r <= 16:
             assert s.rows == r                                   # no idle accumulator rows
@@ -252,6 +252,24 @@ def test_render_is_deterministic_and_lists_every_width():
     assert Skinny(vector_bytes=8).widths() == [2, 1]
 
 
+def test_simt_forms_ask_ptxas_for_more_resident_blocks_where_few_accumulators_allow():
+    # axpy: 1024 resident threads while a thread holds at most 16 accumulators (float32 to 4
+    # rows, 16-bit to 2); dot: 512 while it holds fewer than 64; min_blocks is a floor for both.
+    for dtype, rows, axpy in (("float32", 1, 4), ("float32", 4, 4), ("float32", 5, 1), ("float32", 8, 1),
+                              ("bfloat16", 1, 4), ("bfloat16", 2, 4), ("float16", 3, 1), ("float64", 4, 4),
+                              ("float64", 5, 1)):
+        assert Skinny(dtype=dtype, rows=rows).axpy_min_blocks == axpy, (dtype, rows)
+    assert Skinny(rows=2, threads=512).axpy_min_blocks == 2
+    assert Skinny(rows=8, min_blocks=2).axpy_min_blocks == 2
+    assert Skinny(rows=12, warp_cols=5).dot_min_blocks == 2          # 60 accumulators
+    assert Skinny(rows=8, warp_cols=8).dot_min_blocks == 1           # 64: the cap spilled
+    assert Skinny(rows=1, threads=128).dot_min_blocks == 4
+    assert Skinny(rows=2, warp_cols=2, loads=2, min_blocks=3).dot_min_blocks == 3
+    src = kgen.render(Skinny(rows=2, warp_cols=4))
+    assert "__launch_bounds__(THREADS, 4)\nkgen_skinny_axpy_v4(" in src
+    assert "__launch_bounds__(THREADS, 2)\nkgen_skinny_dot_v4(" in src
+
+
 # A representative set: every dtype, 1-64 rows (the defaults of decode shapes), and
 # non-default fields (narrow loads, wide blocks, many columns per warp).
 def _representative():
@@ -287,6 +305,10 @@ def test_representative_specs_compile_for_sm90_without_spills():
         assert not spilled, f"{s.to_json()} spills: {spilled}"
         for n in want:
             assert c.resources[n]["shared_bytes"] <= 64, "the slab is dynamic shared memory, sized per form"
+        # The SIMT forms' launch bounds reach ptxas: registers within what their blocks per SM allow.
+        for n, blocks in (("kgen_skinny_dot_v", s.dot_min_blocks), ("kgen_skinny_axpy_v", s.axpy_min_blocks)):
+            for entry in (e for e in want if e.startswith(n)):
+                assert c.resources[entry]["registers"] <= 65536 // (s.threads * blocks), (s.to_json(), entry)
 
 
 # ---- the split-TF32 tensor-core forms ----

@@ -55,3 +55,35 @@ def test_param_layout_refuses_a_format_that_disagrees(monkeypatch):
     monkeypatch.setattr(launch, "_libcuda", lambda: _Driver())
     with pytest.raises(launch.LaunchError, match="parameter 2"):
         launch._param_layout(0, "128s128siqqf")   # an int32 where the kernel has a pointer
+
+
+class _Recorder:
+    """cuLaunchKernel as a stand-in that records what it was given, with the packed buffer."""
+
+    def __init__(self):
+        self.calls = []
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):   # noqa: N802
+        words = ctypes.cast(extra.value, ctypes.POINTER(ctypes.c_void_p))
+        buf, size = words[1], ctypes.cast(words[3], ctypes.POINTER(ctypes.c_size_t))[0]
+        self.calls.append((fn, (gx, gy, gz, bx, by, bz, shared), stream, params, ctypes.string_at(buf, size)))
+        return 0
+
+
+def test_a_launch_passes_pointer_sized_handles_and_the_packed_arguments(monkeypatch):
+    # cuLaunchKernel has no argtypes (converting them cost ~2 us a call): a handle passed as
+    # a bare Python int would be cut to a C int, so the function and the stream must reach
+    # the driver as pointer-sized ctypes objects, with their full 64-bit values.
+    driver = _Recorder()
+    monkeypatch.setattr(launch, "_libcuda", lambda: driver)
+    fn, stream = 0x7F12_3456_789A, 0x7FFF_0000_1230
+    go = launch.Launch(fn, "k", (5, 2, 1), (256, 1, 1), 1024, "Pif")
+    go(stream, 0x7000_0000_0010, -3, 1.5)
+    go(0, 0x10, 7, 0.25)
+    (f1, geom, s1, params, packed), (_, _, s0, _, packed0) = driver.calls
+    assert isinstance(f1, ctypes.c_void_p) and f1.value == fn
+    assert isinstance(s1, ctypes.c_void_p) and s1.value == stream
+    assert not s0.value   # the default stream: NULL
+    assert geom == (5, 2, 1, 256, 1, 1, 1024) and params is None
+    assert packed == struct.pack("@Pif", 0x7000_0000_0010, -3, 1.5)
+    assert packed0 == struct.pack("@Pif", 0x10, 7, 0.25)

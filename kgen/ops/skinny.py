@@ -185,6 +185,27 @@ class Skinny(Spec):
         return max(dot, axpy) + 32
 
     @property
+    def dot_min_blocks(self) -> int:
+        """Blocks per SM that ptxas must fit for the SIMT dot form: min_blocks, and where a
+        thread holds fewer than 64 accumulator registers, at least 512 resident threads (at
+        most 128 registers a thread). Left free, ptxas took 126-162 registers at 4-12 float32
+        rows, one 256-thread block per SM; capped, the form ran level at 1-4 rows and
+        1.4x faster at 12 (H100, docs/matmul.md). From 64 accumulators the cap spills."""
+        accs = self.rows * self.warp_cols * self._acc_regs_per_column()
+        return max(self.min_blocks, min(8, 512 // self.threads)) if accs < 64 else self.min_blocks
+
+    @property
+    def axpy_min_blocks(self) -> int:
+        """Blocks per SM that ptxas must fit for the SIMT axpy form: min_blocks, and where a
+        thread holds at most 16 accumulator registers (float32 up to 4 rows, 16-bit up to 2)
+        at least 1024 resident threads (64 registers a thread): the form streams the large
+        operand with a few loads in flight per warp, so more resident warps keep more bytes
+        in flight (1.07x in bfloat16 on an H100, docs/matmul.md). With more accumulators the
+        cap made ptxas spill and the form slower."""
+        accs = self.rows * self.lane_vectors * self.axpy_vec * self._acc_regs_per_column()
+        return max(self.min_blocks, min(8, 1024 // self.threads)) if accs <= 16 else self.min_blocks
+
+    @property
     def tc_ntiles(self) -> int:
         """8-row mma tiles of the small operand in the tensor-core forms."""
         return -(-self.rows // 8)
@@ -377,6 +398,7 @@ class Skinny(Spec):
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
             tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
             tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles, tc_axpy=self.runs_tc_axpy,
+            dot_min_blocks=self.dot_min_blocks, axpy_min_blocks=self.axpy_min_blocks,
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
@@ -476,14 +498,15 @@ class Skinny(Spec):
             # The mma.m16n8k16 forms from 2 rows: the dot form for a k-contiguous large
             # operand, the axpy form for a row-major one from 3 (runs_tc_axpy; 1-2 rows run
             # the SIMT axpy form). 1 row: the SIMT forms (equal speed, no tensor-core tile of 8
-            # rows for one). Two-pass merge from 3 rows: 7-35% faster than the single pass
-            # there (docs/matmul.md). Dot form: up to 8 rows, 4 warps share each column
+            # rows for one). Two-pass merge from 9 rows: the single pass ran 0.68-0.92x of
+            # its speed at 12-16 rows; at 3-8 rows both ran level (0.99-1.00x, H100) and the
+            # single pass saves a launch (docs/matmul.md). Dot form: up to 8 rows, 4 warps share each column
             # group's K slab (k_warps) and 2 tiles a warp; past 32 rows 1 tile a warp (fewer
             # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
             # (ahead of 1 and 2 by 5-15% at 3-16 rows on an H100), 8-byte vectors (4 tiles).
             tc = small > 1
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
-                       loads=loads, k_split=0, waves=2, merge="two_pass" if small > 2 else "single_pass",
+                       loads=loads, k_split=0, waves=2, merge="two_pass" if small > 8 else "single_pass",
                        tensor_cores=tc, tc_tiles=2 if rows <= 32 else 1, k_warps=4 if tc and small <= 8 else 1,
                        axpy_k_warps=4 if tc and rows >= TC16_AXPY_MIN_ROWS and small <= 16 else 1)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
