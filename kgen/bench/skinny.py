@@ -16,8 +16,8 @@ same run (torch clone of a 1 GiB buffer, bytes read + written over time):
 Inputs rotate through enough copies that their footprint is at least 3 L2s, so no
 contender reads a warm L2. B is the weight as torch's Linear holds it (B = W.T, W stored
 N x K) unless --layout row. TF32 is off for cuBLAS (torch.backends.cuda.matmul.allow_tf32).
---sweep times field variants of the default spec on the same shapes (device time) and
-reports which fields moved it.
+--sweep times field variants of the default spec on the same shapes (device time), for
+each of --layouts, and reports which fields moved it.
 """
 from __future__ import annotations
 
@@ -270,12 +270,11 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
     }
 
 
-def sweep_shape(torch, M, N, K, dtype, args, bw, l2) -> list[dict[str, Any]]:
+def sweep_shape(torch, M, N, K, dtype, layout, args, bw, l2) -> list[dict[str, Any]]:
     from ..core.kernel import build
     from ..ops.skinny import Skinny, tolerance
 
     base = Skinny.default_spec({"M": M, "N": N, "K": K}, dtype)
-    layout = args.layouts.split(",")[0]
     ops = Operands(torch, M, N, K, dtype, layout, l2)
     rows = []
     for label, spec in [("default", base)] + sweep_variants(base):
@@ -385,13 +384,14 @@ def run(args) -> dict[str, Any]:
         print("sweep (device us, % of bound):", flush=True)
         for M, N, K in sweep:
             for d in [d for d in (args.sweep_dtypes or args.dtypes).split(",") if d]:
-                rows = sweep_shape(torch, M, N, K, d, args, bw, l2)
-                result["sweep"].extend(rows)
-                base = rows[0]["device_us"]
-                line = ", ".join(f"{r['variant']} {r['device_us']:.1f}{'' if r['ok'] else '!'}"
-                                 f" ({base / r['device_us']:.2f}x)" for r in rows[1:])
-                print(f"  {M}x{N}x{K} {d}: default {base:.1f} us ({100 * rows[0]['pct_bound']:.0f}%); {line}",
-                      flush=True)
+                for layout in [x for x in args.layouts.split(",") if x]:
+                    rows = sweep_shape(torch, M, N, K, d, layout, args, bw, l2)
+                    result["sweep"].extend(rows)
+                    base = rows[0]["device_us"]
+                    line = ", ".join(f"{r['variant']} {r['device_us']:.1f}{'' if r['ok'] else '!'}"
+                                     f" ({base / r['device_us']:.2f}x)" for r in rows[1:])
+                    print(f"  {M}x{N}x{K} {d} {layout}: default {base:.1f} us ({100 * rows[0]['pct_bound']:.0f}%); "
+                          f"{line}", flush=True)
     return result
 
 
