@@ -128,11 +128,11 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         s = Skinny.default_spec(p, dtype)
         r = min(M, N)
         # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel;
-        # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 9 rows.
+        # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 5 rows.
         half = dtype in ("float16", "bfloat16")
         tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 1)
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
-        assert s.merge == ("two_pass" if tc and (r > 8 or not half) else "single_pass")
+        assert s.merge == ("two_pass" if tc and (r > 4 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
         if r <= 16:
             assert s.rows == r                                   # no idle accumulator rows

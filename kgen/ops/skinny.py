@@ -498,15 +498,15 @@ class Skinny(Spec):
             # The mma.m16n8k16 forms from 2 rows: the dot form for a k-contiguous large
             # operand, the axpy form for a row-major one from 3 (runs_tc_axpy; 1-2 rows run
             # the SIMT axpy form). 1 row: the SIMT forms (equal speed, no tensor-core tile of 8
-            # rows for one). Two-pass merge from 9 rows: the single pass ran 0.68-0.92x of
-            # its speed at 12-16 rows; at 3-8 rows both ran level (0.99-1.00x, H100) and the
-            # single pass saves a launch (docs/matmul.md). Dot form: up to 8 rows, 4 warps share each column
+            # rows for one). Two-pass merge from 5 rows: in device time the single pass ran
+            # level at 3-4 rows (1.01-1.02x over ten weights, H100) and saves a launch, but
+            # 0.95-0.98x at 6-8 rows and 0.80-0.89x at 12-16 (docs/matmul.md). Dot form: up to 8 rows, 4 warps share each column
             # group's K slab (k_warps) and 2 tiles a warp; past 32 rows 1 tile a warp (fewer
             # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
             # (ahead of 1 and 2 by 5-15% at 3-16 rows on an H100), 8-byte vectors (4 tiles).
             tc = small > 1
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
-                       loads=loads, k_split=0, waves=2, merge="two_pass" if small > 8 else "single_pass",
+                       loads=loads, k_split=0, waves=2, merge="two_pass" if small > 4 else "single_pass",
                        tensor_cores=tc, tc_tiles=2 if rows <= 32 else 1, k_warps=4 if tc and small <= 8 else 1,
                        axpy_k_warps=4 if tc and rows >= TC16_AXPY_MIN_ROWS and small <= 16 else 1)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,

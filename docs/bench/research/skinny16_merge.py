@@ -1,15 +1,17 @@
 """16-bit tensor-core skinny forms at 3-16 rows: the two-pass merge (a second launch) against
 the single-pass ticket merge, both weight orders, five weights; device time of bound launches
 and one call with host time (the latter noisy on a shared host: the docs quote device time).
-Output (H100): docs/bench/skinny16_merge_h100.json."""
+Output (H100): docs/bench/skinny16_merge_h100.json. WEIGHTS=NxK,... and ROWS=... pick other
+weights and row counts (the second run: docs/bench/skinny16_merge_small_h100.json)."""
 import dataclasses, json, math, os, statistics, sys
 import concurrent.futures as cf
 import torch, kgen
 from kgen.ops.skinny import Skinny
 from kgen.bench.skinny import time_batched, time_single
 
-W = [(4096, 4096), (14336, 4096), (5120, 5120), (4096, 11008), (3584, 8192)]
-ROWS = [3, 4, 6, 8, 12, 16]
+W = [tuple(int(v) for v in w.split("x")) for w in os.environ["WEIGHTS"].split(",")] if os.environ.get("WEIGHTS") else \
+    [(4096, 4096), (14336, 4096), (5120, 5120), (4096, 11008), (3584, 8192)]
+ROWS = [int(r) for r in os.environ.get("ROWS", "3,4,6,8,12,16").split(",")]
 def main():
     OUT = os.environ.get("OUT", ".")
     dt = sys.argv[1] if len(sys.argv) > 1 else "bfloat16"
@@ -55,5 +57,5 @@ def main():
               "one call", round(g(lambda r: r["two_pass_single"] / r["single_pass_single"], rr), 3),
               "x cuBLAS one call: 2p", round(g(lambda r: r["cublas_single"] / r["two_pass_single"], rr), 3),
               "1p", round(g(lambda r: r["cublas_single"] / r["single_pass_single"], rr), 3))
-    json.dump(rows, open(f"{OUT}/merge_{dt}.json", "w"), indent=1)
+    json.dump(rows, open(f"{OUT}/merge_{dt}{os.environ.get('TAG', '')}.json", "w"), indent=1)
 main()
