@@ -500,7 +500,8 @@ class Skinny(Spec):
             # the SIMT axpy form). 1 row: the SIMT forms (equal speed, no tensor-core tile of 8
             # rows for one). Two-pass merge from 5 rows: in device time the single pass ran
             # level at 3-4 rows (1.01-1.02x over ten weights, H100) and saves a launch, but
-            # 0.95-0.98x at 6-8 rows and 0.80-0.89x at 12-16 (docs/matmul.md). Dot form: up to 8 rows, 4 warps share each column
+            # 0.95-0.98x at 6-8 rows and 0.80-0.89x at 12-16 (docs/matmul.md). Dot form: up
+            # to 8 rows, 4 warps share each column
             # group's K slab (k_warps) and 2 tiles a warp; past 32 rows 1 tile a warp (fewer
             # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
             # (ahead of 1 and 2 by 5-15% at 3-16 rows on an H100), 8-byte vectors (4 tiles).
