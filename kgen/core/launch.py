@@ -162,8 +162,8 @@ class Launch:
     (cuFuncGetParamInfo). Calling it with (stream handle, *arguments) launches once.
     """
 
-    __slots__ = ("name", "grid", "block", "shared", "_pack", "_buf", "_size", "_extra", "_go", "_handle", "_geom",
-                 "_fn_arg", "_extra_arg")
+    __slots__ = ("name", "grid", "block", "shared", "_pack", "_buf", "_size", "_extra", "_go", "_geom", "_fn_arg",
+                 "_extra_arg")
 
     def __init__(self, fn: int, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
                  fmt: str):
@@ -181,7 +181,6 @@ class Launch:
         self._go = _libcuda().cuLaunchKernel
         if not isinstance(fn, int):
             raise TypeError(f"Launch takes a CUfunction handle (Kernel.handle(name, shared)), got {type(fn).__name__}")
-        self._handle = fn
         self._geom = (*self.grid, *self.block, self.shared)
         self._fn_arg = ctypes.c_void_p(fn)
         self._extra_arg = ctypes.c_void_p(ctypes.addressof(self._extra))
