@@ -74,6 +74,13 @@ def spec_pool() -> list[TensorMatmul]:
             T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float32"),
             T(dtype="float32", tf32=True, tile=(64, 128, 32), warp_tile=(64, 128), stages=5, instruction="wgmma",
               split_k=3, raster="col"),
+            # float32 as three TF32 products on wgmma: the dispatch default, the widest 64-row tile
+            # with split-K, and the persistent schedule (runs of PROMOTE_TILES across units).
+            T.wgmma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "float32", split_tf32=True),
+            T(dtype="float32", tf32=True, split_tf32=True, tile=(64, 192, 32), warp_tile=(64, 192), stages=5,
+              instruction="wgmma", split_k=2),
+            T(dtype="float32", tf32=True, split_tf32=True, tile=(128, 64, 32), warp_tile=(64, 64), stages=3,
+              instruction="wgmma", persistent=True, split_k=3),
             # sm_90's float64 m16n8k16 shape, padded and swizzled, split-K.
             T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
               mma_shape="m16n8k16"),
@@ -228,6 +235,40 @@ def test_tf32_calls_run_the_kernel_the_storage_suits():
         if _hopper():
             assert spec.wgmma == (b_col or M >= TF32_TRANSPOSE_MIN), spec.to_json()
         _check(spec, A, B, C, None, 1.0, 0.0, f"allow_tf32 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
+
+
+def test_large_float32_products_run_three_tf32_products_at_float32_accuracy():
+    """kgen.matmul on float32 with TF32 off: on sm_90, products dispatch's split_tf32_suits takes
+    run TensorMatmul(split_tf32=True), within 16x the error of cuBLAS's own float32 SGEMM on the same
+    inputs (TF32 alone is ~1000x); with allow_tf32=True the same shape runs one TF32 product."""
+    torch = _torch()
+    from kgen.ops.tensorcore import split_tf32_suits
+    from kgen.tune import dispatch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for M, N, K, b_col, offset in ((1024, 1100, 1030, False, 0), (1030, 1024, 1200, True, 0),
+                                   (1200, 1000, 1001, False, 1)):
+        assert split_tf32_suits(M, N, K)
+        A = torch.randn(M, K + offset, device="cuda")[:, offset:]
+        B = torch.randn(N, K, device="cuda").t() if b_col else torch.randn(K, N, device="cuda")
+        C = torch.full((M, N), float("nan"), device="cuda")
+        kgen.matmul(A, B, out=C)
+        ref = A.double() @ B.double()
+        cublas = torch.matmul(A, B)
+        torch.cuda.synchronize()
+        spec = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, False)].spec
+        rel = ((C.double() - ref).norm() / ref.norm()).item()
+        peer = ((cublas.double() - ref).norm() / ref.norm()).item()
+        label = f"{M}x{N}x{K} b_col={b_col} offset={offset} {spec.to_json()}: {rel:.2e} against cuBLAS {peer:.2e}"
+        if _hopper():
+            assert spec.kernel == "tensor_matmul" and spec.split_tf32, label
+        if spec.kernel == "tensor_matmul":
+            assert rel <= 16 * peer and rel < 2e-5, label
+        _check(spec, A, B, C, None, 1.0, 0.0, label)
+        tf = kgen.matmul(A, B, allow_tf32=True)
+        tspec = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, True)].spec
+        assert tspec.kernel == "tensor_matmul" and tspec.tf32 and not tspec.split_tf32, tspec.to_json()
+        _check(tspec, A, B, tf, None, 1.0, 0.0, "allow_tf32 " + label)
 
 
 def test_host_arrays_and_empty_k():

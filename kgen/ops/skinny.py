@@ -659,7 +659,8 @@ def split_tf32_enabled() -> bool:
     if word in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"KGEN_SPLIT_TF32={raw!r} is not allowed: 0, false, no or off keep float32 products "
-                     "off the tensor cores; 1, true, yes, on or unset allow the split-TF32 skinny forms")
+                     "off the tensor cores; 1, true, yes, on or unset allow the split-TF32 forms (skinny and large "
+                     "products)")
 
 
 def _ceil_div(a: int, b: int) -> int:

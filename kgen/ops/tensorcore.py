@@ -67,6 +67,32 @@ TF32_TRANSPOSE_MIN = 512
 # against 33-51 µs; from 1923x51x438 (43M multiply-adds) up the wgmma kernel was as fast
 # or faster.
 SMALL_PRODUCT_MACS = 1 << 24
+# float32 products (TF32 off) run as three TF32 products on the wgmma kernel (split_tf32) where
+# dispatch finds an sm_90 GPU and the product has at least SPLIT_TF32_MIN_MACS multiply-adds, both
+# sides of at least SPLIT_TF32_MIN_SIDE and K of at least SPLIT_TF32_MIN_K. Fitted on 37 products
+# measured as users call them on an H100 (docs/bench/research/split_tf32.py, raw rows in
+# docs/bench/split_tf32_h100.json): there the split ran 1.1-1.8x cuBLAS SGEMM from ~2^30
+# multiply-adds up, and lost to the tiled SIMT kernels below ~2^29, on sides of a few hundred
+# (288x1775x11967: 0.61x against 0.77x) and on short K (5787x8595x70: 0.58x against 0.79x), where
+# its two copies and three times the k steps do not pay.
+SPLIT_TF32_MIN_MACS = 1 << 29
+SPLIT_TF32_MIN_SIDE = 512
+SPLIT_TF32_MIN_K = 128
+# The split kernel's consumers add the tensor cores' sums into float32 registers every this many
+# k tiles (128 k of the 3K), so that the accumulators' truncation stays a short chain.
+SPLIT_PROMOTE_TILES = 4
+# Widest block tile per BM that holds both sets of accumulators (BN floats a consumer thread):
+# 384 threads (BM = 128) get at most 168 registers each, 256 threads (BM = 64) 255.
+SPLIT_MAX_BN = {128: 128, 64: 192}
+# The hi/lo copies of A and B (3 (M + N) K float32 values) may take at most this many bytes.
+SPLIT_TF32_MAX_BYTES = 4 << 30
+
+
+def split_tf32_suits(M: int, N: int, K: int) -> bool:
+    """Whether dispatch runs an M x N x K float32 product (TF32 off) as split_tf32 on the
+    wgmma kernel (sm_90): large enough, and its copies within SPLIT_TF32_MAX_BYTES."""
+    return (M * N * K >= SPLIT_TF32_MIN_MACS and min(M, N) >= SPLIT_TF32_MIN_SIDE and K >= SPLIT_TF32_MIN_K
+            and 12 * (M + N) * (-(-K // 4) * 4) <= SPLIT_TF32_MAX_BYTES)
 
 # Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
 # types, four stages, swizzled; TF32 and float64 read fragments element by element, for which
@@ -89,6 +115,11 @@ class TensorMatmul(Spec):
     out_dtype    "" (the input type) or "float32" (16-bit inputs only).
     tf32         compute float32 inputs as TF32 (inputs rounded to 10 mantissa bits). Must
                  be true for float32 (kgen.Matmul is the IEEE float32 kernel), false otherwise.
+    split_tf32   float32 at float32-level accuracy on the TF32 tensor cores (needs tf32): each
+                 value x of both operands becomes hi = x rounded to TF32 and lo = (x - hi)
+                 rounded to TF32, and the kernel sums lo_a*hi_b + hi_a*lo_b + hi_a*hi_b as one
+                 TF32 product of inner size 3K (copies of A as [hi lo hi] and B as [lo hi hi]
+                 along K, written by kgen_tc_split3 before each call).
     tile         (BM, BN, BK): the C block one thread block computes, and the K step.
     warp_tile    (WM, WN): the C block one warp computes; BM/WM x BN/WN warps per block.
     stages       shared-memory buffers in the cp.async pipeline (2-6): stages-1 K steps are
@@ -128,6 +159,7 @@ class TensorMatmul(Spec):
     dtype: str = "float16"
     out_dtype: str = ""
     tf32: bool = False
+    split_tf32: bool = False
     tile: tuple[int, int, int] = (128, 128, 32)
     warp_tile: tuple[int, int] = (64, 64)
     stages: int = 3
@@ -158,6 +190,15 @@ class TensorMatmul(Spec):
                  "kgen.Matmul computes in IEEE float32)")
         if self.dtype != "float32" and self.tf32:
             fail("tf32", self.tf32, f"false for dtype={self.dtype!r} (TF32 applies to float32 inputs)")
+        if self.split_tf32 and not self.tf32:
+            fail("split_tf32", self.split_tf32, "False unless tf32=True (the split runs on the TF32 tensor cores; "
+                 "dtype='float32' only)")
+        if self.split_tf32 and self.instruction != "wgmma":
+            fail("split_tf32", self.split_tf32, "False unless instruction='wgmma' (its consumers add the tensor "
+                 "cores' partial sums into float32 registers)")
+        if self.split_tf32 and self.tile[1] > SPLIT_MAX_BN.get(self.tile[0], 0):
+            fail("tile[1] (BN)", self.tile[1], f"at most {SPLIT_MAX_BN.get(self.tile[0], 0)} with split_tf32 and "
+                 f"BM = {self.tile[0]} (a thread holds twice the accumulators: BN registers)")
         if self.out_dtype not in ("", "float32"):
             fail("out_dtype", self.out_dtype, f"'' (the input type, {self.dtype}) or 'float32'")
         if self.out_dtype == "float32" and self.dtype == "float64":
@@ -310,12 +351,13 @@ class TensorMatmul(Spec):
 
     def transposes(self, operand: str) -> bool:
         """Whether every call copies the operand, transposed, to a K-major buffer first: wgmma
-        reads TF32 tiles K-major only (the transpose bits are for 16-bit types)."""
-        return self.wgmma and self.kind == "tf32" and not self.k_major(operand)
+        reads TF32 tiles K-major only (the transpose bits are for 16-bit types). The split
+        copies of split_tf32 write both operands K-major themselves."""
+        return self.wgmma and self.kind == "tf32" and not self.k_major(operand) and not self.split_tf32
 
     def kernel_k_major(self, operand: str) -> bool:
-        """Whether the main kernel reads the operand K-major (after any transposing copy)."""
-        return self.k_major(operand) or self.transposes(operand)
+        """Whether the main kernel reads the operand K-major (after any transposing or split copy)."""
+        return self.k_major(operand) or self.transposes(operand) or self.split_tf32
 
     def _tile_dims(self, operand: str) -> tuple[int, int]:
         """(rows, contiguous length) of the operand's shared tile, in its storage order."""
@@ -332,7 +374,7 @@ class TensorMatmul(Spec):
         if self.kind in ("f16", "bf16"):
             return 8
         if self.kind == "tf32":
-            return 4 if self.k_major(operand) else 8
+            return 4 if self.kernel_k_major(operand) else 8
         return 4
 
     def _stride(self, operand: str) -> int:
@@ -397,6 +439,7 @@ class TensorMatmul(Spec):
             A_SW_DIV=a_div, A_SW_MASK=a_mask, B_SW_DIV=b_div, B_SW_MASK=b_mask,
             shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0,
             WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
+            split3=self.split_tf32, PROMOTE_TILES=SPLIT_PROMOTE_TILES,
             persistent=self.persistent, cluster=self.cluster)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
@@ -456,29 +499,31 @@ class TensorMatmul(Spec):
         return spec
 
     @classmethod
-    def wgmma_default_spec(cls, problem, dtype):
+    def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
         """The Hopper kernel for any shape. The block tile minimises waves x (BM + BN): the
         waves of blocks over the 132 SMs of an H100/H200, times the operand rows a block
         streams per k. On an H100 this picked the fastest of six tiles for 6 of 7 few-row and
         mid-size bfloat16 products (docs/tensorcore.md) and keeps 128x256 on large ones. K is
         split only when even the chosen tiles are fewer than 32 and K >= 2048: split-K's
-        workspace and second kernel cost more than idle SMs elsewhere."""
+        workspace and second kernel cost more than idle SMs elsewhere. split_tf32 (float32):
+        among the tiles that hold its second set of accumulators (SPLIT_MAX_BN), on 3K."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
-        M, N, K = p["M"], p["N"], p["K"]
+        M, N, K = p["M"], p["N"], p["K"] * (3 if split_tf32 else 1)
+        tiles_allowed = [t for t in _WGMMA_TILES if not split_tf32 or t[1] <= SPLIT_MAX_BN[t[0]]]
 
         def cost(tile: tuple[int, int]) -> tuple[int, int]:
             BM, BN = tile
             tiles = -(-M // BM) * -(-N // BN)
             return -(-tiles // _SMS) * (BM + BN), -BM * BN   # ties: the larger tile
-        BM, BN = min(_WGMMA_TILES, key=cost)
+        BM, BN = min(tiles_allowed, key=cost)
         stages = {(128, 256): 4, (64, 256): 5}.get((BM, BN), 6)
         tiles = -(-M // BM) * -(-N // BN)
         split = 1
         if tiles < 32 and K >= 2048:
             split = max(1, min(8, -(-64 // tiles), K // 1024))
         return cls(dtype=dtype, tf32=dtype == "float32", tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
-                   stages=stages, split_k=split, instruction="wgmma")
+                   stages=stages, split_k=split, instruction="wgmma", split_tf32=split_tf32)
 
     @classmethod
     def mma_default_spec(cls, problem, dtype):
@@ -584,9 +629,14 @@ class TensorMatmul(Spec):
         copy an operand transposed while the product's other side is short (fewer than
         TF32_TRANSPOSE_MIN rows of A against a row-major B, or columns of B against a
         column-major A), the mma.sync default instead: the copy, as long as the product
-        itself there, costs more than wgmma saves."""
-        spec = self.replace(**layouts)
+        itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
+        gives way to wgmma_default_spec(split_tf32=True)."""
         p = self.normalize_problem(problem)
+        if layouts.get("split_tf32") and not self.split_tf32:
+            # A TF32 spec (tuned with allow_tf32, or the rule's) may not hold the split's
+            # accumulators: the split's own default instead.
+            return self.wgmma_default_spec(p, "float32", split_tf32=True).replace(**layouts)
+        spec = self.replace(**layouts)
         other = {"A": p["N"], "B": p["M"]}
         if any(spec.transposes(op) and other[op] < TF32_TRANSPOSE_MIN for op in "AB"):
             return self.mma_default_spec(p, self.dtype).replace(**layouts)
@@ -637,17 +687,21 @@ class TensorMatmul(Spec):
     def input_roundoff(self) -> float:
         """The relative error of reading a float32 input as TF32: mma.sync's fragments are
         rounded to nearest (cvt.rna), wgmma reads the top 19 bits of shared memory as they
-        are (truncation, twice the error). 0 for the other types (read exactly)."""
+        are (truncation, twice the error). 0 for the other types (read exactly). With
+        split_tf32 what is lost is the rounding of lo (2^-22 of x) and the left-out lo*lo term
+        (2^-22 of a product): 2^-21 an operand covers both."""
         if not self.tf32:
             return 0.0
+        if self.split_tf32:
+            return 2.0 ** -21
         return 2 * UNIT_ROUNDOFF["tf32"] if self.wgmma else UNIT_ROUNDOFF["tf32"]
 
     def tolerance_for(self, problem, inputs=None):
         """Relative (Frobenius) error bound: the rounding of the inputs to the type the MMA
         reads (TF32 only; 16-bit products are exact in float32), the accumulation (the tensor
         cores truncate partial sums, so the bound grows faster than sqrt(K)), and the
-        rounding of the output."""
-        K = max(int(problem["K"]), 1)
+        rounding of the output. split_tf32 accumulates 3K products."""
+        K = max(int(problem["K"]), 1) * (3 if self.split_tf32 else 1)
         u_in = self.input_roundoff or (UNIT_ROUNDOFF["float64"] if self.dtype == "float64" else 0.0)
         u_acc = 2 * UNIT_ROUNDOFF[self.accumulator]  # round toward zero: twice round-to-nearest's
         u_out = UNIT_ROUNDOFF[self.output_dtype]
@@ -662,7 +716,8 @@ class TensorMatmul(Spec):
         u_in = self.input_roundoff
         u_acc = 2 * UNIT_ROUNDOFF[self.accumulator]
         out = self.output_dtype
-        return (2 * (2 * u_in + (max(K, 1) + 64) * u_acc), 2 * UNIT_ROUNDOFF[out], SMALLEST_SUBNORMAL[out])
+        K = max(K, 1) * (3 if self.split_tf32 else 1)
+        return (2 * (2 * u_in + (K + 64) * u_acc), 2 * UNIT_ROUNDOFF[out], SMALLEST_SUBNORMAL[out])
 
     @classmethod
     def work(cls, problem, dtype):
@@ -824,7 +879,23 @@ class TensorMatmulKernel(Kernel):
         repacks: list[Any] = [None, None]
         if K == 0:
             a_ok = b_ok = True  # nothing is read: any entry point writes alpha * 0 + beta * C
-        if spec.repack:
+        if spec.split_tf32 and K:
+            # Both operands copied K-major as three segments of seg >= K each: the main kernel
+            # runs one TF32 product of inner size 3 * seg on aligned buffers.
+            seg = -(-K // vec) * vec
+            for i, (operand, rows, ld) in enumerate((("A", M, lda), ("B", N, ldb))):
+                if spec.k_major(operand):
+                    entry = "kgen_tc_split3"
+                    grid = (max(1, min(-(-seg // 256), 64)), max(1, min(rows, 65535)), 1)
+                else:
+                    entry = "kgen_tc_split3_t"
+                    grid = (max(1, min(-(-rows // 32), 4096)), max(1, min(-(-seg // 32), 65535)), 1)
+                dst = self._buffer(operand, rows * 3 * seg * self._item)
+                go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, "PP" + "q" * 4 + "i")
+                repacks[i] = (go, dst, (rows, K, ld, seg, 1 - i))   # A as [hi lo hi], B as [lo hi hi]
+            K = lda = ldb = 3 * seg
+            a_ok = b_ok = True
+        elif spec.repack:
             dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),
                     ((K, N) if spec.layout_b == "row" else (N, K), ldb, b_ok))
             for i, ((rows, cols), ld, ok) in enumerate(dims):

@@ -271,6 +271,10 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         # A transposed device view is read in place by a column-major spec of the same tiles.
         overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
+    if family.kernel == "tensor_matmul" and dtype == "float32":
+        # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
+        # a tuned entry for this problem holds.
+        overrides["split_tf32"] = not allow_tf32
     k = _kernel(family, problem, dtype, tune, overrides)
     result = k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
     if fast is not None:
@@ -289,12 +293,16 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
     """The family kgen.matmul(A, B) runs: matmul_family with the storage of the call's
     operands (is the large one k-contiguous, can the wgmma kernel read it in place)."""
     (M, K), N = A.shape, B.shape[1]
+    from ..ops.skinny import split_tf32_enabled
+
     in_place = dtype in ("float16", "bfloat16") and _large_rows_aligned(A, B, M, N) and _runs_wgmma()
-    return matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N), in_place)
+    split = dtype == "float32" and not allow_tf32 and _runs_wgmma() and split_tf32_enabled()
+    return matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N), in_place, split)
 
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
-                  large_k_contiguous: bool | None = None, wgmma_in_place: bool = False) -> type[Spec]:
+                  large_k_contiguous: bool | None = None, wgmma_in_place: bool = False,
+                  split_tf32: bool = False) -> type[Spec]:
     """The family that runs an M x N x K product: few rows or columns (the products of
     model layers against a batch of tokens) go to the skinny-product kernels, which stream
     the large operand at memory speed (how many rows count as few depends on the dtype
@@ -302,16 +310,19 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     which the tensor-core skinny forms favour, and for 16-bit inputs on whether the wgmma
     kernel can read it in place: `wgmma_in_place`); 16-bit inputs
     otherwise to the tensor-core family, as do large float64 products and float32 ones
-    when TF32 is allowed; everything else to the tiled SIMT matmul."""
+    when TF32 is allowed, and large float32 ones as three TF32 products where `split_tf32`
+    (an sm_90 GPU, KGEN_SPLIT_TF32 not off); everything else to the tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
-    from ..ops.tensorcore import TensorMatmul
+    from ..ops.tensorcore import TensorMatmul, split_tf32_suits
 
     if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype, large_k_contiguous, wgmma_in_place):
         return Skinny
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
     if dtype == "float64" and M * N * K >= TENSOR_F64_MIN_MACS:
+        return TensorMatmul
+    if dtype == "float32" and split_tf32 and not allow_tf32 and split_tf32_suits(M, N, K):
         return TensorMatmul
     return Matmul
 

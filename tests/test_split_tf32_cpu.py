@@ -1,0 +1,196 @@
+"""CPU checks of float32 as three TF32 products (TensorMatmul split_tf32): the field's rules,
+the rendered split copies, the launch plan (both operands copied K-major as [hi lo hi] and
+[lo hi hi], the main kernel on inner size 3 * seg), a numerical model of what that plan sums,
+dispatch's routing, and sm_90a builds without spills. tests/test_tensorcore_gpu.py runs it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kgen
+from kgen.core.spec import SpecError
+from kgen.ops import tensorcore as tc
+from kgen.ops.tensorcore import TensorMatmul
+
+
+def _split(**kw):
+    base = dict(dtype="float32", tf32=True, split_tf32=True, tile=(128, 128, 32), warp_tile=(64, 128), stages=4,
+                instruction="wgmma")
+    base.update(kw)
+    return TensorMatmul(**base)
+
+
+def test_split_needs_tf32_and_reads_both_operands_k_major():
+    with pytest.raises(SpecError, match="split_tf32"):
+        TensorMatmul(dtype="float16", split_tf32=True)
+    with pytest.raises(SpecError, match="split_tf32"):   # the partial sums' promotion is the wgmma kernel's
+        TensorMatmul(dtype="float32", tf32=True, split_tf32=True)
+    for BM, BN in ((128, 256), (128, 192), (64, 256)):   # no room for the second set of accumulators
+        with pytest.raises(SpecError, match="BN"):
+            _split(tile=(BM, BN, 32), warp_tile=(64, BN))
+    for a in ("row", "col"):
+        for b in ("row", "col"):
+            s = _split(layout_a=a, layout_b=b)
+            # The split copies write K-major buffers: no transposing copy, both tiles K-major.
+            assert not s.transposes("A") and not s.transposes("B")
+            assert s.kernel_k_major("A") and s.kernel_k_major("B")
+            src = kgen.render(s)
+            assert "kgen_tc_split3(" in src and "kgen_tc_split3_t(" in src and "kgen_tc_transpose(" not in src
+            assert "cvt.rna.tf32.f32" in src and "#define PROMOTE_TILES 4" in src and "acc[i] + d[i]" in src
+    plain = _split(split_tf32=False)
+    assert "kgen_tc_split3" not in kgen.render(plain) and "PROMOTE_TILES" not in kgen.render(plain)
+    assert kgen.spec_from_json(_split().to_json()) == _split() and _split().key != plain.key
+
+
+def test_split_tolerance_is_float32_level_and_counts_3k_products():
+    s, tf = _split(), _split(split_tf32=False)
+    assert s.input_roundoff == 2.0 ** -21 and tf.input_roundoff == 2.0 ** -10
+    p = {"M": 64, "N": 64, "K": 4096}
+    # Where the inputs' rounding dominates the bound (short K), the split's is far below TF32's.
+    assert s.tolerance_for({"M": 64, "N": 64, "K": 100}) < tf.tolerance_for({"M": 64, "N": 64, "K": 100}) / 10
+    # 3K products accumulate: the accumulation part of the bound is that of K' = 3K.
+    flat = tf.replace(split_tf32=False)
+    assert s.tolerance_for(p) - 4 * s.input_roundoff == pytest.approx(
+        flat.tolerance_for({"M": 64, "N": 64, "K": 3 * 4096}) - 4 * flat.input_roundoff)
+    assert s.elementwise_bound(100)[0] == pytest.approx(2 * (2 * 2.0 ** -21 + (300 + 64) * 2 * 2.0 ** -24))
+
+
+class _Go:
+    """Launch's stand-in: records the entry point, grid, format and each call's arguments."""
+
+    made: list = []
+
+    def __init__(self, fn, name, grid, block, shared, fmt):
+        self.name, self.grid, self.fmt, self.calls = name, grid, fmt, []
+        _Go.made.append(self)
+
+    def __call__(self, stream, *args):
+        self.calls.append(args)
+
+
+def _kernel(spec, monkeypatch):
+    from kgen.core import tma
+
+    monkeypatch.setattr(tc, "Launch", _Go)
+    # TMA descriptors name the copies: a stand-in encodes the base address it was given.
+    monkeypatch.setattr(tma, "encode_tiled_2d", lambda dtype, ptr, *geometry: ptr.to_bytes(8, "little") * 16)
+    k = object.__new__(tc.TensorMatmulKernel)
+    k.spec = spec
+    k._item = k._out_item = k._acc_item = 4
+    k._sms = 132
+    k._fmt = "PPP" + "q" * 8 + "iff"
+    k._fmt_reduce = "PP" + "q" * 5 + "iff"
+    k._buffers, k._retired, k._plans, k._torch_calls = {}, [], {}, {}
+    monkeypatch.setattr(k, "handle", lambda name, shared=0: 1, raising=False)
+    addresses = iter(range(0x10000, 0x10000000, 0x100000))
+    monkeypatch.setattr(k, "_buffer", lambda name, nbytes: next(addresses), raising=False)
+    return k
+
+
+@pytest.mark.parametrize("layout_a, layout_b", [("row", "row"), ("col", "col"), ("row", "col")])
+def test_plan_copies_both_operands_and_runs_the_main_kernel_on_3k(monkeypatch, layout_a, layout_b):
+    spec = _split(layout_a=layout_a, layout_b=layout_b)
+    k = _kernel(spec, monkeypatch)
+    _Go.made = []
+    M, N, K = 300, 200, 1001      # K not a multiple of 4: seg = 1004
+    lda = K + 3 if layout_a == "row" else M + 1
+    ldb = N + 5 if layout_b == "row" else K + 7
+    plan = k._plan(M, N, K, lda, ldb, N, False, False, True)
+    k._run(plan, 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
+    copy_a, copy_b, main = _Go.made
+    seg = 1004
+    assert copy_a.name == ("kgen_tc_split3" if layout_a == "row" else "kgen_tc_split3_t")
+    assert copy_b.name == ("kgen_tc_split3" if layout_b == "col" else "kgen_tc_split3_t")
+    # (source, destination, rows, K, source stride, seg, lo_seg): A as [hi lo hi], B as [lo hi hi].
+    (a_args,), (b_args,) = copy_a.calls, copy_b.calls
+    assert a_args[0] == 0xA0 and a_args[2:] == (M, K, lda, seg, 1)
+    assert b_args[0] == 0xB0 and b_args[2:] == (N, K, ldb, seg, 0)
+    assert main.name == "kgen_tc_wgmma"
+    (m_args,) = main.calls
+    # The TMA maps name the copies; the product's inner size is 3 * seg, both strides too.
+    assert m_args[:3] == (a_args[1].to_bytes(8, "little") * 16, b_args[1].to_bytes(8, "little") * 16, 0xC0)
+    assert m_args[3:9] == (M, N, 3 * seg, 3 * seg, 3 * seg, N)
+    assert plan[-1].a[:3] == (3 * seg, M, 3 * seg) and plan[-1].b[:3] == (3 * seg, N, 3 * seg)
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """Round float32 to TF32 (10 mantissa bits) to nearest, ties away from zero: cvt.rna."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def _segments(x: np.ndarray, lo_seg: int) -> list[np.ndarray]:
+    """What kgen_tc_split3 writes for `x`: three segments, `lo_seg` holding lo, the others hi."""
+    hi = _tf32(x)
+    lo = _tf32((x - hi).astype(np.float32))
+    return [lo if s == lo_seg else hi for s in range(3)]
+
+
+def test_the_plans_segments_sum_three_tf32_products_at_float32_accuracy(monkeypatch):
+    k = _kernel(_split(), monkeypatch)
+    _Go.made = []
+    k._run(k._plan(8, 8, 512, 512, 8, 8, True, True, True), 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
+    lo_a, lo_b = _Go.made[0].calls[0][-1], _Go.made[1].calls[0][-1]
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((8, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 8)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    sa, sb = _segments(a, lo_a), _segments(b.T, lo_b)
+    # The products the concatenation multiplies, term by term, in float64: exactly the three wanted.
+    got = sum(sa[s].astype(np.float64) @ sb[s].T.astype(np.float64) for s in range(3))
+    hi_a, hi_b = _tf32(a).astype(np.float64), _tf32(b).astype(np.float64)
+    lo_a_ = _tf32((a - hi_a).astype(np.float32)).astype(np.float64)
+    lo_b_ = _tf32((b - hi_b).astype(np.float32)).astype(np.float64)
+    assert np.allclose(got, hi_a @ hi_b + hi_a @ lo_b_ + lo_a_ @ hi_b, rtol=0, atol=1e-9 * np.abs(ref).max())
+    rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    tf32_only = np.linalg.norm(hi_a @ hi_b - ref) / np.linalg.norm(ref)
+    assert rel < 2.0 ** -20 and tf32_only > 2.0 ** -13   # float32-level against TF32's ~2^-11
+
+
+def test_dispatch_routes_large_float32_products_to_the_split_on_request():
+    from kgen.ops.matmul import Matmul
+    from kgen.ops.skinny import Skinny
+    from kgen.tune.dispatch import matmul_family
+
+    assert matmul_family(4096, 4096, 4096, "float32", split_tf32=True) is TensorMatmul
+    assert matmul_family(4096, 4096, 4096, "float32") is Matmul              # no sm_90, or KGEN_SPLIT_TF32=0
+    assert matmul_family(4096, 4096, 4096, "float32", allow_tf32=True, split_tf32=True) is TensorMatmul
+    assert matmul_family(4, 4096, 4096, "float32", split_tf32=True) is Skinny
+    k = tc.SPLIT_TF32_MIN_MACS // (1024 * 1024)
+    assert tc.split_tf32_suits(1024, 1024, k) and not tc.split_tf32_suits(1024, 1024, k - 1)
+    assert matmul_family(1024, 1024, k - 1, "float32", split_tf32=True) is Matmul
+    side = tc.SPLIT_TF32_MIN_SIDE
+    assert not tc.split_tf32_suits(side - 1, 1 << 16, 1 << 12) and tc.split_tf32_suits(side, 1 << 16, 1 << 12)
+    assert not tc.split_tf32_suits(1 << 14, 1 << 14, tc.SPLIT_TF32_MIN_K - 1)
+    # The copies (3 (M + N) K float32) must fit SPLIT_TF32_MAX_BYTES.
+    K = tc.SPLIT_TF32_MAX_BYTES // (12 * 2 * 8192) + 4
+    assert tc.split_tf32_suits(8192, 8192, 4096) and not tc.split_tf32_suits(8192, 8192, K)
+
+
+@pytest.mark.nvcc
+def test_split_specs_compile_for_sm90a_without_spills():
+    specs = [TensorMatmul.wgmma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "float32", split_tf32=True),
+             _split(tile=(64, 192, 32), warp_tile=(64, 192), stages=6, split_k=2, layout_b="col"),
+             _split(tile=(128, 64, 32), warp_tile=(64, 64), stages=3, persistent=True, layout_a="col")]
+    for spec in specs:
+        res = kgen.compile(spec, "sm_90")
+        for entry in ("kgen_tc_split3", "kgen_tc_split3_t", "kgen_tc_wgmma"):
+            r = res.resources[entry]
+            assert not (r["spill_stores"] or r["spill_loads"]), f"{spec.to_json()} {entry} spills: {r}"
+        assert "kgen_tc_transpose" not in res.resources
+        assert "C7515" not in res.log   # reading d between runs must not serialize the wgmmas
+
+
+def test_split_default_and_dispatch_spec_hold_both_accumulator_sets():
+    for M, N, K in ((4096, 4096, 4096), (300, 9000, 2000), (8192, 300, 700), (20000, 20000, 256)):
+        p = {"M": M, "N": N, "K": K}
+        s = TensorMatmul.wgmma_default_spec(p, "float32", split_tf32=True)
+        assert s.split_tf32 and s.tile[1] <= tc.SPLIT_MAX_BN[s.tile[0]]
+        # What dispatch does with the TF32 rule's spec (128x256 on large products) for a split call.
+        tf = TensorMatmul.default_spec(p, "float32")
+        got = tf.for_layouts(p, layout_a="row", layout_b="row", split_tf32=True)
+        assert got == s.replace(layout_a="row", layout_b="row")
+        # A split spec (tuned, say) stands as it is; TF32 calls keep the TF32 spec.
+        assert s.for_layouts(p, layout_b="col", split_tf32=True) == s.replace(layout_b="col")
+        assert not tf.for_layouts(p, layout_b="col", split_tf32=False).split_tf32
