@@ -59,9 +59,21 @@ class Tensor:
         return self._device >= 0
 
     def new_empty(self, shape):
-        out = Tensor(0, 0x9000, self.dtype, self._device)
+        allocations.append(tuple(shape))
+        out = Tensor(0, 0x9000 + 0x10000 * len(allocations), self.dtype, self._device)
         out.shape = _Size(shape)
         return out
+
+    def unbind(self):
+        views = []
+        for i in range(self.shape[0]):
+            v = Tensor(0, self._ptr + 4 * i, self.dtype, self._device)
+            v.shape = _Size(())
+            views.append(v)
+        return tuple(views)
+
+
+allocations: list = []
 
 
 Tensor.__module__ = "torch"
@@ -83,7 +95,7 @@ def kernel(monkeypatch):
     k._itemsize = 4
     k._arity = spec.arity
     k._empty_error = spec.empty_is_undefined
-    k._memo, k._torch_plans = {}, {}
+    k._memo, k._torch_plans, k._torch_results = {}, {}, {}
     k.planned, k.launched = [], []
 
     def steps(n, head, stream):
@@ -109,6 +121,25 @@ def test_a_repeat_call_reuses_the_plan_and_skips_the_checks(kernel, monkeypatch)
     assert resolved == [] and len(kernel.planned) == 1 and len(kernel.launched) == 4
     # Every launch took the call's own pointers.
     assert [launch[1] for launch in kernel.launched] == [(0x10000 + 4096 * i, 0x20000 + 4096 * i) for i in range(4)]
+
+
+def test_repeat_calls_return_distinct_results_from_batched_allocations(kernel):
+    from kgen.ops.reduce import RESULT_BATCH
+
+    x, y = Tensor(1000, 0x10000), Tensor(1000, 0x20000)
+    kernel(x, y)   # the first call: checked, its own result
+    allocations.clear()
+    kernel.launched.clear()
+    results = [kernel(x, y) for _ in range(RESULT_BATCH + 3)]
+    # One allocation per RESULT_BATCH results, not one per call.
+    assert allocations == [(RESULT_BATCH,), (RESULT_BATCH,)]
+    ptrs = [r.data_ptr() for r in results]
+    assert all(r.shape == () for r in results) and len(set(ptrs)) == len(ptrs)
+    # Each launch wrote the result that call returned.
+    assert [launch[2] for launch in kernel.launched] == ptrs
+    # A device of its own gets its own batch.
+    z = kernel(Tensor(1000, 0x10000, device=1), Tensor(1000, 0x20000, device=1))
+    assert z.get_device() == 1 and len(allocations) == 3
 
 
 @pytest.mark.parametrize("change", ["length", "alignment", "device", "stream", "out"])
