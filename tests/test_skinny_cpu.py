@@ -14,9 +14,9 @@ import pytest
 
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
-from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SUITS_ROWS, TC_MIN_DIM,
-                              TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_SUITS_ROWS, Skinny, _form,
-                              _slabs, tolerance)
+from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SUITS_ROWS,
+                              TC_MIN_DIM, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_SUITS_ROWS, Skinny,
+                              _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -127,10 +127,12 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         p = {"M": M, "N": N, "K": K}
         s = Skinny.default_spec(p, dtype)
         r = min(M, N)
-        # float32 past the SIMT range: the split-TF32 tensor-core forms, merged by a second kernel;
-        # 16-bit from 2 rows: the mma.m16n8k16 dot form, merged by a second kernel from 5 rows.
+        # float32 past the SIMT range, or past SIMT_F32_ROWS with N and K >= TC_MIN_DIM: the
+        # split-TF32 tensor-core forms, merged by a second kernel; 16-bit from 2 rows: the
+        # mma.m16n8k16 dot form, merged by a second kernel from 5 rows.
         half = dtype in ("float16", "bfloat16")
-        tc = (dtype == "float32" and r > SUITS_ROWS["float32"]) or (half and r > 1)
+        wide = min(max(M, N), K) >= TC_MIN_DIM
+        tc = (dtype == "float32" and (r > SUITS_ROWS["float32"] or (r > SIMT_F32_ROWS and wide))) or (half and r > 1)
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
         assert s.merge == ("two_pass" if tc and (r > 4 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
@@ -594,3 +596,17 @@ def test_wave_fitted_splits_fill_the_last_wave():
         n = wave_fitted_splits(K, unit, tiles, slots, want, most)
         assert 1 <= n <= max(most, 1)
         assert round(_fill(tiles, n, slots), 2) >= round(_fill(tiles, _slabs(K, want, unit), slots), 2)
+
+
+def test_float32_tensor_core_forms_from_seven_rows_where_n_and_k_are_large(monkeypatch):
+    """7-12 rows against large N and K: the split-TF32 forms (measured ahead of the SIMT ones
+    there); 1-6 rows, a short side, or KGEN_SPLIT_TF32=0: the SIMT forms."""
+    monkeypatch.delenv("KGEN_SPLIT_TF32", raising=False)
+    for M in range(1, SUITS_ROWS["float32"] + 1):
+        for N, K in ((4096, 4096), (TC_MIN_DIM - 1, 8192), (8192, TC_MIN_DIM - 1)):
+            s = Skinny.default_spec({"M": M, "N": N, "K": K}, "float32")
+            big = min(N, K) >= TC_MIN_DIM
+            assert s.tensor_cores == (M > SIMT_F32_ROWS and big), (M, N, K)
+            assert Skinny.default_spec({"M": N, "N": M, "K": K}, "float32").tensor_cores == s.tensor_cores
+    monkeypatch.setenv("KGEN_SPLIT_TF32", "0")
+    assert not Skinny.default_spec({"M": 10, "N": 4096, "K": 4096}, "float32").tensor_cores

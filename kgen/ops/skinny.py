@@ -489,9 +489,11 @@ class Skinny(Spec):
         # small operand staged per block serves more of the large one.
         warp_cols = 4 if rows <= 2 else max(1, min(8, 64 // (rows * acc)))
         loads = 8 if rows <= 16 else 4
-        if dtype == "float32" and small > SUITS_ROWS["float32"]:
-            # Past the SIMT forms' range: the split-TF32 tensor-core forms, 2 tiles a warp, the
-            # slabs merged by a second kernel (the ticket merge's last block was the tail there).
+        if dtype == "float32" and (small > SUITS_ROWS["float32"] or (
+                small > SIMT_F32_ROWS and min(max(p["M"], p["N"]), p["K"]) >= TC_MIN_DIM and split_tf32_enabled())):
+            # Past the SIMT forms' range, and from SIMT_F32_ROWS up where N and K are large: the
+            # split-TF32 tensor-core forms, 2 tiles a warp, the slabs merged by a second kernel
+            # (the ticket merge's last block was the tail there).
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=2)
         if dtype in ("float16", "bfloat16"):
@@ -623,6 +625,12 @@ SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
 # and the tiled family's wide tiles won from 128 rows.
 TC_SUITS_ROWS = {True: 256, False: 96}
 TC_MIN_DIM = 1024
+# Within SUITS_ROWS, float32 products of more than this many rows (N and K >= TC_MIN_DIM) take
+# the split-TF32 tensor-core forms too. Device time on an H100 over seven weights, both orders
+# (docs/bench/research/skinny_f32_rows.py, docs/matmul.md): at 8-12 rows they ran 1.01-1.17x
+# the SIMT forms' speed; at 4-6 rows the SIMT forms won against W.t() (1.22-1.26x cuBLAS
+# against 1.10-1.11x) and tied at 4 rows against a row-major weight.
+SIMT_F32_ROWS = 6
 # float16/bfloat16 beyond SUITS_ROWS with a k-contiguous large operand: the mma.m16n8k16 dot
 # form up to this many rows. Measured on an H100 (docs/matmul.md): 1.0-2.1x cuBLAS from 3 to 32
 # rows on most shapes, level with the tiled tensor-core family at 50-64, behind it from 100.
