@@ -64,11 +64,20 @@ class Tensor:
         out.shape = _Size(shape)
         return out
 
-    def unbind(self):
+    def element_size(self):
+        return 8 if self.dtype is FLOAT64 else 4
+
+    def as_strided(self, size, stride):
+        out = Tensor(0, self._ptr, self.dtype, self._device)
+        out.shape, out._strides = _Size(size), tuple(stride)
+        return out
+
+    def unbind(self, dim=0):
+        step = getattr(self, "_strides", (1,))[0] * self.element_size()
         views = []
         for i in range(self.shape[0]):
-            v = Tensor(0, self._ptr + 4 * i, self.dtype, self._device)
-            v.shape = _Size(())
+            v = Tensor(0, self._ptr + step * i, self.dtype, self._device)
+            v.shape = _Size(self.shape[1:])
             views.append(v)
         return tuple(views)
 
@@ -95,7 +104,7 @@ def kernel(monkeypatch):
     k._itemsize = 4
     k._arity = spec.arity
     k._empty_error = spec.empty_is_undefined
-    k._memo, k._torch_plans, k._torch_results = {}, {}, {}
+    k._memo, k._torch_plans, k._torch_results = {}, {}, runtime.TorchResults()
     k.planned, k.launched = [], []
 
     def steps(n, head, stream):
@@ -124,22 +133,42 @@ def test_a_repeat_call_reuses_the_plan_and_skips_the_checks(kernel, monkeypatch)
 
 
 def test_repeat_calls_return_distinct_results_from_batched_allocations(kernel):
-    from kgen.ops.reduce import RESULT_BATCH
-
     x, y = Tensor(1000, 0x10000), Tensor(1000, 0x20000)
     kernel(x, y)   # the first call: checked, its own result
     allocations.clear()
     kernel.launched.clear()
-    results = [kernel(x, y) for _ in range(RESULT_BATCH + 3)]
-    # One allocation per RESULT_BATCH results, not one per call.
-    assert allocations == [(RESULT_BATCH,), (RESULT_BATCH,)]
+    results = [kernel(x, y) for _ in range(256 + 3)]
+    # One allocation per 256 results (16 bytes apart), not one per call.
+    assert allocations == [(256 * 4,), (256 * 4,)]
     ptrs = [r.data_ptr() for r in results]
     assert all(r.shape == () for r in results) and len(set(ptrs)) == len(ptrs)
+    assert all(p % 16 == 0 for p in ptrs)
     # Each launch wrote the result that call returned.
     assert [launch[2] for launch in kernel.launched] == ptrs
-    # A device of its own gets its own batch.
+    # A device of its own, or a stream of its own, gets its own batch; stream= gets new_empty.
     z = kernel(Tensor(1000, 0x10000, device=1), Tensor(1000, 0x20000, device=1))
     assert z.get_device() == 1 and len(allocations) == 3
+    kernel(x, y, stream=0x7777)
+    assert allocations[-1] == ()
+
+
+def test_batched_results_follow_shape_size_and_stream():
+    from kgen.core.runtime import TorchResults
+
+    allocations.clear()
+    pool = TorchResults(batch_bytes=1 << 16, most=256, least=4)
+    like = Tensor(1, 0x10000)
+    a = [pool.new(like, (3, 5), 0, 0x50) for _ in range(5)]
+    # 15 floats padded to 64 bytes: 1024 of them fit 64 KiB, 256 at most are made.
+    assert allocations == [(256 * 16,)]
+    assert all(t.shape == (3, 5) for t in a) and len({t.data_ptr() for t in a}) == 5
+    assert sorted(t.data_ptr() - a[0].data_ptr() for t in a) == sorted(-64 * i for i in range(5))
+    pool.new(like, (3, 5), 0, 0x51)   # another stream: another batch
+    assert len(allocations) == 2
+    big = pool.new(like, (100, 100), 0, 0x50)   # 40 KB: fewer than 4 fit, so new_empty
+    assert allocations[-1] == (100, 100) and big.shape == (100, 100)
+    pool.new(like, (0, 7), 0, 0x50)   # empty: new_empty
+    assert allocations[-1] == (0, 7)
 
 
 @pytest.mark.parametrize("change", ["length", "alignment", "device", "stream", "out"])

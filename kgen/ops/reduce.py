@@ -777,10 +777,6 @@ def _torch_dtype_name(dtype: Any) -> str:
     return name
 
 
-# 0-d results a torch caller gets from one allocation (ReduceKernel._torch_result).
-RESULT_BATCH = 256
-
-
 class ReduceKernel(Kernel):
     """k(x) or k(x, y) -> numpy scalar (numpy in) or 0-d device array of the input's library.
 
@@ -802,7 +798,7 @@ class ReduceKernel(Kernel):
         self._retired: list[Any] = []  # outgrown scratch, kept alive for older bound launchers
         self._memo: dict[tuple, tuple] = {}  # (n, alignment, stream) -> launch steps
         self._torch_plans: dict[tuple, tuple] = {}  # torch call signature -> launch steps
-        self._torch_results: dict[tuple, list] = {}  # (device, dtype) -> unused 0-d results
+        self._torch_results = runtime.TorchResults()  # 0-d results of repeat torch calls
         self._launchers: dict[tuple, Launch] = {}
         x_args = "P" * self._arity
         s = spec.strategy
@@ -1005,24 +1001,14 @@ class ReduceKernel(Kernel):
             self._torch_plans[key] = steps
             out = owner
         elif out is None:
-            out = self._torch_result(x, dev)
+            # Batched 0-d results on the current stream; a stream= of the caller's gets new_empty.
+            out = self._torch_results.new(x, (), dev, h) if stream is None else x.new_empty(())
         ensure_context()
         try:
             self._go(steps, ptrs, out.data_ptr(), h)
         except LaunchError as exc:
             raise LaunchError(f"{exc} ({self.spec.describe()}, n={x.shape[0]})") from None
         return out
-
-    def _torch_result(self, x, device: int):
-        """A new 0-d tensor for a repeat call's result: one of RESULT_BATCH views that one
-        allocation and one unbind() made, so a call pays a list pop where new_empty(()) cost
-        3-6 µs of a 15-20 µs call (docs/dispatch.md). Each view is the caller's alone; the
-        batch's 1 KB lives until its last view is freed."""
-        key = (device, x.dtype)
-        pool = self._torch_results.get(key)
-        if not pool:
-            pool = self._torch_results[key] = list(x.new_empty((RESULT_BATCH,)).unbind())
-        return pool.pop()
 
     def bind(self, *inputs, out, stream=None):
         """A zero-argument callable that relaunches this reduction on the same device

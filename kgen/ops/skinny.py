@@ -757,6 +757,7 @@ class SkinnyKernel(Kernel):
         self._np_dtype = runtime.numpy_dtype(spec.dtype)
         self._slots: dict[str, int] = {}
         self._plans: dict[tuple, _Plan] = {}
+        self._torch_results = runtime.TorchResults()   # results of repeat torch calls, in batches
         self._workspaces: dict[int, dict[str, Any]] = {}
         self._retired: list[Any] = []  # outgrown workspaces: launches still queued may use them
         self._lock = threading.Lock()
@@ -814,9 +815,14 @@ class SkinnyKernel(Kernel):
         plan = self._plans.get(key)
         if plan is None:
             plan = self._torch_plan(key, A, B, out)
-        if out is None:
-            out = A.new_empty(plan.out_shape)  # row-major, as the plan assumed
-        h = runtime.torch_stream(dev) if stream is None else runtime.stream_handle(stream)
+        if stream is None:
+            h = runtime.torch_stream(dev)
+            if out is None:   # row-major, as the plan assumed; small results come in batches
+                out = self._torch_results.new(A, plan.out_shape, dev, h)
+        else:
+            h = runtime.stream_handle(stream)
+            if out is None:
+                out = A.new_empty(plan.out_shape)
         self._go(plan, pa, pb, out.data_ptr(), alpha, beta, h)
         return out
 
