@@ -146,6 +146,7 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         acc = 2 if dtype == "float64" else 1
         want = 4 if s.rows <= 2 else max(1, min(8, 64 // (s.rows * acc)))  # ~64 accumulator registers
         assert s.warp_cols == want
+        assert s.waves == (1 if half and r <= 2 else 2)   # 16-bit 1-2 rows: one wave of blocks
         if half and tc:   # 16-bit dot form: warps share K slabs up to 8 rows; 1 tile a warp past 32
             assert s.k_warps == (4 if r <= 8 else 1) and s.tc_tiles == (2 if s.rows <= 32 else 1)
             assert s.axpy_k_warps == (4 if 3 <= r <= 16 else 1) and s.lane_vectors == 1   # axpy form: 3-16 rows

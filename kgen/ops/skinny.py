@@ -507,9 +507,12 @@ class Skinny(Spec):
             # group's K slab (k_warps) and 2 tiles a warp; past 32 rows 1 tile a warp (fewer
             # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
             # (ahead of 1 and 2 by 5-15% at 3-16 rows on an H100), 8-byte vectors (4 tiles).
+            # 1-2 rows: one wave of blocks (device time 1.00-1.09x over two waves on five
+            # weights, both orders, H100; docs/bench/skinny_sweep_1_2_rows_h100.txt).
             tc = small > 1
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
-                       loads=loads, k_split=0, waves=2, merge="two_pass" if small > 4 else "single_pass",
+                       loads=loads, k_split=0, waves=1 if small <= 2 else 2,
+                       merge="two_pass" if small > 4 else "single_pass",
                        tensor_cores=tc, tc_tiles=2 if rows <= 32 else 1, k_warps=4 if tc and small <= 8 else 1,
                        axpy_k_warps=4 if tc and rows >= TC16_AXPY_MIN_ROWS and small <= 16 else 1)
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
