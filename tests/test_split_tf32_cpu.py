@@ -194,3 +194,16 @@ def test_split_default_and_dispatch_spec_hold_both_accumulator_sets():
         # A split spec (tuned, say) stands as it is; TF32 calls keep the TF32 spec.
         assert s.for_layouts(p, layout_b="col", split_tf32=True) == s.replace(layout_b="col")
         assert not tf.for_layouts(p, layout_b="col", split_tf32=False).split_tf32
+
+
+def test_matmul_asks_for_the_split_unless_tf32_is_allowed_and_never_tunes_it(monkeypatch):
+    from kgen.tune import dispatch
+
+    seen = []
+    monkeypatch.setattr(dispatch, "call_family", lambda A, B, dtype, allow_tf32=False: TensorMatmul)
+    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides:
+                        seen.append((tune, dict(overrides))) or (lambda A, B, **kw: "C"))
+    A, B = np.ones((600, 700), np.float32), np.ones((700, 800), np.float32)
+    assert dispatch.matmul(A, B, tune=True) == "C"
+    assert dispatch.matmul(A, B, tune=True, allow_tf32=True) == "C"
+    assert seen == [(False, {"split_tf32": True}), (True, {"split_tf32": False})]

@@ -243,7 +243,8 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
 
     numpy in, numpy out; device arrays (pycuda, torch, CuPy) in, the same library out.
     float32, float64, float16 and bfloat16 inputs (16-bit: float32 accumulation).
-    tune=True tunes this shape first (guided) when the database has no exact entry.
+    tune=True tunes this shape first (guided) when the database has no exact entry (not
+    for large float32 products on sm_90, which run the split-TF32 kernel's own default).
     allow_tf32=True lets float32 products run on the tensor cores as TF32 (inputs
     rounded to 10 mantissa bits), like torch.backends.cuda.matmul.allow_tf32.
     stream= a pycuda, torch or CuPy stream or a raw handle; by default the current
@@ -273,8 +274,10 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
     if family.kernel == "tensor_matmul" and dtype == "float32":
         # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
-        # a tuned entry for this problem holds.
+        # a tuned entry for this problem holds. The tuner searches TF32 specs, not the split's
+        # tiles, so tune=True does not apply to the split: it runs its own default.
         overrides["split_tf32"] = not allow_tf32
+        tune = tune and allow_tf32
     k = _kernel(family, problem, dtype, tune, overrides)
     result = k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
     if fast is not None:
