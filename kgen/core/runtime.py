@@ -391,7 +391,8 @@ class TorchResults:
         count = min(self._most, self._batch_bytes // (span * item))
         if n == 0 or count < self._least:
             return like.new_empty(shape)
-        strides, step = [], 1
+        strides: list[int] = []
+        step = 1
         for d in reversed(shape):
             strides.insert(0, step)
             step *= d

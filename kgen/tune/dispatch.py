@@ -267,7 +267,7 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
     family = call_family(A, B, dtype, allow_tf32)
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if dev_a and family.kernel in ("matmul", "tensor_matmul"):
         # A transposed device view is read in place by a column-major spec of the same tiles.
         overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
