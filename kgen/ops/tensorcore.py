@@ -864,6 +864,12 @@ class TensorMatmulKernel(Kernel):
             self._buffers[name] = held
         return int(held[0])
 
+    def _copy_step(self, operand: str, entry: str, grid: tuple, elements: int, fmt: str, args: tuple) -> tuple:
+        """(launch, destination buffer, arguments after the two pointers) of a copy of an
+        operand into this kernel's workspace before the product (repack, transpose or split)."""
+        go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, fmt)
+        return go, self._buffer(operand, elements * self._item), args
+
     def _plan(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int, a_ok: bool, b_ok: bool,
               c_pairs: bool) -> tuple:
         """Everything a call of this shape, layout and alignment launches, decided once:
@@ -890,9 +896,8 @@ class TensorMatmulKernel(Kernel):
                 else:
                     entry = "kgen_tc_split3_t"
                     grid = (max(1, min(-(-rows // 32), 4096)), max(1, min(-(-seg // 32), 65535)), 1)
-                dst = self._buffer(operand, rows * 3 * seg * self._item)
-                go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, "PP" + "q" * 4 + "i")
-                repacks[i] = (go, dst, (rows, K, ld, seg, 1 - i))   # A as [hi lo hi], B as [lo hi hi]
+                # A as [hi lo hi], B as [lo hi hi]: lo in segment 1 of A, 0 of B.
+                repacks[i] = self._copy_step(operand, entry, grid, rows * 3 * seg, "PPqqqqi", (rows, K, ld, seg, 1 - i))
             K = lda = ldb = 3 * seg
             a_ok = b_ok = True
         elif spec.repack:
@@ -908,9 +913,7 @@ class TensorMatmulKernel(Kernel):
                 else:
                     entry, copy_rows, ldd = "kgen_tc_repack", rows, -(-cols // vec) * vec
                     grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
-                dst = self._buffer("AB"[i], copy_rows * ldd * self._item)
-                go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, "PP" + "q" * 4)
-                repacks[i] = (go, dst, (rows, cols, ld, ldd))
+                repacks[i] = self._copy_step("AB"[i], entry, grid, copy_rows * ldd, "PPqqqq", (rows, cols, ld, ldd))
                 if i == 0:
                     lda = ldd
                 else:

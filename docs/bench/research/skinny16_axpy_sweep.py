@@ -5,8 +5,9 @@ launches over rotated weights (> L2).
 SET=sweep (default): 1-64 rows on seven weights, 15 variants of the form.
 SET=aligned: 3-16 rows on seven weights that the wgmma kernel reads in place, the default and
 two variants. The split the axpy form's warps share (`lv1 kw4` ...) is `axpy_k_warps`."""
-import json, math, os, statistics, sys, time
+import json, math, os, sys, time
 import concurrent.futures as cf
+from kgen.bench.skinny import copy_bandwidth, time_batched
 from kgen.ops.skinny import Skinny
 from kgen.ops.tensorcore import TensorMatmul
 
@@ -55,18 +56,9 @@ def main():
     t0 = time.time()
     with cf.ThreadPoolExecutor(16) as ex: list(ex.map(lambda s: kgen.compile(s), todo.values()))
     print(f"compiled {len(todo)} in {time.time()-t0:.0f}s", flush=True)
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     def per_call(fs, reps=7, n=24):
-        for f in fs: f()
-        torch.cuda.synchronize(); ts = []
-        for _ in range(reps):
-            e0.record()
-            for i in range(n): fs[i % len(fs)]()
-            e1.record(); e1.synchronize(); ts.append(e0.elapsed_time(e1) * 1e3 / n)
-        return statistics.median(ts)
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
-    bw = 2 * x.numel() / (per_call([lambda: y.copy_(x)], 5, 4) * 1e-6) / 1e12
-    del x, y
+        return time_batched(torch, fs, reps, n)
+    bw = copy_bandwidth(torch, 5) / 1e12
     print(f"copy bandwidth {bw:.2f} TB/s", flush=True)
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False

@@ -4,9 +4,10 @@ storage orders; bound launches over rotated weights (> L2), device time beside c
 A record: it ran (H100) on the tree where every entry point was rendered with 1 (before
 Skinny.dot_min_blocks / axpy_min_blocks), so its "mb1" is that tree's kernel. Its output is
 docs/bench/skinny_launch_bounds_h100.json."""
-import json, math, os, re, statistics, sys
+import json, math, os, re, sys
 import concurrent.futures as cf
 import torch, kgen
+from kgen.bench.skinny import copy_bandwidth, time_batched
 from kgen.core import render as rendering, runtime
 from kgen.core.kernel import _compile_spec, default_arch
 from kgen.ops.skinny import Skinny
@@ -41,18 +42,9 @@ def main():
     for key, (s, src, comp) in built.items():
         r = {n[12:]: (v["registers"], v["spill_stores"]) for n, v in comp.resources.items() if n.endswith(("v4", "v8"))}
         print(key[1], s.dtype, s.rows, r, flush=True)
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     def per_call(fs, reps=9, n=24):
-        for f in fs: f()
-        torch.cuda.synchronize(); ts = []
-        for _ in range(reps):
-            e0.record()
-            for i in range(n): fs[i % len(fs)]()
-            e1.record(); e1.synchronize(); ts.append(e0.elapsed_time(e1) * 1e3 / n)
-        return statistics.median(ts)
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
-    bw = 2 * x.numel() / (per_call([lambda: y.copy_(x)], 5, 4) * 1e-6) / 1e12
-    del x, y
+        return time_batched(torch, fs, reps, n)
+    bw = copy_bandwidth(torch, 5) / 1e12
     print(f"copy bandwidth {bw:.3f} TB/s", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False

@@ -1,8 +1,9 @@
 """Skinny K splits fitted to the last wave (wave_fitted_splits) against the split that asks for
 exactly `waves` waves; default specs, bound launches over rotated large operands (> L2),
 float32 and bfloat16, both storage orders of the large operand. Device time per call."""
-import json, math, os, statistics, time
+import json, math, os, time
 import concurrent.futures as cf
+from kgen.bench.skinny import copy_bandwidth, time_batched
 import kgen
 import kgen.ops.skinny as sk
 from kgen.ops.skinny import Skinny
@@ -22,18 +23,9 @@ def main():
             for N, K in SH:
                 s = Skinny.default_spec({"M": M, "N": N, "K": K}, dt); todo[s.key] = s
     with cf.ThreadPoolExecutor(16) as ex: list(ex.map(kgen.compile, todo.values()))
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     def per_call(fs, reps=7, n=24):
-        for f in fs: f()
-        torch.cuda.synchronize(); ts = []
-        for _ in range(reps):
-            e0.record()
-            for i in range(n): fs[i % len(fs)]()
-            e1.record(); e1.synchronize(); ts.append(e0.elapsed_time(e1) * 1e3 / n)
-        return statistics.median(ts)
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
-    bw = 2 * x.numel() / (per_call([lambda: y.copy_(x)], 5, 4) * 1e-6) / 1e12
-    del x, y
+        return time_batched(torch, fs, reps, n)
+    bw = copy_bandwidth(torch, 5) / 1e12
     print(f"copy bandwidth {bw:.2f} TB/s", flush=True)
     rows = []
     for dt in ("float32", "bfloat16"):
