@@ -45,6 +45,14 @@ def rng():
     return np.random.default_rng()
 
 
+def cuda_torch():
+    """torch with a CUDA device, or the test is skipped saying which is missing."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device")
+    return torch
+
+
 def rel_error(got, ref) -> float:
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)

@@ -1,6 +1,7 @@
 """The thin call path on the GPU: the caller's stream, and repeat calls that reuse their plan."""
 import numpy as np
 import pytest
+from conftest import cuda_torch
 
 import kgen
 from kgen.tune import dispatch
@@ -9,10 +10,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA device")
-    return torch
+    return cuda_torch()
 
 
 def test_matmul_and_dot_run_on_the_callers_torch_stream():

@@ -14,9 +14,9 @@ import pytest
 
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
-from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SUITS_ROWS,
-                              TC_MIN_DIM, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_SUITS_ROWS, Skinny,
-                              _form, _slabs, tolerance)
+from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SMALL_SIMT_MIN_K,
+                              SMALL_SIMT_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS,
+                              TC_MIN_DIM, TC_SUITS_ROWS, Skinny, _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -132,7 +132,8 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         # mma.m16n8k16 dot form, merged by a second kernel from 5 rows.
         half = dtype in ("float16", "bfloat16")
         wide = min(max(M, N), K) >= TC_MIN_DIM
-        tc = (dtype == "float32" and (r > SUITS_ROWS["float32"] or (r > SIMT_F32_ROWS and wide))) or (half and r > 1)
+        # float32 of 13-64 rows whose N and K are not both large: the SIMT forms (ticket merge).
+        tc = (dtype == "float32" and (r > SMALL_SIMT_ROWS or wide and r > SIMT_F32_ROWS)) or (half and r > 1)
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
         assert s.merge == ("two_pass" if tc and (r > 4 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
@@ -161,7 +162,8 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                 else:
                     rows16 = TC16_AXPY_ROWS[in_place]
                 want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
-                              or (half and big and r <= rows16))
+                              or (half and big and r <= rows16)
+                              or (dtype == "float32" and not big and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K))
                 assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
     assert Skinny.suits(1, 4096, 4096, "bfloat16") and Skinny.suits(4, 4096, 4096, "bfloat16")
@@ -181,7 +183,13 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
     # float32: 13-96 rows in either storage order, up to 256 against a k-contiguous weight (W.T).
     assert Skinny.suits(17, 4096, 4096, "float32") and Skinny.suits(96, 4096, 4096, "float32", False)
     assert not Skinny.suits(97, 4096, 4096, "float32", False) and Skinny.suits(256, 4096, 4096, "float32", True)
-    assert not Skinny.suits(257, 4096, 4096, "float32", True) and not Skinny.suits(17, 4096, 512, "float32", True)
+    assert not Skinny.suits(257, 4096, 4096, "float32", True)
+    # float32 small products of 13-64 rows (N and K not both >= TC_MIN_DIM, K >= SMALL_SIMT_MIN_K):
+    # the SIMT forms with the ticket merge.
+    assert Skinny.suits(17, 4096, 512, "float32", True) and Skinny.suits(193, 50, 461, "float32")
+    assert not Skinny.suits(65, 4096, 512, "float32") and not Skinny.suits(1142, 22, 48, "float32")
+    s = Skinny.default_spec({"M": 193, "N": 50, "K": 461}, "float32")
+    assert not s.tensor_cores and s.merge == "single_pass" and s.rows == 56
 
 
 def test_search_space_is_valid_and_contains_the_default():

@@ -161,7 +161,14 @@ def test_dispatch_routes_large_float32_products_to_the_split_on_request():
     assert tc.split_tf32_suits(1024, 1024, k) and not tc.split_tf32_suits(1024, 1024, k - 1)
     assert matmul_family(1024, 1024, k - 1, "float32", split_tf32=True) is Matmul
     side = tc.SPLIT_TF32_MIN_SIDE
-    assert not tc.split_tf32_suits(side - 1, 1 << 16, 1 << 12) and tc.split_tf32_suits(side, 1 << 16, 1 << 12)
+    assert tc.split_tf32_suits(side, 1 << 16, 1 << 12)
+    # Below SPLIT_TF32_MIN_SIDE, from SPLIT_TF32_NARROW_SIDE, any size, where K is at most the larger side.
+    narrow = tc.SPLIT_TF32_NARROW_SIDE
+    assert tc.split_tf32_suits(side - 1, 1 << 16, 1 << 12) and tc.split_tf32_suits(944, narrow, 201)
+    assert not tc.split_tf32_suits(narrow - 1, 944, 201) and not tc.split_tf32_suits(300, 1775, 1776)
+    assert tc.split_tf32_suits(300, 1775, 1775) and not tc.split_tf32_suits(300, 1775, tc.SPLIT_TF32_MIN_K - 1)
+    assert matmul_family(944, 357, 201, "float32", split_tf32=True) is TensorMatmul
+    assert matmul_family(944, 357, 201, "float32") is Matmul
     assert not tc.split_tf32_suits(1 << 14, 1 << 14, tc.SPLIT_TF32_MIN_K - 1)
     # The copies (3 (M + N) K float32) must fit SPLIT_TF32_MAX_BYTES.
     K = tc.SPLIT_TF32_MAX_BYTES // (12 * 2 * 8192) + 4

@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import cuda_torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,10 +119,7 @@ def _prebuild():
 
 
 def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA")
-    return torch
+    return cuda_torch()
 
 
 def _operand(torch, rows, cols, layout, pad, offset, dtype):

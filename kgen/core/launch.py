@@ -66,7 +66,9 @@ def _libcuda():
             lib.cuFuncGetParamInfo.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
                                                ctypes.POINTER(ctypes.c_size_t)]
             lib.cuFuncGetParamInfo.restype = ctypes.c_int
-            for name in ("cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuFuncSetAttribute"):
+            lib.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
+            for name in ("cuMemsetD32Async", "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload",
+                         "cuFuncSetAttribute"):
                 getattr(lib, name).restype = ctypes.c_int
             _lib.append(lib)
     return _lib[0]
@@ -121,6 +123,25 @@ class DriverModule:
             self._lib.cuModuleUnload(self._handle)
         except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone
             pass
+
+
+def write_words_async(address: int, data: bytes, stream: int) -> None:
+    """Write `data` (a whole number of 32-bit words) to device memory at `address` in the
+    order of `stream`, one cuMemsetD32Async per run of equal words: no host buffer, so it
+    may be captured into a CUDA graph, where it runs again at every replay."""
+    if len(data) % 4:
+        raise ValueError(f"write_words_async writes whole 32-bit words, not {len(data)} bytes")
+    ensure_context()
+    lib = _libcuda()
+    words = struct.unpack(f"<{len(data) // 4}I", data)
+    start = 0
+    while start < len(words):
+        end = start + 1
+        while end < len(words) and words[end] == words[start]:
+            end += 1
+        _check(lib.cuMemsetD32Async(address + 4 * start, words[start], end - start, ctypes.c_void_p(stream)),
+               "writing a workspace (cuMemsetD32Async)")
+        start = end
 
 
 def ensure_context() -> None:

@@ -6,6 +6,7 @@ one set of allocations, with torch, CuPy and Numba in the same process.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from typing import Any, Sequence
 
@@ -402,6 +403,44 @@ class TorchResults:
             self._pools.clear()
         self._pools[key] = views
         return views.pop()
+
+
+class TorchBuffer:
+    """Device memory held by a torch tensor, with the two things kgen asks of a pycuda
+    allocation: int() is its address, free() lets it go."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Any):
+        self.tensor = tensor
+
+    def __int__(self) -> int:
+        return int(self.tensor.data_ptr()) if self.tensor is not None else 0
+
+    def free(self) -> None:
+        self.tensor = None
+
+
+def torch_capturing() -> bool:
+    """Whether torch's current stream on kgen's device is capturing a CUDA graph. Only
+    torch captures are seen; a graph captured through the driver or CuPy is not, and
+    there a first call that needs a workspace fails with the driver's message."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return False
+    with torch.cuda.device(device_index()):
+        return bool(torch.cuda.is_current_stream_capturing())
+
+
+def device_buffer(nbytes: int) -> Any:
+    """Device memory for a kernel's workspace: cuMemAlloc, or, while torch's current stream
+    captures a CUDA graph (where cuMemAlloc is not permitted), a torch allocation, which the
+    caching allocator takes from the graph's private pool so that every replay finds it."""
+    if torch_capturing():
+        import torch
+
+        return TorchBuffer(torch.empty(max(nbytes, 16), dtype=torch.uint8, device=f"cuda:{device_index()}"))
+    return driver().mem_alloc(max(nbytes, 16))
 
 
 def torch_stream(device: int) -> int:

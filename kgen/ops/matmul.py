@@ -639,6 +639,7 @@ class MatmulKernel(Kernel):
             self._fn_repack = self.function("kgen_matmul_repack")
             self._fn_vec_cs = self.function("kgen_matmul_vec_cs", shared)
         self._buffers: dict[str, Any] = {}
+        self._retired: list[Any] = []  # workspaces outgrown while a graph was captured: the graph uses them
         self._plans: dict[tuple, tuple] = {}
         self._launch_plans: dict[tuple, tuple] = {}
         self._torch_calls: dict[tuple, tuple] = {}
@@ -690,8 +691,11 @@ class MatmulKernel(Kernel):
         if held is None or held[1] < nbytes:
             if held is not None:
                 self._forget_plans()
-                held[0].free()
-            held = (runtime.driver().mem_alloc(max(nbytes, 16)), nbytes)
+                if runtime.torch_capturing():
+                    self._retired.append(held[0])   # no cuMemFree while a graph is captured
+                else:
+                    held[0].free()
+            held = (runtime.device_buffer(nbytes), nbytes)
             self._buffers[name] = held
         return int(held[0])
 
@@ -706,6 +710,7 @@ class MatmulKernel(Kernel):
         for held in self._buffers.values():
             held[0].free()
         self._buffers.clear()
+        self._retired.clear()
 
     def _launch_plan(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int, a_ok: bool, b_ok: bool,
                      c_ok: bool) -> tuple:

@@ -29,7 +29,7 @@ import numpy as np
 from ..core import runtime
 from ..core.compiler import CompileError
 from ..core.kernel import Kernel
-from ..core.launch import Launch, LaunchError, ensure_context
+from ..core.launch import Launch, LaunchError, ensure_context, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import DTYPES, Spec, fail, register_family
 from .expr import (  # noqa: F401 - the expression language; its names stay importable from here
@@ -817,20 +817,30 @@ class ReduceKernel(Kernel):
         s = self._scratch.get(stream)
         need = max(1, partials) * self.spec.partial_bytes
         if s is None or s["bytes"] < need:
-            drv = self._drv
-            buf = drv.mem_alloc(max(need, 4096))
+            if runtime.torch_capturing():
+                # A call captured into a CUDA graph gets scratch of its own from the graph's
+                # pool, kept for the kernel's life: a replay may run beside eager calls or
+                # other graphs, so it shares with none of them.
+                s = {"ctl": self._new_control(stream), "buf": runtime.device_buffer(max(need, 4096))}
+                self._retired.extend((s["ctl"], s["buf"]))
+                return dict(s, bytes=max(need, 4096))
+            buf = runtime.device_buffer(max(need, 4096))
             if s is None:
-                # ticket (4 bytes) and the atomic cell (8 bytes) live in one small buffer.
-                ctl = drv.mem_alloc(16)
-                drv.memset_d32(ctl, 0, 4)
-                cell = np.array([self.spec.identity_value()], dtype=self.spec.acc_dtype)
-                drv.memcpy_htod(int(ctl) + 8, cell)
-                s = {"ctl": ctl}
+                s = {"ctl": self._new_control(stream)}
             else:
                 self._retired.append(s["buf"])  # a bound launcher may still point at it
             s.update(buf=buf, bytes=max(need, 4096))
             self._scratch[stream] = s
         return s
+
+    def _new_control(self, stream: int) -> Any:
+        """The ticket (4 bytes, zero) and the atomic cell (8 bytes at offset 8, the identity),
+        written in the stream's order before the launch that reads them."""
+        ctl = runtime.device_buffer(16)
+        cell = np.zeros(2, dtype=np.uint32).tobytes() + np.array([self.spec.identity_value()],
+                                                                   dtype=self.spec.acc_dtype).tobytes()
+        write_words_async(int(ctl), cell.ljust(16, b"\0"), stream)
+        return ctl
 
     # -- arguments -------------------------------------------------------------------------
     def _check_input(self, name: str, length: int, stride: int, dtype: str, n: int | None) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core import runtime
 from ..core.kernel import Kernel
-from ..core.launch import Launch, ensure_context
+from ..core.launch import Launch, ensure_context, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work
@@ -468,7 +468,7 @@ class Skinny(Spec):
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
         if large < TC_MIN_DIM or K < TC_MIN_DIM:
-            return False
+            return dtype == "float32" and small <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
         if dtype in ("float16", "bfloat16"):
             if k_contiguous:
                 return small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
@@ -489,11 +489,13 @@ class Skinny(Spec):
         # small operand staged per block serves more of the large one.
         warp_cols = 4 if rows <= 2 else max(1, min(8, 64 // (rows * acc)))
         loads = 8 if rows <= 16 else 4
-        if dtype == "float32" and (small > SUITS_ROWS["float32"] or (
-                small > SIMT_F32_ROWS and min(max(p["M"], p["N"]), p["K"]) >= TC_MIN_DIM and split_tf32_enabled())):
+        tc_sized = min(max(p["M"], p["N"]), p["K"]) >= TC_MIN_DIM
+        if dtype == "float32" and (small > SMALL_SIMT_ROWS or tc_sized and (
+                small > SUITS_ROWS["float32"] or small > SIMT_F32_ROWS and split_tf32_enabled())):
             # Past the SIMT forms' range, and from SIMT_F32_ROWS up where N and K are large: the
             # split-TF32 tensor-core forms, 2 tiles a warp, the slabs merged by a second kernel
-            # (the ticket merge's last block was the tail there).
+            # (the ticket merge's last block was the tail there). Small products of up to
+            # SMALL_SIMT_ROWS rows keep the SIMT forms (below).
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=2)
         if dtype in ("float16", "bfloat16"):
@@ -621,6 +623,16 @@ class Skinny(Spec):
 # both (docs/matmul.md, "Skinny products"). 16-bit dtypes only at 1-2 rows, where the float32
 # FMAs of this kernel still keep up with memory (tensor cores win beyond).
 SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
+# float32 products of more than SUITS_ROWS and at most SMALL_SIMT_ROWS rows whose other two sides
+# are not both TC_MIN_DIM or more, with K of at least SMALL_SIMT_MIN_K: the SIMT forms with the
+# ticket merge, a K split filling the GPU where the tiled family's few blocks each walk all of K.
+# Measured on an H100 as users call them, one call with host time included, on 17 such products
+# drawn at random and from earlier runs (docs/bench/research/small_products_families.py): 1.00x
+# cuBLAS (geometric mean) against 0.73x for the tiled family, faster on 14 (e.g. 164x30x1714 1.17x
+# against 0.52x, 193x50x461 0.98x against 0.63x), slower on 87x55x511 (0.59x against 0.77x); at
+# K of 32-48 the tiled family was level or ahead.
+SMALL_SIMT_ROWS = 64
+SMALL_SIMT_MIN_K = 64
 # float32 beyond SUITS_ROWS: the split-TF32 tensor-core forms, where the small dimension is at
 # most TC_SUITS_ROWS[large operand k-contiguous?] and N, K >= TC_MIN_DIM. Measured on an H100
 # (kgen.bench.skinny_tc, docs/matmul.md): with a k-contiguous large operand (W.T) they beat
@@ -783,17 +795,28 @@ class SkinnyKernel(Kernel):
     def _workspace(self, stream: int, pbytes: int, tickets: int) -> tuple[int, int]:
         ws = self._workspaces.get(stream)
         if ws is None or ws["pbytes"] < pbytes or ws["tickets"] < tickets:
-            drv = runtime.driver()
+            if runtime.torch_capturing():
+                # A call captured into a CUDA graph gets a workspace of its own from the
+                # graph's pool, kept for the kernel's life: a replay may run beside eager
+                # calls or other graphs, so it shares with none of them.
+                ws = self._new_workspace(stream, pbytes, tickets)
+                self._retired.extend((ws["part"], ws["tick"]))
+                return ws["ptrs"]
             old = ws or {"pbytes": 0, "tickets": 0}
-            pbytes, tickets = max(pbytes, old["pbytes"], 4096), max(tickets, old["tickets"], 1024)
-            part = drv.mem_alloc(pbytes)
-            tick = drv.mem_alloc(4 * tickets)
-            drv.memset_d32(tick, 0, tickets)  # the kernels leave every ticket at zero again
             if ws is not None:
                 self._retired.extend((ws["part"], ws["tick"]))
-            ws = {"part": part, "tick": tick, "pbytes": pbytes, "tickets": tickets, "ptrs": (int(part), int(tick))}
+            ws = self._new_workspace(stream, max(pbytes, old["pbytes"], 4096), max(tickets, old["tickets"], 1024))
             self._workspaces[stream] = ws
         return ws["ptrs"]
+
+    @staticmethod
+    def _new_workspace(stream: int, pbytes: int, tickets: int) -> dict[str, Any]:
+        part = runtime.device_buffer(pbytes)
+        tick = runtime.device_buffer(4 * tickets)
+        # In the stream's order, before the launch that needs them; the kernels leave every
+        # ticket at zero again.
+        write_words_async(int(tick), bytes(4 * tickets), stream)
+        return {"part": part, "tick": tick, "pbytes": pbytes, "tickets": tickets, "ptrs": (int(part), int(tick))}
 
     # -- the call ------------------------------------------------------------------------------
     def __call__(self, A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, stream=None):

@@ -78,6 +78,14 @@ SMALL_PRODUCT_MACS = 1 << 24
 SPLIT_TF32_MIN_MACS = 1 << 29
 SPLIT_TF32_MIN_SIDE = 512
 SPLIT_TF32_MIN_K = 128
+# ... and, whatever their size, products whose smaller side is from SPLIT_TF32_NARROW_SIDE up to
+# SPLIT_TF32_MIN_SIDE and whose K is at most the larger side: there the copies (3K values per
+# row or column) stay small beside the product. Measured on an H100 as users call them, one call
+# with host time included (docs/bench/research/split_tf32.py, split_tf32_rows.py and
+# small_products_families.py): of 13 such products the split ran faster than the tiled SIMT
+# kernels on 8 (0.55-0.88x cuBLAS up to 0.66-1.13x), level on 1, slower on 4 by 0.04-0.09x
+# (0.65-1.02x down to 0.61-0.94x); where K exceeded the larger side it lost on 4 of 5.
+SPLIT_TF32_NARROW_SIDE = 256
 # The split kernel's consumers add the tensor cores' sums into float32 registers every this many
 # k tiles (128 k of the 3K), so that the accumulators' truncation stays a short chain.
 SPLIT_PROMOTE_TILES = 4
@@ -90,9 +98,14 @@ SPLIT_TF32_MAX_BYTES = 4 << 30
 
 def split_tf32_suits(M: int, N: int, K: int) -> bool:
     """Whether dispatch runs an M x N x K float32 product (TF32 off) as split_tf32 on the
-    wgmma kernel (sm_90): large enough, and its copies within SPLIT_TF32_MAX_BYTES."""
-    return (M * N * K >= SPLIT_TF32_MIN_MACS and min(M, N) >= SPLIT_TF32_MIN_SIDE and K >= SPLIT_TF32_MIN_K
-            and 12 * (M + N) * (-(-K // 4) * 4) <= SPLIT_TF32_MAX_BYTES)
+    wgmma kernel (sm_90): large enough, or narrow with K at most its larger side, and its
+    copies within SPLIT_TF32_MAX_BYTES."""
+    small, large = min(M, N), max(M, N)
+    if K < SPLIT_TF32_MIN_K or 12 * (M + N) * (-(-K // 4) * 4) > SPLIT_TF32_MAX_BYTES:
+        return False
+    if small >= SPLIT_TF32_MIN_SIDE:
+        return M * N * K >= SPLIT_TF32_MIN_MACS
+    return small >= SPLIT_TF32_NARROW_SIDE and K <= large
 
 # Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
 # types, four stages, swizzled; TF32 and float64 read fragments element by element, for which
@@ -860,7 +873,7 @@ class TensorMatmulKernel(Kernel):
         if held is None or held[1] < nbytes:
             if held is not None:
                 self._retired.append(held[0])
-            held = (runtime.driver().mem_alloc(max(nbytes, 16)), nbytes)
+            held = (runtime.device_buffer(nbytes), nbytes)
             self._buffers[name] = held
         return int(held[0])
 

@@ -1,0 +1,89 @@
+"""float32 products below 2^30 flops: which family is fastest where the tiled SIMT kernels
+trail cuBLAS. For each shape, device time (the call captured in a CUDA graph and replayed,
+host time excluded) and one call between events (host time included) of: kgen.matmul as
+dispatch routes it; the skinny family's default spec for the small side (split-TF32
+mma.sync forms past 12 rows) and its SIMT form; the split-TF32 wgmma kernel (TensorMatmul
+split_tf32, operand copies included); cuBLAS SGEMM (TF32 off). Every result is checked
+against the float64 product. SHAPES=MxNxK,... plus the products under 2^30 flops among COUNT
+shapes drawn by `kgen bench calls`' generator (seed SEED). Output: $OUT/small_families.json."""
+import concurrent.futures as cf
+import json
+import os
+
+import torch
+
+import kgen
+from kgen.bench.calls import random_matmul_shapes
+from kgen.bench.skinny import time_graph, time_single
+from kgen.ops.skinny import Skinny
+from kgen.ops.tensorcore import TensorMatmul
+
+
+def shapes():
+    out = [tuple(int(v) for v in s.split("x")) for s in os.environ.get("SHAPES", "").split(",") if s]
+    drawn = random_matmul_shapes(int(os.environ.get("COUNT", "0")), int(os.environ.get("SEED", "1")))
+    return out + [s for s in drawn if 2.0 * s[0] * s[1] * s[2] < 2 ** 30 and s not in out]
+
+
+def variants(M, N, K):
+    p = {"M": M, "N": N, "K": K}
+    out = {}
+    if min(M, N) <= 256:
+        sk = Skinny.default_spec(p, "float32")
+        out["skinny"] = sk
+        if sk.tensor_cores and min(M, N) <= 64:
+            out["skinny_simt"] = Skinny.default_spec(p, "float32").replace(tensor_cores=False, merge="single_pass")
+    tc = TensorMatmul.wgmma_default_spec(p, "float32", split_tf32=True)
+    out["split_tf32"] = tc
+    tiles = -(-M // tc.tile[0]) * -(-N // tc.tile[1])
+    ways = max(1, min(8, 264 // tiles, K // 128))
+    if ways > 1:
+        out[f"split_tf32_k{ways}"] = tc.replace(split_k=ways)
+    return out
+
+
+def measure(fn, A, B, ref, row, name):
+    C = fn(A, B)
+    torch.cuda.synchronize()
+    row[name + "_err"] = float((C.double() - ref).norm() / ref.norm())
+    out = torch.empty_like(C)
+    row[name + "_dev"] = time_graph(torch, [lambda: fn(A, B, out=out)], 40)
+    row[name + "_one"] = time_single(torch, [lambda: fn(A, B)], 40)
+
+
+def main():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    todo = shapes()
+    specs = {}
+    for m in todo:
+        for s in variants(*m).values():
+            specs[s.key] = s
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(kgen.compile, specs.values()))
+    rows = []
+    for M, N, K in todo:
+        A = torch.randn(M, K, device="cuda")
+        B = torch.randn(K, N, device="cuda")
+        ref = A.double() @ B.double()
+        row = {"shape": [M, N, K]}
+        ways = {"dispatch": kgen.matmul, "cublas": torch.matmul}
+        for name, spec in variants(M, N, K).items():
+            try:
+                ways[name] = kgen.build(spec)
+            except Exception as exc:  # noqa: BLE001 - a variant that cannot run is reported
+                row[name + "_error"] = str(exc)[:200]
+        for name, fn in ways.items():
+            try:
+                measure(fn, A, B, ref, row, name)
+            except Exception as exc:  # noqa: BLE001
+                row[name + "_error"] = str(exc)[:200]
+        rows.append(row)
+        cells = "  ".join(f"{n} {row.get(n + '_dev', float('nan')):6.1f}/{row.get(n + '_one', float('nan')):6.1f}"
+                          for n in ways)
+        print(f"{M}x{N}x{K}: (device/one-call us) {cells}", flush=True)
+    with open(os.path.join(os.environ.get("OUT", "."), "small_families.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

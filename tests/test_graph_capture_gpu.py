@@ -1,0 +1,105 @@
+"""kgen calls captured into a torch CUDA graph: every family's workspace (split-K partials,
+merge tickets, reduction scratch, operand copies) must come from the graph's pool, and each
+replay must compute on the inputs as they are then."""
+import pytest
+from conftest import cuda_torch
+
+import kgen
+from kgen.tune import dispatch
+
+pytestmark = pytest.mark.gpu
+
+
+def _torch():
+    return cuda_torch()
+
+
+def _capture(torch, fn):
+    """torch's recipe: warm up on a side stream, then capture; returns (graph, output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+def _rel(got, ref):
+    return float((got.double() - ref).norm() / ref.norm())
+
+
+# (M, N, K, dtype, what it exercises)
+PRODUCTS = [
+    (1, 4096, 4096, "float32", "skinny GEMV, K split with the ticket merge"),
+    (20, 3000, 2500, "float32", "skinny split-TF32 tensor-core form, two-pass merge workspace"),
+    (6, 4096, 3000, "bfloat16", "skinny 16-bit tensor-core form"),
+    (193, 50, 461, "float32", "tiled SIMT product"),
+    (1024, 1024, 1024, "float32", "split-TF32 wgmma: operand copies in a workspace (sm_90)"),
+]
+
+
+@pytest.mark.parametrize("M,N,K,dtype,what", PRODUCTS)
+def test_matmul_replays_on_new_inputs(M, N, K, dtype, what):
+    torch = _torch()
+    dispatch.forget()
+    tdt = getattr(torch, dtype)
+    A = torch.randn(M, K, device="cuda", dtype=tdt)
+    B = torch.randn(K, N, device="cuda", dtype=tdt)
+    graph, C = _capture(torch, lambda: kgen.matmul(A, B))
+    tol = 1e-5 if dtype == "float32" else 2e-2
+    for _ in range(2):
+        A.copy_(torch.randn(M, K, device="cuda", dtype=tdt))
+        B.copy_(torch.randn(K, N, device="cuda", dtype=tdt))
+        C.fill_(float("nan"))
+        graph.replay()
+        # An eager call of the same shape between replays must neither disturb the graph's
+        # workspace nor be disturbed by it.
+        eager = kgen.matmul(A, B)
+        torch.cuda.synchronize()
+        ref = A.double() @ B.double()
+        assert _rel(C, ref) < tol, what
+        assert _rel(eager, ref) < tol, what
+
+
+@pytest.mark.parametrize("op", ["dot", "sum", "max"])
+def test_reductions_replay_on_new_inputs(op):
+    torch = _torch()
+    dispatch.forget()
+    n = (1 << 22) + 3
+    x = torch.randn(n, device="cuda")
+    y = torch.randn(n, device="cuda")
+    fn = (lambda: kgen.dot(x, y)) if op == "dot" else (lambda: kgen.reduce(x, op=op))
+    graph, r = _capture(torch, fn)
+    for _ in range(2):
+        x.copy_(torch.randn(n, device="cuda"))
+        y.copy_(torch.randn(n, device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        xd, yd = x.double(), y.double()
+        if op == "max":
+            assert float(r) == float(x.max())
+        elif op == "sum":
+            assert abs(float(r) - float(xd.sum())) <= 1e-5 * float(xd.abs().sum())
+        else:
+            assert abs(float(r) - float(xd @ yd)) <= 1e-5 * float(xd.abs() @ yd.abs())
+
+
+def test_first_call_inside_a_capture_needs_no_warm_up():
+    """A shape whose workspace does not exist yet when the capture starts: the skinny
+    merge's partials and tickets are taken from the graph's pool."""
+    torch = _torch()
+    A = torch.randn(3, 5000, device="cuda")
+    B = torch.randn(5000, 4096, device="cuda")
+    kgen.matmul(A, B)                      # compiled and loaded, on this stream
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):          # torch's own capture stream: no workspace there yet
+        C = kgen.matmul(A, B)
+    A.copy_(torch.randn(3, 5000, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _rel(C, A.double() @ B.double()) < 1e-5
