@@ -49,8 +49,8 @@ from ..core.spec import Spec, SpecError, spec_from_json
 from ..core.spec import family as family_class
 from .db import TuneDB, open_db, problem_key
 from .device import DeviceInfo, arch_limits, toolchain_version
-from .model import (GUIDED_BATCH, GUIDED_PATIENCE, GUIDED_START_BATCHES, choose_batch, code_matrix, feature_matrix,
-                    maximin, near_leaders)
+from .model import (GUIDED_BATCH, GUIDED_PATIENCE, GUIDED_POOL_BATCH_FROM, GUIDED_START_BATCHES, choose_batch,
+                    code_matrix, feature_matrix, maximin, near_leaders)
 from .pool import CompilePool
 from .prune import ptxas_reason
 from .records import ContextLost, LaunchFailure, Record, TuneError, TuneResult, record_order
@@ -473,7 +473,10 @@ class _Tuner:
         codes = code_matrix(survivors)
         keys = [s.key for s in survivors]  # spec.key hashes the JSON each time: compute once
         index = {k: i for i, k in enumerate(keys)}
-        batch = max(4, min(GUIDED_BATCH, budget // 4))
+        # A batch is as many candidates as compile at once where there are many workers: a
+        # batch one larger than the pool waits on a second round of nvcc for its last one.
+        workers = self.compiles.workers
+        batch = max(4, min(workers if workers >= GUIDED_POOL_BATCH_FROM else GUIDED_BATCH, budget // 4))
 
         def launched() -> int:
             return sum(1 for k in keys if k in self.records
