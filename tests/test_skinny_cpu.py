@@ -15,8 +15,8 @@ import pytest
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SMALL_SIMT_MIN_K,
-                              SMALL_SIMT_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS,
-                              TC_MIN_DIM, TC_SUITS_ROWS, Skinny, _form, _slabs, tolerance)
+                              SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS,
+                              TC16_SUITS_ROWS, TC_MIN_DIM, TC_SUITS_ROWS, Skinny, _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -163,7 +163,8 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                     rows16 = TC16_AXPY_ROWS[in_place]
                 want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
                               or (half and big and r <= rows16)
-                              or (dtype == "float32" and not big and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K))
+                              or (dtype == "float32" and not big and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
+                                  and (max(M, N) < TC_MIN_DIM or r <= SMALL_SIMT_WIDE_ROWS)))
                 assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
     assert Skinny.suits(1, 4096, 4096, "bfloat16") and Skinny.suits(4, 4096, 4096, "bfloat16")
@@ -187,7 +188,9 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
     # float32 small products of 13-64 rows (N and K not both >= TC_MIN_DIM, K >= SMALL_SIMT_MIN_K):
     # the SIMT forms with the ticket merge.
     assert Skinny.suits(17, 4096, 512, "float32", True) and Skinny.suits(193, 50, 461, "float32")
+    # ... past 32 rows only where the large side is below TC_MIN_DIM.
     assert not Skinny.suits(65, 4096, 512, "float32") and not Skinny.suits(1142, 22, 48, "float32")
+    assert Skinny.suits(32, 2833, 270, "float32") and not Skinny.suits(7152, 63, 262, "float32")
     s = Skinny.default_spec({"M": 193, "N": 50, "K": 461}, "float32")
     assert not s.tensor_cores and s.merge == "single_pass" and s.rows == 56
 

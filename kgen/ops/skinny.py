@@ -468,7 +468,8 @@ class Skinny(Spec):
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
         if large < TC_MIN_DIM or K < TC_MIN_DIM:
-            return dtype == "float32" and small <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
+            return (dtype == "float32" and small <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
+                    and (large < TC_MIN_DIM or small <= SMALL_SIMT_WIDE_ROWS))
         if dtype in ("float16", "bfloat16"):
             if k_contiguous:
                 return small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
@@ -633,6 +634,11 @@ SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
 # K of 32-48 the tiled family was level or ahead.
 SMALL_SIMT_ROWS = 64
 SMALL_SIMT_MIN_K = 64
+# ... but where the large side is TC_MIN_DIM or more only up to this many rows: there the tiled
+# family has blocks enough, and the SIMT forms' shared-memory reads of the small operand bound
+# them (a later draw, same method: 7152x63x262 0.31x, 50x7143x180 0.45x, 62x1828x397 0.57x;
+# 32x2833x270 0.66-0.84x against the tiled family's 0.57x).
+SMALL_SIMT_WIDE_ROWS = 32
 # float32 beyond SUITS_ROWS: the split-TF32 tensor-core forms, where the small dimension is at
 # most TC_SUITS_ROWS[large operand k-contiguous?] and N, K >= TC_MIN_DIM. Measured on an H100
 # (kgen.bench.skinny_tc, docs/matmul.md): with a k-contiguous large operand (W.T) they beat
