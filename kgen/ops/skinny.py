@@ -627,11 +627,12 @@ SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
 # float32 products of more than SUITS_ROWS and at most SMALL_SIMT_ROWS rows whose other two sides
 # are not both TC_MIN_DIM or more, with K of at least SMALL_SIMT_MIN_K: the SIMT forms with the
 # ticket merge, a K split filling the GPU where the tiled family's few blocks each walk all of K.
-# Measured on an H100 as users call them, one call with host time included, on 17 such products
-# drawn at random and from earlier runs (docs/bench/research/small_products_families.py): 1.00x
-# cuBLAS (geometric mean) against 0.73x for the tiled family, faster on 14 (e.g. 164x30x1714 1.17x
-# against 0.52x, 193x50x461 0.98x against 0.63x), slower on 87x55x511 (0.59x against 0.77x); at
-# K of 32-48 the tiled family was level or ahead.
+# Measured on an H100 as users call them, one call with host time included, on the 13 products
+# of this range (with the limit below) among shapes drawn at random and from earlier runs
+# (docs/bench/research/small_products_families.py): 1.06x cuBLAS (geometric mean) against 0.71x
+# for the tiled family, faster on 12 (e.g. 164x30x1714 1.17x against 0.52x, 193x50x461 0.98x
+# against 0.63x), slower on 87x55x511 (0.59x against 0.77x); at K of 32-48 the tiled family was
+# level or ahead.
 SMALL_SIMT_ROWS = 64
 SMALL_SIMT_MIN_K = 64
 # ... but where the large side is TC_MIN_DIM or more only up to this many rows: there the tiled
