@@ -74,7 +74,7 @@ def test_matmul_uses_the_shipped_table_when_there_is_one(dtype):
 
 
 def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
-    from kgen.ops.skinny import SUITS_ROWS
+    from kgen.ops.skinny import SMALL_SIMT_WIDE_ROWS, SUITS_ROWS
 
     rng = random.Random(11)
     for _ in range(50):
@@ -93,7 +93,10 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(big[0], mid, big[1], "float32", large_k_contiguous=kc).kernel == "skinny"
             assert matmul_family(wide, *big, "float32", large_k_contiguous=kc).kernel == ("skinny" if kc else "matmul")
             assert matmul_family(257, *big, "float32", large_k_contiguous=kc).kernel == "matmul"
-            assert matmul_family(mid, big[0], 512, "float32", large_k_contiguous=kc).kernel == "matmul"
+            # K below 1024: the SIMT skinny forms up to SMALL_SIMT_WIDE_ROWS rows (the large side
+            # here is at least 1024), the tiled family beyond.
+            want = "skinny" if mid <= SMALL_SIMT_WIDE_ROWS else "matmul"
+            assert matmul_family(mid, big[0], 512, "float32", large_k_contiguous=kc).kernel == want
         # 16-bit past the SIMT rows: the mma.m16n8k16 skinny dot form up to 64 rows against a
         # k-contiguous large operand; against a row-major one the axpy form up to 16 rows (8 where
         # the wgmma kernel reads it in place); more rows, the tiled tensor-core family.
