@@ -10,10 +10,6 @@ from kgen.tune import dispatch
 pytestmark = pytest.mark.gpu
 
 
-def _torch():
-    return cuda_torch()
-
-
 def _capture(torch, fn):
     """torch's recipe: warm up on a side stream, then capture; returns (graph, output)."""
     side = torch.cuda.Stream()
@@ -44,7 +40,7 @@ PRODUCTS = [
 
 @pytest.mark.parametrize("M,N,K,dtype,what", PRODUCTS)
 def test_matmul_replays_on_new_inputs(M, N, K, dtype, what):
-    torch = _torch()
+    torch = cuda_torch()
     dispatch.forget()
     tdt = getattr(torch, dtype)
     A = torch.randn(M, K, device="cuda", dtype=tdt)
@@ -67,7 +63,7 @@ def test_matmul_replays_on_new_inputs(M, N, K, dtype, what):
 
 @pytest.mark.parametrize("op", ["dot", "sum", "max"])
 def test_reductions_replay_on_new_inputs(op):
-    torch = _torch()
+    torch = cuda_torch()
     dispatch.forget()
     n = (1 << 22) + 3
     x = torch.randn(n, device="cuda")
@@ -91,7 +87,7 @@ def test_reductions_replay_on_new_inputs(op):
 def test_first_call_inside_a_capture_needs_no_warm_up():
     """A shape whose workspace does not exist yet when the capture starts: the skinny
     merge's partials and tickets are taken from the graph's pool."""
-    torch = _torch()
+    torch = cuda_torch()
     A = torch.randn(3, 5000, device="cuda")
     B = torch.randn(5000, 4096, device="cuda")
     kgen.matmul(A, B)                      # compiled and loaded, on this stream

@@ -789,7 +789,7 @@ class ReduceKernel(Kernel):
 
     def __init__(self, spec, source, compiled):
         super().__init__(spec, source, compiled)
-        self._drv = runtime.driver()
+        runtime.driver()   # kgen's context current on this thread before the functions below load
         self._itemsize = self._np_dtype.itemsize
         self._sms = runtime.device_limits()["multiprocessors"]
         self._arity = spec.arity
@@ -837,9 +837,8 @@ class ReduceKernel(Kernel):
         """The ticket (4 bytes, zero) and the atomic cell (8 bytes at offset 8, the identity),
         written in the stream's order before the launch that reads them."""
         ctl = runtime.device_buffer(16)
-        cell = np.zeros(2, dtype=np.uint32).tobytes() + np.array([self.spec.identity_value()],
-                                                                   dtype=self.spec.acc_dtype).tobytes()
-        write_words_async(int(ctl), cell.ljust(16, b"\0"), stream)
+        cell = np.array([self.spec.identity_value()], dtype=self.spec.acc_dtype).tobytes()
+        write_words_async(int(ctl), (bytes(8) + cell).ljust(16, b"\0"), stream)
         return ctl
 
     # -- arguments -------------------------------------------------------------------------
