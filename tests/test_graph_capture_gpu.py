@@ -31,7 +31,8 @@ def _rel(got, ref):
 # (M, N, K, dtype, what it exercises)
 PRODUCTS = [
     (1, 4096, 4096, "float32", "skinny GEMV, K split with the ticket merge"),
-    (20, 3000, 2500, "float32", "skinny split-TF32 tensor-core form, two-pass merge workspace"),
+    (12, 3000, 2500, "float32", "skinny split-TF32 mma.sync form, two-pass merge workspace"),
+    (150, 3000, 2500, "float32", "skinny wgmma form on sm_90: S's chunk images and partial sums in the workspace"),
     (6, 4096, 3000, "bfloat16", "skinny 16-bit tensor-core form"),
     (193, 50, 461, "float32", "tiled SIMT product"),
     (1024, 1024, 1024, "float32", "split-TF32 wgmma: operand copies in a workspace (sm_90)"),

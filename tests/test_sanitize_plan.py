@@ -57,6 +57,7 @@ def test_skinny_sample_takes_every_dtype_and_merge(plan):
     want = {(d, m) for d in ("float32", "float64", "float16") for m in ("single_pass", "two_pass", "atomic")}
     assert pairs == want - {("float16", "atomic")}  # 16-bit atomics are refused by the spec
     assert len(set(specs)) == len(specs)
+    assert {s.instruction for s in specs if s.tensor_cores and s.dtype == "float32"} == {"mma_sync", "wgmma"}
     for s in specs:
         assert s.threads <= H100["max_threads_per_block"] and s.shared_bytes <= H100["max_shared_per_block_optin"]
 

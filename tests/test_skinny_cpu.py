@@ -622,3 +622,141 @@ def test_float32_tensor_core_forms_from_seven_rows_where_n_and_k_are_large(monke
             assert Skinny.default_spec({"M": N, "N": M, "K": K}, "float32").tensor_cores == s.tensor_cores
     monkeypatch.setenv("KGEN_SPLIT_TF32", "0")
     assert not Skinny.default_spec({"M": 10, "N": 4096, "K": 4096}, "float32").tensor_cores
+
+
+# ---- the Hopper wgmma forms (float32 as three TF32 products) ----
+@pytest.mark.parametrize("fields, field", [
+    (dict(instruction="wgmma"), "instruction"),                                   # SIMT spec
+    (dict(instruction="wgmma", tensor_cores=True, dtype="bfloat16"), "instruction"),
+    (dict(instruction="hmma", tensor_cores=True), "instruction"),
+    (dict(instruction="wgmma", tensor_cores=True, warp_cols=1, threads=512), "threads"),
+    (dict(instruction="wgmma", tensor_cores=True, warp_cols=1, rows=129), "rows"),
+    (dict(rows=100, warp_cols=1, tensor_cores=True), "rows"),                     # 100 rows need wgmma
+])
+def test_wgmma_fields_are_checked(fields, field):
+    with pytest.raises(SpecError, match=field):
+        Skinny(**fields)
+
+
+def test_wgmma_forms_target_sm90_only():
+    s = Skinny.wgmma_default_spec({"M": 40, "N": 4096, "K": 4096})
+    assert s.instruction == "wgmma" and s.target_arch("sm_90") == "sm_90a"
+    for arch in ("sm_80", "sm_89", "sm_100"):
+        with pytest.raises(ValueError, match="sm_90"):
+            s.target_arch(arch)
+        assert "compute capability 90" in s.prune_reason({"M": 40, "N": 4096, "K": 4096},
+                                                         {"compute_capability": int(arch[3:])})
+    assert Skinny(rows=40, warp_cols=1, tensor_cores=True).target_arch("sm_80") == "sm_80"
+
+
+def test_wgmma_default_spec_tiles_rows_evenly_and_fits_its_chunks_in_shared_memory():
+    from kgen.ops.skinny import WG_MAX_ROWS, WG_STAGE_BYTES, WG_TWO_GROUP_ROWS
+
+    for small in range(1, 600):
+        s = Skinny.wgmma_default_spec({"M": small, "N": 5000, "K": 3000})
+        tiles = -(-small // s.rows)
+        assert s.rows % 8 == 0 and s.rows <= WG_MAX_ROWS and tiles == -(-small // WG_MAX_ROWS)
+        assert tiles * s.rows - small < 8 * tiles          # at most 7 spare rows a tile
+        assert s.threads == (256 if s.rows <= WG_TWO_GROUP_ROWS else 128)
+        assert s.wg_n == s.rows and s.wg_chunk % 32 == 0 and s.wg_chunk_bytes <= max(WG_STAGE_BYTES, 32 * 8 * s.wg_n)
+        # two chunk buffers; one 32-k window each where a window alone passes WG_STAGE_BYTES
+        assert s.shared_bytes == 2 * s.wg_chunk_bytes <= 2 * max(WG_STAGE_BYTES, 32 * 8 * s.wg_n)
+        assert Skinny.wgmma_default_spec({"M": 5000, "N": small, "K": 3000}) == s
+
+
+def test_wgmma_geometry_slabs_are_whole_chunks_covering_k_once():
+    rng = random.Random(17)
+    for _ in range(400):
+        s = Skinny.wgmma_default_spec({"M": rng.randint(1, 256), "N": 4096, "K": 4096}).replace(
+            tc_tiles=1, threads=rng.choice([128, 256]), k_split=rng.choice([0, 0, 3]))
+        form = rng.choice(["wg_dot", "wg_axpy"])
+        R, NC, K = rng.randint(1, 300), rng.randint(1, 20000), rng.randint(1, 30000)
+        g = s.geometry(form, rng.choice([4, 2, 1]), R, NC, K, rng.choice([132, 264]))
+        assert (g["splits"] - 1) * g["ks"] < K <= g["splits"] * g["ks"]
+        assert g["ks"] % s.wg_chunk == 0        # a block's slab is whole chunk images
+        assert g["grid"] == (-(-NC // (s.warps * 16)), g["splits"], -(-R // s.rows))
+
+
+class _PlannedLaunch:
+    def __init__(self, fn, name, grid, block, shared, fmt):
+        self.name, self.grid, self.block, self.shared = name, grid, block, shared
+
+
+def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
+    """The plan of a wgmma spec: one image launch over (chunks, 1, row tiles) before the main
+    kernel, the images behind the partial sums in the workspace, and the main kernel reading
+    the images where the other forms read S."""
+    from kgen.ops import skinny as skinny_module
+    from kgen.ops.skinny import SkinnyKernel
+
+    monkeypatch.setattr(skinny_module, "Launch", _PlannedLaunch)
+    rng = random.Random(5)
+    for _ in range(60):
+        M, N, K = rng.randint(17, 256), rng.randint(1024, 9000), rng.randint(1024, 9000)
+        spec = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}).replace(merge=rng.choice(MERGES_ALL))
+        k = object.__new__(SkinnyKernel)
+        k.spec, k._plans, k._sms, k._slots = spec, {}, 132, {}
+        k._fmt_main = k._fmt_merge = k._fmt_prescale = k._fmt_image = "P"
+        k.handle = lambda name, shared=0: 0
+        k._resident_slots = lambda name, shared: 264
+        col = rng.random() < 0.5                     # the weight stored N x K (passed as W.T) or K x N
+        b_strides = (1, K) if col else (N, 1)
+        plan = k._plan(M, K, (K, 1), K, N, b_strides, (M, N), (N, 1), 1 << 20, 1 << 20)
+        kinds = [kind for kind, _, _ in plan.launches]
+        assert plan.form == ("wg_dot" if col else "wg_axpy"), plan.form
+        assert kinds.index("image") == kinds.index("main") - 1, kinds
+        image = next(launch for kind, launch, _ in plan.launches if kind == "image")
+        chunks, tiles = -(-K // spec.wg_chunk), -(-M // spec.rows)
+        assert image.grid == (chunks, 1, tiles) and image.name == f"kgen_skinny_wg_image_{plan.form[3:]}"
+        partials = plan.splits * M * N * 4 if plan.mode in (MODE_PARTIALS, MODE_TICKET) else 0
+        assert plan.image_offset % 256 == 0 and partials <= plan.image_offset < partials + 256
+        assert plan.workspace[0] == plan.image_offset + tiles * chunks * spec.wg_chunk_bytes
+        main = next(launch for kind, launch, _ in plan.launches if kind == "main")
+        assert main.name.startswith(f"kgen_skinny_{plan.form}_v") and main.shared == spec.shared_for(plan.form)
+        monkeypatch.setattr(k, "_workspace", lambda stream, size, tickets: (7 << 30, 9 << 30), raising=False)
+        args = k._arguments(plan, 1 << 20, 2 << 20, 3 << 20, 1.0, 0.0, 0)
+        image_args = args[kinds.index("image")][1]
+        main_args = args[kinds.index("main")][1]
+        assert image_args[0] == 1 << 20 and image_args[-1] == (7 << 30) + plan.image_offset
+        assert main_args[0] == (7 << 30) + plan.image_offset   # S := the images
+
+
+MERGES_ALL = ("single_pass", "two_pass", "atomic")
+
+
+def test_wgmma_suits_seventeen_to_256_rows_against_large_n_and_k():
+    from kgen.ops.skinny import WG_MIN_ROWS, WG_SUITS_ROWS
+
+    rng = random.Random(23)
+    for _ in range(300):
+        small, big, K = rng.randint(1, 400), rng.randint(1, 20000), rng.randint(1, 20000)
+        want = WG_MIN_ROWS <= small <= WG_SUITS_ROWS and big >= TC_MIN_DIM and K >= TC_MIN_DIM
+        assert Skinny.wgmma_suits(small, big, K) == want == Skinny.wgmma_suits(big, small, K)
+        if want:   # either storage order of the large operand
+            for kc in (False, True):
+                assert Skinny.suits(small, big, K, "float32", kc, wgmma=True)
+
+
+def test_wgmma_search_space_only_where_it_suits():
+    p = {"M": 100, "N": 4096, "K": 4096}
+    wg = [s for s in Skinny.search_space(p, "float32") if s.instruction == "wgmma"]
+    assert Skinny.wgmma_default_spec(p) in wg and len({s.threads for s in wg}) == 2
+    assert all(s.prune_reason(p, {"compute_capability": 80}) for s in wg)
+    assert not any(s.instruction == "wgmma" for s in Skinny.search_space({"M": 8, "N": 4096, "K": 4096}, "float32"))
+    assert not any(s.instruction == "wgmma" for s in Skinny.search_space(p, "bfloat16"))
+
+
+@pytest.mark.nvcc
+def test_wgmma_forms_compile_for_sm90a_without_spills():
+    specs = [Skinny.wgmma_default_spec({"M": m, "N": 4096, "K": 4096}) for m in (17, 48, 100, 128)]
+    specs.append(specs[0].replace(tc_tiles=2, threads=128, merge="single_pass"))
+    with cf.ThreadPoolExecutor(2) as ex:
+        built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
+    for s, c in zip(specs, built):
+        want = {f"kgen_skinny_wg_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+        want |= {"kgen_skinny_wg_image_dot", "kgen_skinny_wg_image_axpy", "kgen_skinny_merge"}
+        assert want <= set(c.resources), (s.to_json(), sorted(c.resources))
+        assert not any(n.startswith("kgen_skinny_tc_") for n in c.resources)
+        spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
+        assert not spilled, f"{s.to_json()} spills: {spilled}"
+        assert f"wgmma.mma_async.sync.aligned.m64n{s.wg_n}k8.f32.tf32.tf32" in kgen.render(s)

@@ -104,10 +104,48 @@ INNER = st.one_of(st.integers(1, 20000), st.sampled_from([1, 2, 3, 7, 8, 9, 15, 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_random_skinny_products_match_float64(data):
-    torch = _torch()
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
     spec = data.draw(st.sampled_from(POOL[dtype]), label="spec")
-    small, large, K = data.draw(SMALL, label="small"), data.draw(LARGE, label="large"), data.draw(INNER, label="K")
+    _check_random_product(data, spec, SMALL)
+
+
+# The Hopper wgmma forms (float32 as three TF32 products): one instruction for up to 128 rows
+# of the small operand, several row tiles past that.
+WGMMA_POOL = [Skinny.wgmma_default_spec({"M": small, "N": 4096, "K": 4096}) for small in (17, 40, 100, 128, 256)] + [
+    Skinny.wgmma_default_spec({"M": 24, "N": 4096, "K": 4096}).replace(tc_tiles=2, threads=128),
+    Skinny.wgmma_default_spec({"M": 64, "N": 4096, "K": 4096}).replace(threads=256, merge="atomic", waves=1),
+    Skinny.wgmma_default_spec({"M": 100, "N": 4096, "K": 4096}).replace(merge="single_pass", k_split=3),
+    Skinny.wgmma_default_spec({"M": 8, "N": 4096, "K": 4096}).replace(k_split=1),
+]
+WGMMA_POOL = list({s.key: s for s in WGMMA_POOL}.values())
+
+
+@pytest.fixture(scope="module")
+def wgmma_built():
+    from kgen.core.kernel import compile as kcompile, default_arch
+
+    arch = default_arch()
+    if not arch.startswith("sm_90"):
+        pytest.skip(f"the wgmma forms run on sm_90 only; this GPU is {arch}")
+    import concurrent.futures as cf
+
+    with cf.ThreadPoolExecutor(min(16, os.cpu_count() or 2)) as ex:
+        list(ex.map(lambda s: kcompile(s, arch), WGMMA_POOL))
+    return True
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_random_wgmma_products_match_float64(data, wgmma_built):
+    spec = data.draw(st.sampled_from(WGMMA_POOL), label="spec")
+    _check_random_product(data, spec, st.one_of(st.integers(1, 300), st.sampled_from([17, 128, 129, 256])))
+
+
+def _check_random_product(data, spec, small_sizes):
+    torch = _torch()
+    dtype = spec.dtype
+    small, large = data.draw(small_sizes, label="small"), data.draw(LARGE, label="large")
+    K = data.draw(INNER, label="K")
     few_cols = data.draw(st.booleans(), label="few columns")
     M, N = (large, small) if few_cols else (small, large)
     a_order, b_order = data.draw(st.sampled_from(["row", "col"])), data.draw(st.sampled_from(["row", "col"]))

@@ -214,3 +214,61 @@ def test_matmul_asks_for_the_split_unless_tf32_is_allowed_and_never_tunes_it(mon
     assert dispatch.matmul(A, B, tune=True) == "C"
     assert dispatch.matmul(A, B, tune=True, allow_tf32=True) == "C"
     assert seen == [(False, {"split_tf32": True}), (True, {"split_tf32": False})]
+
+
+def test_matmul_runs_the_wgmma_skinny_forms_on_sm90_for_17_to_256_rows(monkeypatch):
+    """On an sm_90 GPU, float32 products of 17-256 rows (or columns) against N and K of 1024
+    or more take the Skinny family with instruction="wgmma", whatever the storage order of
+    the weight; elsewhere (another GPU, the split off, fewer rows, a short side) they do not."""
+    from kgen.ops.skinny import Skinny
+    from kgen.tune import dispatch
+
+    seen = []
+    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides:
+                        seen.append((cls.kernel, dict(overrides))) or (lambda A, B, **kw: "C"))
+    monkeypatch.delenv("KGEN_SPLIT_TF32", raising=False)
+    rng = np.random.default_rng(3)
+
+    def route(M, N, K, sm90=True, transposed=False):
+        monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: sm90)
+        A = np.empty((M, K), np.float32)
+        B = np.empty((N, K), np.float32).T if transposed else np.empty((K, N), np.float32)
+        seen.clear()
+        dispatch.matmul(A, B)
+        return seen[0]
+
+    for _ in range(40):
+        small, big, K = int(rng.integers(17, 257)), int(rng.integers(1024, 16385)), int(rng.integers(1024, 16385))
+        t = bool(rng.integers(2))
+        assert route(small, big, K, transposed=t) == ("skinny", {"instruction": "wgmma"}), (small, big, K, t)
+        assert route(big, small, K)[1].get("instruction") == "wgmma"
+        assert route(small, big, K, sm90=False)[1].get("instruction") is None
+        assert route(small, 1023, K)[0] != "skinny" or route(small, 1023, K)[1].get("instruction") is None
+        few = int(rng.integers(1, 17))
+        assert route(few, big, K)[1].get("instruction") is None
+    assert route(257, 4096, 4096)[0] != "skinny"
+    monkeypatch.setenv("KGEN_SPLIT_TF32", "0")
+    assert route(100, 4096, 4096)[1].get("instruction") is None
+    # What the kernel then runs: the wgmma default for the shape, unless a tuned entry for
+    # this very problem says otherwise (dispatch._kernel drops the override for exact entries).
+    p = {"M": 100, "N": 4096, "K": 4096}
+    mma = Skinny.default_spec(p, "float32")
+    assert mma.for_layouts(p, instruction="wgmma") == Skinny.wgmma_default_spec(p)
+    tuned = Skinny.wgmma_default_spec(p).replace(merge="atomic")
+    assert tuned.for_layouts(p, instruction="wgmma") == tuned
+
+
+@pytest.mark.parametrize("origin, want_wgmma", [("exact", False), ("nearest", True), ("shipped", True),
+                                                ("default", True)])
+def test_an_exact_tuned_entry_keeps_its_instruction(monkeypatch, origin, want_wgmma):
+    import kgen.core.kernel as kernel_module
+    from kgen.ops.skinny import Skinny
+    from kgen.tune import dispatch
+
+    p = {"M": 100, "N": 4096, "K": 4096}
+    tuned = Skinny.default_spec(p, "float32")          # an mma.sync spec
+    monkeypatch.setattr(dispatch, "select", lambda cls, problem, dtype: dispatch.Choice(tuned, origin))
+    monkeypatch.setattr(kernel_module, "build", lambda spec: spec)
+    monkeypatch.setattr(dispatch, "_kernels", {})
+    got = dispatch._kernel(Skinny, p, "float32", False, {"instruction": "wgmma"})
+    assert got == (Skinny.wgmma_default_spec(p) if want_wgmma else tuned)

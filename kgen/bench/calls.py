@@ -52,13 +52,17 @@ def _time_pair(kg: Callable[[], Any], peer: Callable[[], Any], budget_ms: float 
     return {k: statistics.median(v) for k, v in out.items()}
 
 
-def random_matmul_shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
+def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = None) -> list[tuple[int, int, int]]:
     """Shapes drawn at run time: a third few-row products (M 1..256 against N, K 1024..16384,
-    the shapes of model layers), the rest log-uniform from 16 to 8192, a third odd."""
+    the shapes of model layers), the rest log-uniform from 16 to 8192, a third odd.
+    rows=(lo, hi): few-row products only, M log-uniform from lo to hi."""
     rng = random.Random(seed)
     shapes: list[tuple[int, int, int]] = []
     while len(shapes) < count:
-        if len(shapes) % 3 == 0:
+        if rows is not None:
+            M = min(rows[1], int(round(2 ** rng.uniform(math.log2(rows[0]), math.log2(rows[1])))))
+            N, K = (int(2 ** rng.uniform(10, 14)) for _ in range(2))
+        elif len(shapes) % 3 == 0:
             M = int(2 ** rng.uniform(0, 8))
             N, K = (int(2 ** rng.uniform(10, 14)) for _ in range(2))
         else:
@@ -71,7 +75,8 @@ def random_matmul_shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf32: bool = False) -> dict[str, Any]:
+def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf32: bool = False,
+                 weights: bool = False) -> dict[str, Any]:
     import torch
 
     import kgen
@@ -90,7 +95,8 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
     rows = []
     for M, N, K in shapes:
         A = torch.randn(M, K, device="cuda", dtype=tdt)
-        B = torch.randn(K, N, device="cuda", dtype=tdt)
+        # weights: B is the transposed view of an N x K tensor, as torch.nn.Linear stores W.
+        B = torch.randn(N, K, device="cuda", dtype=tdt).t() if weights else torch.randn(K, N, device="cuda", dtype=tdt)
         t0 = time.perf_counter()
         C = kgen.matmul(A, B, allow_tf32=tf32)
         torch.cuda.synchronize()
@@ -127,7 +133,8 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
               f"first {first_s:.2f}s", flush=True)
         del A, B, C, ref
         torch.cuda.empty_cache()
-    return {"device": runtime.device().name(), "dtype": dtype, "tf32": tf32, "rows": rows, "summary": summarize(rows)}
+    return {"device": runtime.device().name(), "dtype": dtype, "tf32": tf32, "b_storage": "N x K, transposed view"
+            if weights else "K x N, row-major", "rows": rows, "summary": summarize(rows)}
 
 
 def _geo(xs: list[float]) -> float:
@@ -198,6 +205,15 @@ def _parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return out
 
 
+def _parse_rows(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    parts = text.split("-")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not 1 <= int(parts[0]) <= int(parts[1]):
+        raise SystemExit(f"--rows: {text!r} is not LO-HI with 1 <= LO <= HI (e.g. 17-256)")
+    return int(parts[0]), int(parts[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kgen bench calls", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -205,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", help="matmul: comma-separated MxNxK")
     ap.add_argument("--random", type=int, default=0, help="matmul: this many shapes drawn at run time")
     ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
+    ap.add_argument("--rows", help="matmul --random: few-row products only, M from LO to HI (e.g. 17-256), "
+                    "N and K 1024-16384")
+    ap.add_argument("--weights", action="store_true",
+                    help="matmul: B is the transposed view of an N x K tensor (how torch.nn.Linear stores a "
+                         "weight) instead of a K x N row-major one")
     ap.add_argument("--lengths", help="reduce: comma-separated lengths")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64", "float16", "bfloat16"))
     ap.add_argument("--tf32", action="store_true",
@@ -222,12 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.random:
             seed = args.seed if args.seed is not None else time.time_ns() % 2 ** 31
             print(f"random shapes, seed {seed}")
-            shapes += random_matmul_shapes(args.random, seed)
+            shapes += random_matmul_shapes(args.random, seed, _parse_rows(args.rows))
         if not shapes:
             raise SystemExit("give --shapes or --random N")
         if args.tf32 and args.dtype != "float32":
             raise SystemExit("--tf32 applies to --dtype float32")
-        result = bench_matmul(shapes, args.dtype, args.tf32)
+        result = bench_matmul(shapes, args.dtype, args.tf32, args.weights)
     else:
         if not args.lengths:
             raise SystemExit("give --lengths")

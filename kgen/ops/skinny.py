@@ -39,6 +39,14 @@ MAX_ACC_REGS = 128
 # Merge modes passed to the kernel.
 MODE_DIRECT, MODE_ATOMIC, MODE_PARTIALS, MODE_TICKET = 0, 1, 2, 3
 STAGE_VECTOR = 16  # flag beside the mode: S's rows are contiguous and 16-byte aligned
+# The float32 tensor-core forms' instruction: mma.sync (sm_80 on) or Hopper's wgmma (sm_90 only).
+INSTRUCTIONS = ("mma_sync", "wgmma")
+# Rows of S one wgmma block multiplies (the instruction's N goes to 256, but a thread keeps
+# WGN / 2 window sums and as many running sums a 64-column tile).
+WG_MAX_ROWS = 128
+# Shared memory one staged chunk of S takes in the wgmma forms (two are resident: one in use,
+# the next arriving by cp.async).
+WG_STAGE_BYTES = 24 * 1024
 
 
 @register_family
@@ -87,6 +95,12 @@ class Skinny(Spec):
     axpy_k_warps  the same split in the 16-bit tensor-core axpy form (16-k steps dealt
                   round-robin); a block there covers warps / axpy_k_warps x 16 x 4 x
                   lane_vectors columns.
+    instruction   float32 tensor-core forms: "mma_sync" (mma.m16n8k8, one instruction per
+                  8 rows of S, any GPU from sm_80) or "wgmma" (Hopper's
+                  wgmma.mma_async.m64nNk8 with N = rows rounded up to 8: one instruction
+                  for all of a block's rows, L's split values from registers; sm_90 only,
+                  128 or 256 threads, rows up to 128, tc_tiles 64-column tiles a
+                  warpgroup).
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -107,12 +121,22 @@ class Skinny(Spec):
     tc_tiles: int = 2
     k_warps: int = 1
     axpy_k_warps: int = 1
+    instruction: str = "mma_sync"
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
             fail("dtype", self.dtype, f"one of {sorted(ITEMSIZE)}")
-        if not 1 <= self.rows <= 64:
-            fail("rows", self.rows, "an integer from 1 to 64")
+        if self.instruction not in INSTRUCTIONS:
+            fail("instruction", self.instruction, f"one of {list(INSTRUCTIONS)}")
+        wg = self.instruction == "wgmma"
+        if wg and not (self.tensor_cores and self.dtype == "float32"):
+            fail("instruction", self.instruction, "'mma_sync' unless tensor_cores=True with dtype='float32' (the "
+                 "wgmma forms run float32 as three TF32 products)")
+        if wg and self.threads not in (128, 256):
+            fail("threads", self.threads, "128 or 256 with instruction='wgmma' (one or two warpgroups)")
+        most_rows = WG_MAX_ROWS if wg else 64
+        if not 1 <= self.rows <= most_rows:
+            fail("rows", self.rows, f"an integer from 1 to {most_rows}" + (" with instruction='wgmma'" if wg else ""))
         if not 1 <= self.warp_cols <= 8:
             fail("warp_cols", self.warp_cols, "an integer from 1 to 8")
         if not 1 <= self.lane_vectors <= 4:
@@ -211,12 +235,31 @@ class Skinny(Spec):
         return -(-self.rows // 8)
 
     @property
+    def wg_n(self) -> int:
+        """The wgmma forms' instruction N: rows rounded up to 8."""
+        return 8 * self.tc_ntiles
+
+    @property
+    def wg_chunk(self) -> int:
+        """k values of S one staged chunk of the wgmma forms holds: whole 32-k windows, hi
+        and lo (8 bytes a value) within WG_STAGE_BYTES. K slabs are whole chunks."""
+        return max(32, WG_STAGE_BYTES // (8 * self.wg_n) // 32 * 32)
+
+    @property
+    def wg_chunk_bytes(self) -> int:
+        return self.wg_chunk * self.wg_n * 8
+
+    @property
     def tc_register_estimate(self) -> int:
         """Registers a thread needs in the larger tensor-core form: 4 accumulators per 16 x 8
         tile, the loads in flight (32 a tile in the dot form, current and next window; 16 a
         tile in the axpy form), the staged S fragments of one k8 step, and ~56 for
         addresses, indices and the split values."""
         nt, tiles = self.tc_ntiles, self.tc_tiles
+        if self.instruction == "wgmma":
+            # window sums and running sums (WGN / 2 a tile each), split A fragments (32 a
+            # tile), one window of L values (16 a tile in the dot form, 32 in the axpy form)
+            return self.wg_n * tiles + 32 * tiles + max(16 * tiles, 32) + 48
         if self.dtype != "float32":   # 16-bit: raw words, no split
             ax = self.tc_axpy_tiles
             dot = 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt
@@ -353,6 +396,8 @@ class Skinny(Spec):
 
     def shared_for(self, form: str) -> int:
         acc = ACC_BYTES[self.dtype]
+        if form in ("wg_dot", "wg_axpy"):
+            return 2 * self.wg_chunk_bytes   # two chunk buffers: one in use, one arriving
         if form in ("tc_dot", "tc_axpy"):
             stage = self.tc_chunk * self.tc_stage_bytes_per_k * self.tc_ntiles
             return max(stage, self.tc_reduce_bytes(form))
@@ -363,8 +408,10 @@ class Skinny(Spec):
 
     @property
     def shared_bytes(self) -> int:
-        if not self.tensor_cores:
-            forms: tuple[str, ...] = ("dot", "axpy")
+        if self.instruction == "wgmma":
+            forms: tuple[str, ...] = ("wg_dot", "wg_axpy")
+        elif not self.tensor_cores:
+            forms = ("dot", "axpy")
         else:
             forms = ("tc_dot", "tc_axpy" if self.runs_tc_axpy else "axpy")
         return max(self.shared_for(f) for f in forms)
@@ -382,6 +429,14 @@ class Skinny(Spec):
                 dup |= offset
         return levels, count, dup
 
+    def target_arch(self, arch: str) -> str:
+        if self.instruction != "wgmma":
+            return arch
+        if int(arch[3:].rstrip("af")) != 90:
+            raise ValueError(f"instruction='wgmma' runs on sm_90 GPUs (H100, H200) only; this target is {arch}: "
+                             "use instruction='mma_sync'")
+        return "sm_90a"
+
     def template_context(self) -> dict[str, Any]:
         half = self.dtype in ("float16", "bfloat16")
         raw = {"float32": {4: "float4", 2: "float2", 1: "float"}, "float64": {2: "double2", 1: "double"},
@@ -398,6 +453,7 @@ class Skinny(Spec):
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
             tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
             tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles, tc_axpy=self.runs_tc_axpy,
+            wgmma=self.instruction == "wgmma", wg_n=self.wg_n, wg_chunk=self.wg_chunk,
             dot_min_blocks=self.dot_min_blocks, axpy_min_blocks=self.axpy_min_blocks,
         )
 
@@ -406,7 +462,9 @@ class Skinny(Spec):
         """Grid, K slabs and merge mode of one product in `form` ("dot", "axpy", "tc_dot" or
         "tc_axpy") with loads `width` elements wide, R small rows, NC large columns, on a GPU that runs `slots`
         blocks of this kernel at once."""
-        if form == "tc_dot":
+        if form in ("wg_dot", "wg_axpy"):
+            cols, unit, least = self.warps * 16 * self.tc_tiles, self.wg_chunk, self.wg_chunk
+        elif form == "tc_dot":
             cols, unit, least = self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps, 128 * self.k_warps
         elif form == "tc_axpy":
             kw = self.axpy_k_warps
@@ -448,7 +506,7 @@ class Skinny(Spec):
 
     @classmethod
     def suits(cls, M: int, N: int, K: int, dtype: str, k_contiguous: bool | None = None,
-              wgmma_in_place: bool = False) -> bool:
+              wgmma_in_place: bool = False, wgmma: bool = False) -> bool:
         """Whether this family should run M x N x K rather than a tiled (or tensor-core)
         matmul: the small dimension is at most SUITS_ROWS[dtype], where the SIMT forms
         measured at least as fast as cuBLAS; or, in float32 with N and K of at least
@@ -461,7 +519,9 @@ class Skinny(Spec):
         n-contiguous one at most TC16_AXPY_ROWS[wgmma_in_place] (the mma.m16n8k16 axpy form).
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
-        part off (split_tf32_enabled)."""
+        part off (split_tf32_enabled). `wgmma`: the GPU runs the Hopper forms (sm_90) and
+        the split is on; float32 then takes up to WG_SUITS_ROWS rows in either storage order
+        (wgmma_suits)."""
         small, large = min(M, N), max(M, N)
         if small < 1:
             return False
@@ -474,7 +534,38 @@ class Skinny(Spec):
             if k_contiguous:
                 return small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
             return small <= TC16_AXPY_ROWS[wgmma_in_place]
+        if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):
+            return True
         return dtype == "float32" and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled()
+
+    @classmethod
+    def wgmma_suits(cls, M: int, N: int, K: int) -> bool:
+        """Whether a float32 product runs the wgmma forms on an sm_90 GPU: a small
+        dimension of WG_MIN_ROWS to WG_SUITS_ROWS against N and K of at least TC_MIN_DIM."""
+        small, large = min(M, N), max(M, N)
+        return WG_MIN_ROWS <= small <= WG_SUITS_ROWS and large >= TC_MIN_DIM and K >= TC_MIN_DIM
+
+    @classmethod
+    def wgmma_default_spec(cls, problem) -> "Skinny":
+        """The wgmma form's spec from the shape: row tiles of at most WG_MAX_ROWS rows, as
+        even as whole 8s make them (200 rows: two of 104); one 64-column tile a warpgroup,
+        two warpgroups a block up to WG_TWO_GROUP_ROWS rows and one above, the slabs merged by
+        a second kernel."""
+        p = cls.normalize_problem(problem)
+        small = min(p["M"], p["N"])
+        tiles = _ceil_div(small, WG_MAX_ROWS)
+        rows = min(WG_MAX_ROWS, _ceil_div(_ceil_div(small, tiles), 8) * 8)
+        threads = 256 if rows <= WG_TWO_GROUP_ROWS else 128
+        return cls(dtype="float32", rows=rows, warp_cols=1, lane_vectors=1, threads=threads, vector_bytes=16, loads=4,
+                   k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=1, instruction="wgmma")
+
+    def for_layouts(self, problem, **layouts):
+        """This spec, or with instruction="wgmma" asked (dispatch on an sm_90 GPU, for the
+        products wgmma_suits takes) and this spec not already a wgmma one, the wgmma
+        form's default spec."""
+        if layouts.get("instruction") == "wgmma" and self.instruction != "wgmma":
+            return self.wgmma_default_spec(problem)
+        return self.replace(**layouts)
 
     @classmethod
     def default_spec(cls, problem, dtype):
@@ -579,9 +670,28 @@ class Skinny(Spec):
                             for threads in (128, 256):
                                 add(rows=rows, warp_cols=1, tensor_cores=True, lane_vectors=lane_vectors,
                                     axpy_k_warps=axpy_k_warps, threads=threads, merge="two_pass")
+        if dtype == "float32" and cls.wgmma_suits(p["M"], p["N"], p["K"]):
+            # The wgmma forms (sm_90 only: prune_reason drops them elsewhere).
+            wg = cls.wgmma_default_spec(p)
+            for rows in sorted({wg.rows, min(WG_MAX_ROWS, -(-small // 8) * 8)}):
+                for threads in (128, 256):
+                    for tiles in (1, 2):
+                        for merge in MERGES:
+                            for waves in (1, 2):
+                                try:
+                                    s = wg.replace(rows=rows, threads=threads, tc_tiles=tiles, merge=merge,
+                                                   waves=waves)
+                                except ValueError:
+                                    continue
+                                if s.key not in seen:
+                                    seen.add(s.key)
+                                    specs.append(s)
         return specs
 
     def prune_reason(self, problem, limits):
+        cc = limits.get("compute_capability", 90)
+        if self.instruction == "wgmma" and cc != 90:
+            return f"instruction='wgmma' runs on compute capability 90 only; this one is {cc}"
         over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
         if over:
             return over
@@ -647,6 +757,16 @@ SMALL_SIMT_WIDE_ROWS = 32
 # and the tiled family's wide tiles won from 128 rows.
 TC_SUITS_ROWS = {True: 256, False: 96}
 TC_MIN_DIM = 1024
+# float32 products with this many rows or columns, against N and K of at least TC_MIN_DIM, run
+# the wgmma forms on an sm_90 GPU (either storage order of the large operand; docs/matmul.md,
+# "The wgmma forms").
+WG_MIN_ROWS = 17
+WG_SUITS_ROWS = 256
+# Row tiles of up to this many rows run two warpgroups a block in the wgmma default, larger
+# ones one: device time on an H200 over six weights, both orders (docs/matmul.md, "The wgmma
+# forms"): at 17-24 rows two warpgroups ran 1.47x cuBLAS to one's 1.37x (geometric means), at
+# 32-48 the two were within 2%, from 64 rows one warpgroup won by 1.15-1.21x.
+WG_TWO_GROUP_ROWS = 48
 # Within SUITS_ROWS, float32 products of more than this many rows (N and K >= TC_MIN_DIM) take
 # the split-TF32 tensor-core forms too. Device time on an H100 over seven weights, both orders
 # (docs/bench/research/skinny_f32_rows.py, docs/matmul.md): at 8-12 rows they ran 1.01-1.17x
@@ -752,6 +872,7 @@ class _Plan:
     width: int
     splits: int
     mode: int
+    image_offset: int = -1   # wgmma forms: where S's split chunk images start in the partials buffer
 
 
 _TORCH_DTYPE_NAMES = {"torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
@@ -789,6 +910,7 @@ class SkinnyKernel(Kernel):
         self._fmt_main = "PqqPqPqqiiqq" + scalar * 2 + "PPi"
         self._fmt_merge = "PPqqiii" + scalar * 2
         self._fmt_prescale = "Pqqii" + scalar
+        self._fmt_image = "PqqiqiP"
 
     def _resident_slots(self, name: str, shared: int) -> int:
         """Blocks of entry `name` the whole GPU runs at once."""
@@ -974,7 +1096,7 @@ class SkinnyKernel(Kernel):
             plan.launches.append(prescale)
             return plan
         if tc:
-            form = "tc_" + form
+            form = ("wg_" if spec.instruction == "wgmma" else "tc_") + form
         name = f"kgen_skinny_{form}_v{width}"
         plan.form = form
         shared = spec.shared_for(form)
@@ -999,6 +1121,16 @@ class SkinnyKernel(Kernel):
                                                   (256, 1, 1), 0, self._fmt_merge), out_args + (g["splits"],)))
         if g["mode"] in (MODE_PARTIALS, MODE_TICKET):
             plan.workspace = (g["splits"] * R * NC * ACC_BYTES[spec.dtype], g["grid"][0] * g["grid"][2])
+        if form.startswith("wg_"):
+            # S split once into chunk images (wgmma layout) behind the partial sums; the main
+            # kernel copies them to shared memory instead of splitting S in every block.
+            chunks, row_tiles = _ceil_div(K, spec.wg_chunk), g["grid"][2]
+            entry = f"kgen_skinny_wg_image_{form[3:]}"
+            image = ("image", Launch(self.handle(entry), entry, (chunks, 1, row_tiles), (spec.threads, 1, 1), 0,
+                                     self._fmt_image), (s_rs, s_ks, R, K, mode))
+            plan.launches.insert(len(plan.launches) - (2 if g["mode"] == MODE_PARTIALS else 1), image)
+            plan.image_offset = _ceil_div(plan.workspace[0], 256) * 256
+            plan.workspace = (plan.image_offset + row_tiles * chunks * spec.wg_chunk_bytes, max(plan.workspace[1], 1))
         return plan
 
     def _arguments(self, plan: _Plan, pa: int, pb: int, pc: int, alpha, beta, stream: int) -> list:
@@ -1008,9 +1140,14 @@ class SkinnyKernel(Kernel):
         if plan.workspace[0]:
             part, tick = self._workspace(stream, *plan.workspace)
         out = []
+        image = part + plan.image_offset if plan.image_offset >= 0 else 0
         for kind, launch, fixed in plan.launches:
-            if kind == "main":
+            if kind == "image":
+                out.append((launch, (ps, *fixed, image)))
+            elif kind == "main":
                 s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, ks, mode = fixed
+                if image:
+                    ps = image   # the wgmma forms read S's split chunk images
                 # With atomics the prescale launch has applied beta already.
                 out.append((launch, (ps, s_rs, s_ks, pl, ldl, pc, o_rs, o_cs, R, NC, K, ks, alpha,
                                      0.0 if plan.mode == MODE_ATOMIC else beta, part, tick, mode)))

@@ -222,6 +222,10 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
     spec = choice.spec
     fields = {f.name for f in dataclasses.fields(spec)}
     changes = {k: v for k, v in (overrides or {}).items() if k in fields}
+    if choice.origin == "exact":
+        # A tuned entry for this very problem was measured on this device against the other
+        # instruction's specs too: its instruction stands.
+        changes.pop("instruction", None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
     k = build(spec)
@@ -272,6 +276,11 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         # A transposed device view is read in place by a column-major spec of the same tiles.
         overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
+    if family.kernel == "skinny" and dtype == "float32" and _runs_wgmma() and _split_enabled() \
+            and _wgmma_suits(problem):
+        # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
+        # mma.sync forms, which run on every GPU).
+        overrides["instruction"] = "wgmma"
     if family.kernel == "tensor_matmul" and dtype == "float32":
         # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
         # a tuned entry for this problem holds. The tuner searches TF32 specs, not the split's
@@ -319,7 +328,7 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     from ..ops.skinny import Skinny
     from ..ops.tensorcore import TensorMatmul, split_tf32_suits
 
-    if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype, large_k_contiguous, wgmma_in_place):
+    if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype, large_k_contiguous, wgmma_in_place, split_tf32):
         return Skinny
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
@@ -356,6 +365,18 @@ def _large_rows_aligned(A: Any, B: Any, M: int, N: int) -> bool:
     kernel, which copies an unaligned operand."""
     st = _element_strides(B if M <= N else A)
     return max(st) % 8 == 0
+
+
+def _wgmma_suits(problem: dict[str, int]) -> bool:
+    from ..ops.skinny import Skinny
+
+    return Skinny.wgmma_suits(problem["M"], problem["N"], problem["K"])
+
+
+def _split_enabled() -> bool:
+    from ..ops.skinny import split_tf32_enabled
+
+    return split_tf32_enabled()
 
 
 def _runs_wgmma() -> bool:
