@@ -724,17 +724,30 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
 MERGES_ALL = ("single_pass", "two_pass", "atomic")
 
 
-def test_wgmma_suits_seventeen_to_256_rows_against_large_n_and_k():
-    from kgen.ops.skinny import WG_MIN_ROWS, WG_SUITS_ROWS
+def test_wgmma_suits_where_the_measurements_put_it():
+    from kgen.ops.skinny import WG_MIN_ROWS, WG_SUITS_ROWS, WG_WIDE_ROWS
 
+    # (M, N, K): shapes of the measurement (docs/matmul.md, "Where the wgmma forms run") on
+    # either side of each bound.
+    yes = [(17, 4096, 4096), (256, 11008, 4096), (51, 583, 9173), (480, 1570, 6587), (46, 5102, 475),
+           (140, 211, 474), (842, 148, 3115), (19, 9739, 748), (300, 2000, 1024)]
+    no = [(16, 4096, 4096), (600, 4096, 4096), (491, 1847, 1837), (20, 436, 380), (18, 1917, 848),
+          (221, 7309, 66), (22, 384, 568), (40, 300, 150), (300, 2000, 399)]
+    for M, N, K in yes:
+        assert Skinny.wgmma_suits(M, N, K) and Skinny.wgmma_suits(N, M, K), (M, N, K)
+    for M, N, K in no:
+        assert not Skinny.wgmma_suits(M, N, K) and not Skinny.wgmma_suits(N, M, K), (M, N, K)
     rng = random.Random(23)
-    for _ in range(300):
-        small, big, K = rng.randint(1, 400), rng.randint(1, 20000), rng.randint(1, 20000)
-        want = WG_MIN_ROWS <= small <= WG_SUITS_ROWS and big >= TC_MIN_DIM and K >= TC_MIN_DIM
-        assert Skinny.wgmma_suits(small, big, K) == want == Skinny.wgmma_suits(big, small, K)
-        if want:   # either storage order of the large operand
-            for kc in (False, True):
+    for _ in range(500):
+        small, big, K = rng.randint(1, 700), rng.randint(1, 20000), rng.randint(1, 20000)
+        got = Skinny.wgmma_suits(small, big, K)
+        assert got == Skinny.wgmma_suits(big, small, K)
+        if got:
+            assert WG_MIN_ROWS <= min(small, big) <= WG_SUITS_ROWS
+            for kc in (False, True):   # either storage order of the large operand
                 assert Skinny.suits(small, big, K, "float32", kc, wgmma=True)
+        if WG_MIN_ROWS <= min(small, big) <= WG_WIDE_ROWS and K >= TC_MIN_DIM:
+            assert got   # long K: every large side
 
 
 def test_wgmma_search_space_only_where_it_suits():

@@ -243,10 +243,15 @@ def test_matmul_runs_the_wgmma_skinny_forms_on_sm90_for_17_to_256_rows(monkeypat
         assert route(small, big, K, transposed=t) == ("skinny", {"instruction": "wgmma"}), (small, big, K, t)
         assert route(big, small, K)[1].get("instruction") == "wgmma"
         assert route(small, big, K, sm90=False)[1].get("instruction") is None
-        assert route(small, 1023, K)[0] != "skinny" or route(small, 1023, K)[1].get("instruction") is None
         few = int(rng.integers(1, 17))
         assert route(few, big, K)[1].get("instruction") is None
-    assert route(257, 4096, 4096)[0] != "skinny"
+    for _ in range(200):   # the wider domain: exactly where Skinny.wgmma_suits says
+        small, big, K = (int(2 ** rng.uniform(lo, 14)) for lo in (4, 4, 4))
+        small = min(small, 700)
+        want = Skinny.wgmma_suits(small, big, K)
+        got = route(small, big, K, transposed=bool(rng.integers(2)))
+        assert (got == ("skinny", {"instruction": "wgmma"})) == want, (small, big, K, got)
+    assert route(600, 4096, 4096)[0] != "skinny"
     monkeypatch.setenv("KGEN_SPLIT_TF32", "0")
     assert route(100, 4096, 4096)[1].get("instruction") is None
     # What the kernel then runs: the wgmma default for the shape, unless a tuned entry for

@@ -527,6 +527,8 @@ class Skinny(Spec):
             return False
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
+        if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):
+            return True
         if large < TC_MIN_DIM or K < TC_MIN_DIM:
             return (dtype == "float32" and small <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
                     and (large < TC_MIN_DIM or small <= SMALL_SIMT_WIDE_ROWS))
@@ -534,16 +536,30 @@ class Skinny(Spec):
             if k_contiguous:
                 return small <= (TC16_ALIGNED_ROWS if wgmma_in_place else TC16_SUITS_ROWS)
             return small <= TC16_AXPY_ROWS[wgmma_in_place]
-        if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):
-            return True
         return dtype == "float32" and small <= TC_SUITS_ROWS[bool(k_contiguous)] and split_tf32_enabled()
 
     @classmethod
     def wgmma_suits(cls, M: int, N: int, K: int) -> bool:
-        """Whether a float32 product runs the wgmma forms on an sm_90 GPU: a small
-        dimension of WG_MIN_ROWS to WG_SUITS_ROWS against N and K of at least TC_MIN_DIM."""
+        """Whether a float32 product runs the wgmma forms on an sm_90 GPU (rather than the
+        mma.sync or SIMT forms, the tiled family or the split-TF32 tensor-core family). The
+        small dimension is WG_MIN_ROWS to WG_SUITS_ROWS, and
+          - K of at least TC_MIN_DIM, past WG_WIDE_ROWS rows only with K of WG_WIDE_MIN_K;
+          - or K of WG_SHORT_MIN_K to TC_MIN_DIM against a large side of TC_MIN_DIM (of
+            WG_SHORT_NARROW_LARGE up to WG_SHORT_NARROW_ROWS rows), at most WG_SHORT_MAX_ROWS rows;
+          - or WG_TINY_ROWS (exclusive) to WG_SHORT_MAX_ROWS rows against a large side below
+            TC_MIN_DIM, with K of WG_TINY_MIN_K.
+        The bounds come from public calls (host time included) on 145 random shapes of 17-512
+        rows, large sides 128-16384 and K 32-16384 on an H200 (docs/matmul.md, "Where the
+        wgmma forms run")."""
         small, large = min(M, N), max(M, N)
-        return WG_MIN_ROWS <= small <= WG_SUITS_ROWS and large >= TC_MIN_DIM and K >= TC_MIN_DIM
+        if not WG_MIN_ROWS <= small <= WG_SUITS_ROWS:
+            return False
+        if K >= TC_MIN_DIM:
+            return small <= WG_WIDE_ROWS or K >= WG_WIDE_MIN_K
+        short_k = K >= WG_SHORT_MIN_K and small <= WG_SHORT_MAX_ROWS and \
+            large >= (TC_MIN_DIM if small > WG_SHORT_NARROW_ROWS else WG_SHORT_NARROW_LARGE)
+        tiny_large = WG_TINY_ROWS < small <= WG_SHORT_MAX_ROWS and large < TC_MIN_DIM and K >= WG_TINY_MIN_K
+        return short_k or tiny_large
 
     @classmethod
     def wgmma_default_spec(cls, problem) -> "Skinny":
@@ -761,7 +777,11 @@ TC_MIN_DIM = 1024
 # the wgmma forms on an sm_90 GPU (either storage order of the large operand; docs/matmul.md,
 # "The wgmma forms").
 WG_MIN_ROWS = 17
-WG_SUITS_ROWS = 256
+WG_SUITS_ROWS = 512
+WG_WIDE_ROWS, WG_WIDE_MIN_K = 384, 3072
+WG_SHORT_MIN_K, WG_SHORT_MAX_ROWS = 400, 256
+WG_SHORT_NARROW_ROWS, WG_SHORT_NARROW_LARGE = 32, 2048
+WG_TINY_ROWS, WG_TINY_MIN_K = 64, 160
 # Row tiles of up to this many rows run two warpgroups a block in the wgmma default, larger
 # ones one: device time on an H200 over six weights, both orders (docs/matmul.md, "The wgmma
 # forms"): at 17-24 rows two warpgroups ran 1.47x cuBLAS to one's 1.37x (geometric means), at
