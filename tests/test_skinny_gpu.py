@@ -138,7 +138,7 @@ def wgmma_built():
 @given(data=st.data())
 def test_random_wgmma_products_match_float64(data, wgmma_built):
     spec = data.draw(st.sampled_from(WGMMA_POOL), label="spec")
-    _check_random_product(data, spec, st.one_of(st.integers(1, 300), st.sampled_from([17, 128, 129, 256])))
+    _check_random_product(data, spec, st.one_of(st.integers(1, 520), st.sampled_from([17, 128, 129, 256, 512])))
 
 
 def _check_random_product(data, spec, small_sizes):

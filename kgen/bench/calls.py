@@ -249,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.tf32 and args.dtype != "float32":
             raise SystemExit("--tf32 applies to --dtype float32")
         result = bench_matmul(shapes, args.dtype, args.tf32, args.weights)
+        if args.random:
+            result["seed"] = seed
     else:
         if not args.lengths:
             raise SystemExit("give --lengths")

@@ -1,6 +1,17 @@
-"""Where do the wgmma skinny forms beat today's dispatch? Random shapes over a wide domain;
-one public-style call between events (host included) for: dispatch (kgen.matmul), the wgmma
-default built kernel k(A, B) (same call path), cuBLAS."""
+"""Where the float32 wgmma skinny forms beat the rest of dispatch (sm_90). For random shapes,
+one call between CUDA events (host time included, median; kgen.bench.calls' timing) of
+kgen.matmul as dispatch routes it, of the wgmma default spec's built kernel k(A, B) (the same
+call path), and of torch.matmul (cuBLAS SGEMM, TF32 off); the wgmma result is checked against
+the float64 product first.
+
+    python skinny_wgmma_domain.py SEED COUNT          # three regions in turn (below)
+    WIDE=1 python skinny_wgmma_domain.py SEED COUNT   # 17-512 rows, large side 128-16384, K 32-16384
+
+Regions: 257-512 rows against large sides and K of 1024-16384; 17-512 rows against a large
+side of 128-1024, K 64-16384; 17-64 rows against 600-16384, K 400-1100. A third of the shapes
+have few columns instead of few rows; B is row-major or a transposed N x K weight at random.
+Output: $OUT/wgdomain_SEED.json. Measured with the dispatch of the tree before wgmma_suits
+took its present bounds (docs/matmul.md, "Where the wgmma forms run")."""
 import concurrent.futures as cf
 import json
 import math
@@ -24,8 +35,10 @@ def shapes(n, seed):
     out = []
     regions = [((257, 512), (1024, 16384), (1024, 16384)), ((17, 512), (128, 1024), (64, 16384)),
                ((17, 64), (600, 16384), (400, 1100))]
+    if os.environ.get("WIDE"):
+        regions = [((17, 512), (128, 16384), (32, 16384))]
     while len(out) < n:
-        (s0, s1), (l0, l1), (k0, k1) = regions[len(out) % 3]
+        (s0, s1), (l0, l1), (k0, k1) = regions[len(out) % len(regions)]
         lg = lambda a, b: int(round(2 ** rng.uniform(math.log2(a), math.log2(b))))  # noqa: E731
         small, large, K = lg(s0, s1), lg(l0, l1), lg(k0, k1)
         if large < small or 2.0 * small * large * K > 2 ** 37:
