@@ -277,3 +277,19 @@ def test_emit_output_errors_are_one_line(tmp_path, target, needle):
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1 and needle in lines[0], out.stderr
     assert (tmp_path / "FILE").read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["FILE"]
+
+
+def test_tune_matmul_says_when_kgen_matmul_runs_another_family(monkeypatch):
+    """kgen tune matmul tunes the tiled family; where kgen.matmul takes the shape elsewhere on
+    this GPU, the command says so and names the command that tunes what runs."""
+    from kgen.cli.tune import _dispatch_note
+    from kgen.tune import dispatch
+
+    monkeypatch.delenv("KGEN_SPLIT_TF32", raising=False)
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    note = _dispatch_note({"M": 100, "N": 4096, "K": 4096}, "float32")
+    assert "skinny family" in note and """kgen tune skinny --problem '{"M":100,"N":4096,"K":4096}'""" in note
+    assert "split_tf32" in _dispatch_note({"M": 4096, "N": 4096, "K": 4096}, "float32")
+    assert "kgen tune tensor_matmul" in _dispatch_note({"M": 2048, "N": 2048, "K": 2048}, "bfloat16")
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    assert _dispatch_note({"M": 2000, "N": 2000, "K": 2000}, "float32") is None   # the tiled family runs it

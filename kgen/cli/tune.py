@@ -344,6 +344,10 @@ def _tune(args) -> int:
         _print_result(result, args.top, wall)
         if args.compare:
             out["compare"] = _compare(result)
+        if args.family == "matmul" and not args.problem:
+            note = _dispatch_note(problem, args.dtype)
+            if note:
+                print(textwrap.fill(note, width=_columns()))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
@@ -362,6 +366,26 @@ def _tune(args) -> int:
         raise CommandFailed(f"none of the {len(result.by_status('compile-error'))} candidates compiled for "
                             f"{result.arch}; the first error: {first.splitlines()[0] if first else '-'}")
     return 0
+
+
+def _dispatch_note(problem: dict[str, Any], dtype: str) -> str | None:
+    """What to run instead when kgen.matmul takes this shape to another family than the
+    tiled one just tuned (which it then does not use)."""
+    from ..tune.dispatch import shape_family
+
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    try:
+        fam = shape_family(M, N, K, dtype)
+    except Exception:  # noqa: BLE001 - a note, never a failure
+        return None
+    if fam.kernel == "matmul":
+        return None
+    where = f"note: kgen.matmul runs {M}x{N}x{K} {dtype} on the {fam.kernel} family on this GPU, not on the tiled one"
+    if fam.kernel == "tensor_matmul" and dtype == "float32":
+        return (f"{where} (three TF32 products at float32 accuracy, split_tf32, which runs its own default); "
+                "this result applies with KGEN_SPLIT_TF32=0.")
+    problem_json = json.dumps({"M": M, "N": N, "K": K}, separators=(",", ":"))
+    return f"{where}; to tune what it runs: kgen tune {fam.kernel} --problem '{problem_json}' --dtype {dtype}"
 
 
 def _counts_line(c: dict[str, int]) -> str:

@@ -312,6 +312,15 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
     return matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N), in_place, split)
 
 
+def shape_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
+    """The family kgen.matmul runs an M x N x K product of row-major operands on with on this
+    GPU (TF32 not allowed): call_family without the arrays."""
+    from ..ops.skinny import split_tf32_enabled
+
+    split = dtype == "float32" and _runs_wgmma() and split_tf32_enabled()
+    return matmul_family(M, N, K, dtype, False, None, False, split)
+
+
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
                   large_k_contiguous: bool | None = None, wgmma_in_place: bool = False,
                   split_tf32: bool = False) -> type[Spec]:
