@@ -691,8 +691,11 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
 
     monkeypatch.setattr(skinny_module, "Launch", _PlannedLaunch)
     rng = random.Random(5)
+    seen = set()
     for _ in range(60):
         M, N, K = rng.randint(17, 256), rng.randint(1024, 9000), rng.randint(1024, 9000)
+        if rng.random() < 0.3:
+            N = rng.randint(M, 600)   # few column tiles: the direct entry, no image launch
         spec = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}).replace(merge=rng.choice(MERGES_ALL))
         k = object.__new__(SkinnyKernel)
         k.spec, k._plans, k._sms, k._slots = spec, {}, 132, {}
@@ -704,6 +707,17 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         plan = k._plan(M, K, (K, 1), K, N, b_strides, (M, N), (N, 1), 1 << 20, 1 << 20)
         kinds = [kind for kind, _, _ in plan.launches]
         assert plan.form == ("wg_dot" if col else "wg_axpy"), plan.form
+        main = next(launch for kind, launch, _ in plan.launches if kind == "main")
+        if main.grid[0] <= skinny_module.WG_DIRECT_MAX_COLUMN_TILES:
+            # each block splits its own chunks of S: no image launch, S read where it is
+            assert "image" not in kinds and plan.image_offset == -1
+            assert main.name.startswith(f"kgen_skinny_{plan.form}_direct_v")
+            monkeypatch.setattr(k, "_workspace", lambda stream, size, tickets: (7 << 30, 9 << 30), raising=False)
+            args = k._arguments(plan, 1 << 20, 2 << 20, 3 << 20, 1.0, 0.0, 0)
+            assert args[kinds.index("main")][1][0] == 1 << 20
+            seen.add("direct")
+            continue
+        seen.add("imaged")
         assert kinds.index("image") == kinds.index("main") - 1, kinds
         image = next(launch for kind, launch, _ in plan.launches if kind == "image")
         chunks, tiles = -(-K // spec.wg_chunk), -(-M // spec.rows)
@@ -711,7 +725,6 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         partials = plan.splits * M * N * 4 if plan.mode in (MODE_PARTIALS, MODE_TICKET) else 0
         assert plan.image_offset % 256 == 0 and partials <= plan.image_offset < partials + 256
         assert plan.workspace[0] == plan.image_offset + tiles * chunks * spec.wg_chunk_bytes
-        main = next(launch for kind, launch, _ in plan.launches if kind == "main")
         assert main.name.startswith(f"kgen_skinny_{plan.form}_v") and main.shared == spec.shared_for(plan.form)
         monkeypatch.setattr(k, "_workspace", lambda stream, size, tickets: (7 << 30, 9 << 30), raising=False)
         args = k._arguments(plan, 1 << 20, 2 << 20, 3 << 20, 1.0, 0.0, 0)
@@ -719,6 +732,7 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         main_args = args[kinds.index("main")][1]
         assert image_args[0] == 1 << 20 and image_args[-1] == (7 << 30) + plan.image_offset
         assert main_args[0] == (7 << 30) + plan.image_offset   # S := the images
+    assert seen == {"direct", "imaged"}
 
 
 MERGES_ALL = ("single_pass", "two_pass", "atomic")
@@ -766,7 +780,7 @@ def test_wgmma_forms_compile_for_sm90a_without_spills():
     with cf.ThreadPoolExecutor(2) as ex:
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
     for s, c in zip(specs, built):
-        want = {f"kgen_skinny_wg_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+        want = {f"kgen_skinny_wg_{f}{d}_v{w}" for f in ("dot", "axpy") for d in ("", "_direct") for w in s.widths()}
         want |= {"kgen_skinny_wg_image_dot", "kgen_skinny_wg_image_axpy", "kgen_skinny_merge"}
         assert want <= set(c.resources), (s.to_json(), sorted(c.resources))
         assert not any(n.startswith("kgen_skinny_tc_") for n in c.resources)

@@ -787,6 +787,11 @@ WG_TINY_ROWS, WG_TINY_MIN_K = 64, 160
 # forms"): at 17-24 rows two warpgroups ran 1.47x cuBLAS to one's 1.37x (geometric means), at
 # 32-48 the two were within 2%, from 64 rows one warpgroup won by 1.15-1.21x.
 WG_TWO_GROUP_ROWS = 48
+# Grids of at most this many column tiles run the wgmma forms without the image launch, each
+# block splitting its own chunks of S: one call between events on an H200 ran 1.13x faster on
+# the 11 such products of 60 drawn ones (none slower); a bound of 8 lost up to 0.71x there
+# (docs/matmul.md, "The wgmma forms").
+WG_DIRECT_MAX_COLUMN_TILES = 4
 # Within SUITS_ROWS, float32 products of more than this many rows (N and K >= TC_MIN_DIM) take
 # the split-TF32 tensor-core forms too. Device time on an H100 over seven weights, both orders
 # (docs/bench/research/skinny_f32_rows.py, docs/matmul.md): at 8-12 rows they ran 1.01-1.17x
@@ -1127,6 +1132,11 @@ class SkinnyKernel(Kernel):
         plan.splits, plan.mode = g["splits"], g["mode"]
         if g["mode"] == MODE_ATOMIC:
             plan.launches.append(prescale)
+        # The wgmma forms split S once per call into chunk images (a launch of its own) unless the
+        # grid has few column tiles: then each block splits its own chunks of S.
+        direct = form.startswith("wg_") and g["grid"][0] <= WG_DIRECT_MAX_COLUMN_TILES
+        if direct:
+            name = f"kgen_skinny_{form}_direct_v{width}"
         # The opt-in covers static shared memory too (the tile's ticket flag): ask for a little more.
         fn = self.handle(name, shared + 1024)
         # S is staged with 16-byte loads where its rows are contiguous and 16-byte aligned.
@@ -1141,7 +1151,7 @@ class SkinnyKernel(Kernel):
                                                   (256, 1, 1), 0, self._fmt_merge), out_args + (g["splits"],)))
         if g["mode"] in (MODE_PARTIALS, MODE_TICKET):
             plan.workspace = (g["splits"] * R * NC * ACC_BYTES[spec.dtype], g["grid"][0] * g["grid"][2])
-        if form.startswith("wg_"):
+        if form.startswith("wg_") and not direct:
             # S split once into chunk images (wgmma layout) behind the partial sums; the main
             # kernel copies them to shared memory instead of splitting S in every block.
             chunks, row_tiles = _ceil_div(K, spec.wg_chunk), g["grid"][2]
