@@ -74,3 +74,22 @@ def test_standalone_builds_an_executable(spec, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "x").is_file()
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("spec", [kgen.Skinny.default_spec({"M": 40, "N": 4096, "K": 4096}, "float32"),
+                                  kgen.Skinny.wgmma_default_spec({"M": 40, "N": 4096, "K": 4096})],
+                         ids=["skinny-mma_sync", "skinny-wgmma"])
+def test_skinny_standalone_builds_with_the_command_it_prints(spec, tmp_path):
+    src = kgen.emit(spec, tmp_path / "x.cu", standalone=True)
+    line = next(ln for ln in src.read_text().splitlines() if "standalone check: nvcc" in ln)
+    flags = line.split("nvcc", 1)[1].split("-o")[0].split()
+    proc = subprocess.run([compiler.find_nvcc(), *flags, "-o", str(tmp_path / "x"), str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    if spec.instruction == "wgmma":
+        assert flags == ["-gencode=arch=compute_90a,code=sm_90a"]
+        # Built for plain sm_90 the wgmma code stops at a message that says what it needs.
+        plain = subprocess.run([compiler.find_nvcc(), "-arch=sm_90", "-o", str(tmp_path / "y"), str(src)],
+                               capture_output=True, text=True)
+        assert plain.returncode != 0 and "need sm_90a" in plain.stderr
