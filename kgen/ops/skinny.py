@@ -635,12 +635,13 @@ class Skinny(Spec):
         base = cls.default_spec(p, dtype)
         seen, specs = set(), []
 
-        def add(**kw):
-            if not kw.get("tensor_cores", base.tensor_cores):
+        def add(start=None, **kw):
+            start = start or base
+            if not kw.get("tensor_cores", start.tensor_cores):
                 kw.setdefault("k_warps", 1)   # the SIMT forms keep each warp's K to itself
                 kw.setdefault("axpy_k_warps", 1)
             try:
-                s = base.replace(**kw)
+                s = start.replace(**kw)
             except ValueError:
                 return
             if s.key not in seen:
@@ -694,14 +695,7 @@ class Skinny(Spec):
                     for tiles in (1, 2):
                         for merge in MERGES:
                             for waves in (1, 2):
-                                try:
-                                    s = wg.replace(rows=rows, threads=threads, tc_tiles=tiles, merge=merge,
-                                                   waves=waves)
-                                except ValueError:
-                                    continue
-                                if s.key not in seen:
-                                    seen.add(s.key)
-                                    specs.append(s)
+                                add(wg, rows=rows, threads=threads, tc_tiles=tiles, merge=merge, waves=waves)
         return specs
 
     def prune_reason(self, problem, limits):

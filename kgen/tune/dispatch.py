@@ -276,8 +276,7 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         # A transposed device view is read in place by a column-major spec of the same tiles.
         overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
-    if family.kernel == "skinny" and dtype == "float32" and _runs_wgmma() and _split_enabled() \
-            and _wgmma_suits(problem):
+    if family.kernel == "skinny" and _split_on_hopper(dtype) and _wgmma_suits(problem):
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU).
         overrides["instruction"] = "wgmma"
@@ -305,20 +304,15 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
     """The family kgen.matmul(A, B) runs: matmul_family with the storage of the call's
     operands (is the large one k-contiguous, can the wgmma kernel read it in place)."""
     (M, K), N = A.shape, B.shape[1]
-    from ..ops.skinny import split_tf32_enabled
-
     in_place = dtype in ("float16", "bfloat16") and _large_rows_aligned(A, B, M, N) and _runs_wgmma()
-    split = dtype == "float32" and not allow_tf32 and _runs_wgmma() and split_tf32_enabled()
+    split = not allow_tf32 and _split_on_hopper(dtype)
     return matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N), in_place, split)
 
 
 def shape_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
     """The family kgen.matmul runs an M x N x K product of row-major operands on with on this
     GPU (TF32 not allowed): call_family without the arrays."""
-    from ..ops.skinny import split_tf32_enabled
-
-    split = dtype == "float32" and _runs_wgmma() and split_tf32_enabled()
-    return matmul_family(M, N, K, dtype, False, None, False, split)
+    return matmul_family(M, N, K, dtype, False, None, False, _split_on_hopper(dtype))
 
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
@@ -382,10 +376,12 @@ def _wgmma_suits(problem: dict[str, int]) -> bool:
     return Skinny.wgmma_suits(problem["M"], problem["N"], problem["K"])
 
 
-def _split_enabled() -> bool:
+def _split_on_hopper(dtype: str) -> bool:
+    """Whether float32 products may run as three TF32 products on wgmma here: an sm_90 GPU
+    and KGEN_SPLIT_TF32 not off."""
     from ..ops.skinny import split_tf32_enabled
 
-    return split_tf32_enabled()
+    return dtype == "float32" and _runs_wgmma() and split_tf32_enabled()
 
 
 def _runs_wgmma() -> bool:

@@ -6,26 +6,19 @@ off), on COUNT shapes drawn in Skinny.wgmma_suits' range (17-512 rows, large sid
 
     python skinny_wgmma_direct.py SEED COUNT     # output: $OUT/direct_SEED.json"""
 
-import concurrent.futures as cf, json, math, os, random, sys
+import concurrent.futures as cf, json, os, sys
 import torch, kgen
 import kgen.ops.skinny as sk
 from kgen.bench.calls import _time_pair
 from kgen.ops.skinny import Skinny, tolerance
+from wgmma_shapes import wgmma_shapes
 
 OUT = os.environ.get("OUT", ".")
 
 
 def main():
     seed, n = int(sys.argv[1]), int(sys.argv[2])
-    rng = random.Random(seed)
-    SH = []
-    while len(SH) < n:
-        lg = lambda a, b: int(round(2 ** rng.uniform(math.log2(a), math.log2(b))))
-        small, large, K = lg(17, 512), lg(128, 16384), lg(128, 16384)
-        if large < small or 2.0 * small * large * K > 2**36 or not Skinny.wgmma_suits(small, large, K):
-            continue
-        M, N = (large, small) if rng.random() < 0.3 else (small, large)
-        SH.append((M, N, K, rng.choice(["row", "weights"])))
+    SH = wgmma_shapes(seed, n, 2**36)
     torch.backends.cuda.matmul.allow_tf32 = False
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(kgen.compile, {Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}) for M, N, K, _ in SH}))

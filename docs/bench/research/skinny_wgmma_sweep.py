@@ -15,6 +15,7 @@ import torch
 import kgen
 from kgen.bench.calls import _time_pair
 from kgen.ops.skinny import Skinny
+from wgmma_shapes import wgmma_shapes
 
 OUT = os.environ.get("OUT", ".")
 SH = [
@@ -30,18 +31,7 @@ SH = [
     (300, 3000, 3000, "weights"),
 ]
 if os.environ.get("DRAW"):
-    import random
-
-    rng = random.Random(int(os.environ["DRAW"]))
-    SH = []
-    while len(SH) < 30:
-        lg = lambda a, b: int(round(2 ** rng.uniform(math.log2(a), math.log2(b))))
-        small, large, K = lg(17, 512), lg(128, 16384), lg(128, 16384)
-        if large < small or 2.0 * small * large * K > 2**37 or not Skinny.wgmma_suits(small, large, K):
-            continue
-        M, N = (large, small) if rng.random() < 0.3 else (small, large)
-        SH.append((M, N, K, rng.choice(["row", "weights"])))
-
+    SH = wgmma_shapes(int(os.environ["DRAW"]), 30, 2**37)
 
 def variants(p):
     d = Skinny.wgmma_default_spec(p)
