@@ -684,8 +684,9 @@ class _PlannedLaunch:
 
 def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
     """The plan of a wgmma spec: one image launch over (chunks, 1, row tiles) before the main
-    kernel, the images behind the partial sums in the workspace, and the main kernel reading
-    the images where the other forms read S."""
+    kernel (none for few column tiles, or few elements of S split again over them: wg_direct),
+    the images behind the partial sums in the workspace, and the main kernel reading the
+    images where the other forms read S."""
     from kgen.ops import skinny as skinny_module
     from kgen.ops.skinny import SkinnyKernel
 
@@ -696,6 +697,8 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         M, N, K = rng.randint(17, 256), rng.randint(1024, 9000), rng.randint(1024, 9000)
         if rng.random() < 0.3:
             N = rng.randint(M, 600)   # few column tiles: the direct entry, no image launch
+        elif rng.random() < 0.3:
+            K = rng.randint(64, 1200)   # a small product: few elements of S split again
         spec = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}).replace(merge=rng.choice(MERGES_ALL))
         k = object.__new__(SkinnyKernel)
         k.spec, k._plans, k._sms, k._slots = spec, {}, 132, {}
@@ -708,14 +711,18 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         kinds = [kind for kind, _, _ in plan.launches]
         assert plan.form == ("wg_dot" if col else "wg_axpy"), plan.form
         main = next(launch for kind, launch, _ in plan.launches if kind == "main")
-        if main.grid[0] <= skinny_module.WG_DIRECT_MAX_COLUMN_TILES:
+        tiles = main.grid[0]
+        direct = tiles <= skinny_module.WG_DIRECT_MAX_COLUMN_TILES or \
+            tiles * M * K <= skinny_module.WG_DIRECT_MAX_SPLIT_ELEMENTS
+        assert direct == skinny_module.wg_direct(tiles, M, K)
+        if direct:
             # each block splits its own chunks of S: no image launch, S read where it is
             assert "image" not in kinds and plan.image_offset == -1
             assert main.name.startswith(f"kgen_skinny_{plan.form}_direct_v")
             monkeypatch.setattr(k, "_workspace", lambda stream, size, tickets: (7 << 30, 9 << 30), raising=False)
             args = k._arguments(plan, 1 << 20, 2 << 20, 3 << 20, 1.0, 0.0, 0)
             assert args[kinds.index("main")][1][0] == 1 << 20
-            seen.add("direct")
+            seen.add("direct" if tiles <= skinny_module.WG_DIRECT_MAX_COLUMN_TILES else "direct_small")
             continue
         seen.add("imaged")
         assert kinds.index("image") == kinds.index("main") - 1, kinds
@@ -732,7 +739,7 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         main_args = args[kinds.index("main")][1]
         assert image_args[0] == 1 << 20 and image_args[-1] == (7 << 30) + plan.image_offset
         assert main_args[0] == (7 << 30) + plan.image_offset   # S := the images
-    assert seen == {"direct", "imaged"}
+    assert seen == {"direct", "direct_small", "imaged"}
 
 
 MERGES_ALL = ("single_pass", "two_pass", "atomic")

@@ -786,6 +786,12 @@ WG_TWO_GROUP_ROWS = 48
 # the 11 such products of 60 drawn ones (none slower); a bound of 8 lost up to 0.71x there
 # (docs/matmul.md, "The wgmma forms").
 WG_DIRECT_MAX_COLUMN_TILES = 4
+# ... and so do small products whose blocks split few elements of S again in all: at most this
+# many over the grid's column tiles (column tiles x rows x K). There the image launch costs the
+# call more than the splitting: on products of at most 2^30 flops, one call between events on an
+# H200, fitted on 40 drawn shapes (seed 2024: 1.14x faster on the 12 affected, none slower) and
+# checked on 40 others (seed 9090: 1.06x on the 15 affected, lowest 0.91x; docs/matmul.md).
+WG_DIRECT_MAX_SPLIT_ELEMENTS = 1_200_000
 # Within SUITS_ROWS, float32 products of more than this many rows (N and K >= TC_MIN_DIM) take
 # the split-TF32 tensor-core forms too. Device time on an H100 over seven weights, both orders
 # (docs/bench/research/skinny_f32_rows.py, docs/matmul.md): at 8-12 rows they ran 1.01-1.17x
@@ -1128,7 +1134,7 @@ class SkinnyKernel(Kernel):
             plan.launches.append(prescale)
         # The wgmma forms split S once per call into chunk images (a launch of its own) unless the
         # grid has few column tiles: then each block splits its own chunks of S.
-        direct = form.startswith("wg_") and g["grid"][0] <= WG_DIRECT_MAX_COLUMN_TILES
+        direct = form.startswith("wg_") and wg_direct(g["grid"][0], R, K)
         if direct:
             name = f"kgen_skinny_{form}_direct_v{width}"
         # The opt-in covers static shared memory too (the tile's ticket flag): ask for a little more.
@@ -1204,6 +1210,13 @@ class SkinnyKernel(Kernel):
         launches = self._arguments(plan, A.data_ptr(), B.data_ptr(), out.data_ptr(), alpha, beta, h)
 
         return BoundLaunch(launches, h, keep=(A, B, out), plan=plan)
+
+
+def wg_direct(column_tiles: int, R: int, K: int) -> bool:
+    """Whether a wgmma plan of `column_tiles` column tiles, R small rows and K runs the _direct
+    entries (each block splits its chunks of S) rather than an image launch before the main
+    kernel: few column tiles, or few elements of S split again over all of them."""
+    return column_tiles <= WG_DIRECT_MAX_COLUMN_TILES or column_tiles * R * K <= WG_DIRECT_MAX_SPLIT_ELEMENTS
 
 
 def _form(NC: int, K: int, l_k: int, l_n: int) -> tuple[str | None, int]:
