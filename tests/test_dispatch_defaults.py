@@ -164,3 +164,46 @@ def test_large_operand_row_alignment_reads_the_strides():
     assert not _large_rows_aligned(x[:, :4095], np.zeros((3000, 4095), np.float16).T, 5, 3000)
     assert _large_rows_aligned(np.zeros((4096, 8), np.float16), np.zeros((8, 6), np.float16), 4096, 6)
     assert not _large_rows_aligned(np.zeros((4096, 9), np.float16), np.zeros((9, 6), np.float16), 4096, 6)
+
+
+def test_small_tiled_products_run_with_repack_off_unless_tuned_for_the_problem(monkeypatch):
+    """kgen.matmul asks the tiled family for repack=False (element loads in one launch) on
+    products of at most ELEMENT_LOADS_MAX_MACS multiply-adds, and leaves larger ones as
+    selected; an exact tuned entry for the problem keeps its own repack."""
+    from kgen.ops.matmul import ELEMENT_LOADS_MAX_MACS, Matmul
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_split_on_hopper", lambda dtype: False)
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    asked = []
+    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides=None:
+                        asked.append((cls, problem, dict(overrides or {}))) or (lambda A, B, **kw: None))
+    dispatch.forget()
+    rng = random.Random(3)
+    seen = set()
+    for _ in range(200):
+        M, N, K = (int(2 ** rng.uniform(4, 13)) for _ in range(3))
+        A, B = np.zeros((M, K), np.float32), np.zeros((K, N), np.float32)
+        if dispatch.call_family(A, B, "float32") is not Matmul:
+            continue
+        kgen.matmul(A, B)
+        cls, problem, overrides = asked[-1]
+        small = M * N * K <= ELEMENT_LOADS_MAX_MACS
+        assert cls is Matmul and (overrides.get("repack") is False) == small, (M, N, K, overrides)
+        seen.add(small)
+    assert seen == {True, False}
+    dispatch.forget()
+
+    # The override reaches the built spec, except for an exact tuned entry.
+    monkeypatch.undo()
+    built = []
+    monkeypatch.setattr("kgen.core.kernel.build", lambda spec: built.append(spec) or spec)
+    p = {"M": 300, "N": 301, "K": 77}
+    tuned = Matmul(tile=(64, 64, 16), thread_tile=(4, 4), shared_memory=True, vector_loads=True, smem_pad=4,
+                   repack=True)
+    for origin, want in (("shipped", False), ("exact", True)):
+        monkeypatch.setattr(dispatch, "select", lambda cls, problem, dtype, o=origin: dispatch.Choice(tuned, o, problem))
+        dispatch.forget()
+        dispatch._kernel(Matmul, p, "float32", False, {"layout_a": "row", "layout_b": "row", "repack": False})
+        assert built[-1].repack is want and built[-1].tile == tuned.tile, (origin, built[-1].to_json())
+    dispatch.forget()

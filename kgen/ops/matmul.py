@@ -19,6 +19,13 @@ from ..core.spec import Spec, fail, register_family
 # Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
 MAX_SHARED_BYTES = 227 * 1024
 ITEMSIZE = {"float32": 4, "float64": 8}
+# kgen.matmul runs products of at most this many multiply-adds with repack off: operands whose
+# rows are not 16-byte aligned are read with element loads in one launch instead of being
+# copied first (a launch each). As users call it on an H200 (one call between events, host
+# time included; docs/bench/research/matmul_small_repack.py, docs/matmul.md): fitted on 40
+# drawn products (seed 5151: 1.06x faster), checked on 40 others (seed 6262: 1.04x, lowest
+# 0.91x) and on 30 more up to 2.3e8 multiply-adds (seed 7373: 1.07x, lowest 0.97x).
+ELEMENT_LOADS_MAX_MACS = 1 << 28
 
 # float32 defaults when nothing was tuned (the bench's per-shape table refines them): a
 # 128x256x16 block of 8x16 thread tiles, interior tiles unchecked, unaligned operands

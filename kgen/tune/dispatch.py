@@ -224,8 +224,9 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
     changes = {k: v for k, v in (overrides or {}).items() if k in fields}
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
-        # instruction's specs too: its instruction stands.
+        # instruction's specs (and repack settings) too: its choice stands.
         changes.pop("instruction", None)
+        changes.pop("repack", None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
     k = build(spec)
@@ -276,6 +277,11 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         # A transposed device view is read in place by a column-major spec of the same tiles.
         overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
                      "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
+    from ..ops.matmul import ELEMENT_LOADS_MAX_MACS
+
+    if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
+        # Small products: unaligned operands read in place (one launch), not repacked first.
+        overrides["repack"] = False
     if family.kernel == "skinny" and _split_on_hopper(dtype) and _wgmma_suits(problem):
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU).
