@@ -202,7 +202,8 @@ def test_small_tiled_products_run_with_repack_off_unless_tuned_for_the_problem(m
     tuned = Matmul(tile=(64, 64, 16), thread_tile=(4, 4), shared_memory=True, vector_loads=True, smem_pad=4,
                    repack=True)
     for origin, want in (("shipped", False), ("exact", True)):
-        monkeypatch.setattr(dispatch, "select", lambda cls, problem, dtype, o=origin: dispatch.Choice(tuned, o, problem))
+        monkeypatch.setattr(dispatch, "select",
+                            lambda cls, problem, dtype, o=origin: dispatch.Choice(tuned, o, problem))
         dispatch.forget()
         dispatch._kernel(Matmul, p, "float32", False, {"layout_a": "row", "layout_b": "row", "repack": False})
         assert built[-1].repack is want and built[-1].tile == tuned.tile, (origin, built[-1].to_json())
