@@ -6,7 +6,7 @@ Shapes: M, N, K log-uniform 16-4096 (a third with odd N, a third odd K), at most
 (default 28) multiply-adds, that kgen.matmul runs on the tiled family and that need a repack. Each result
 is checked against float64 (output poisoned).
 
-    python matmul_small_repack.py SEED COUNT [LOG2_MACS]     # output: $OUT/small_repack_SEED.json"""
+    python matmul_small_repack.py SEED COUNT [LOG2_MACS [LOG2_MIN_MACS]]     # output: $OUT/small_repack_SEED.json"""
 
 import concurrent.futures as cf
 import json
@@ -24,7 +24,7 @@ from kgen.tune.dispatch import select, shape_family
 OUT = os.environ.get("OUT", ".")
 
 
-def draw(seed, count, most):
+def draw(seed, count, most, least=0):
     rng = random.Random(seed)
     out = []
     while len(out) < count:
@@ -33,7 +33,7 @@ def draw(seed, count, most):
             N |= 1
         if rng.random() < 1 / 3:
             K |= 1
-        if M * N * K > most or (N % 4 == 0 and K % 4 == 0):
+        if not least < M * N * K <= most or (N % 4 == 0 and K % 4 == 0):
             continue
         if shape_family(M, N, K, "float32") is not Matmul:
             continue
@@ -43,7 +43,8 @@ def draw(seed, count, most):
 
 def main():
     seed, n = int(sys.argv[1]), int(sys.argv[2])
-    shapes = draw(seed, n, 2 ** (int(sys.argv[3]) if len(sys.argv) > 3 else 28))
+    shapes = draw(seed, n, 2 ** (int(sys.argv[3]) if len(sys.argv) > 3 else 28),
+                  2 ** int(sys.argv[4]) if len(sys.argv) > 4 else 0)
     torch.backends.cuda.matmul.allow_tf32 = False
     specs = {s: select(Matmul, {"M": s[0], "N": s[1], "K": s[2]}).spec for s in shapes}
     every = {v for sp in specs.values() for v in (sp, sp.replace(repack=False))}
