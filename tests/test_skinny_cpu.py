@@ -14,6 +14,7 @@ import pytest
 
 import kgen
 from kgen.core.spec import SpecError, spec_from_json
+import kgen.ops.skinny as skinny_module
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SMALL_SIMT_MIN_K,
                               SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS,
                               TC16_SUITS_ROWS, TC_MIN_DIM, TC_SUITS_ROWS, Skinny, _form, _slabs, tolerance)
@@ -395,8 +396,15 @@ def test_16bit_axpy_form_geometry_and_fields():
         assert g["grid"] == (-(-NC // (s.warps // kw * 16 * 4 * lv)), splits, -(-R // s.rows))
         tiles = g["grid"][0] * g["grid"][2]
         assert splits <= max(max(1, K * 2 // (64 * R)), -(-slots // tiles), 1)
+        # Slabs as short as TC16_AXPY_MIN_SLAB_K k a warp (the dot form's stay TC_MIN_SLAB_K).
+        assert splits <= max(1, K // (skinny_module.TC16_AXPY_MIN_SLAB_K * kw))
         # The reduction of the warps' sums fits the shared memory the form asks for.
         assert s.shared_for("tc_axpy") >= (s.warps - s.warps // kw) * 32 * 4 * s.tc_ntiles * 4 * lv * 4
+    # A short-K product (the default spec of 6x3015x2281 in bfloat16) takes more slabs than the
+    # dot form's shortest slab would allow: 4 of 512 k there, 9 of 256 here.
+    s = Skinny.default_spec({"M": 6, "N": 3015, "K": 2281}, "bfloat16")
+    g = s.geometry("tc_axpy", 8, 6, 3015, 2281, 264)
+    assert g["splits"] > 2281 // (skinny_module.TC_MIN_SLAB_K * s.axpy_k_warps), g
     with pytest.raises(SpecError, match="lane_vectors"):
         Skinny(dtype="bfloat16", tensor_cores=True, lane_vectors=4)
     with pytest.raises(SpecError, match="axpy_k_warps"):

@@ -44,6 +44,13 @@ INSTRUCTIONS = ("mma_sync", "wgmma")
 # Rows of S one wgmma block multiplies (the instruction's N goes to 256, but a thread keeps
 # WGN / 2 window sums and as many running sums a 64-column tile).
 WG_MAX_ROWS = 128
+# The mma.sync tensor-core forms' shortest K slab, per warp sharing it (a slab a few windows deep).
+TC_MIN_SLAB_K = 128
+# ... and the 16-bit axpy form's: shorter slabs give a short-K product more blocks. One call
+# between events on an H200 (docs/bench/research/skinny16_short_k.py, bfloat16, 2-16 rows, K
+# 1024-4096, row-major B): 1.21x faster at 32 than at 128 over 14 drawn products (seed 31,
+# lowest 0.94x), checked on others (docs/matmul.md). The dot form gained nothing (1.00x).
+TC16_AXPY_MIN_SLAB_K = 32
 # Shared memory one staged chunk of S takes in the wgmma forms (two are resident: one in use,
 # the next arriving by cp.async).
 WG_STAGE_BYTES = 24 * 1024
@@ -465,10 +472,13 @@ class Skinny(Spec):
         if form in ("wg_dot", "wg_axpy"):
             cols, unit, least = self.warps * 16 * self.tc_tiles, self.wg_chunk, self.wg_chunk
         elif form == "tc_dot":
-            cols, unit, least = self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps, 128 * self.k_warps
+            cols, unit = self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps
+            least = TC_MIN_SLAB_K * self.k_warps
         elif form == "tc_axpy":
             kw = self.axpy_k_warps
-            cols, unit, least = self.warps // kw * 16 * self.tc_axpy_tiles, 16 * kw, 128 * kw
+            cols, unit = self.warps // kw * 16 * self.tc_axpy_tiles, 16 * kw
+            half = self.dtype in ("float16", "bfloat16")
+            least = (TC16_AXPY_MIN_SLAB_K if half else TC_MIN_SLAB_K) * kw
         elif form == "dot":
             cols, unit, least = self.dot_cols(), 32 * self.vec, 2 * self.dot_step
         else:
