@@ -9,7 +9,9 @@ Both kgen kernels are the ones dispatch builds for the call (`dispatch._kernel`)
 written with a `c` suffix (B = W.t() of an N x K weight).
 
 Shapes: SHAPES=MxNxK,... named ones, plus COUNT random ones (seed SEED): M and N log-uniform in
-[256, 16384], K in [64, 16384], kept when 2^27 <= M*N*K <= 2^36. Output: $OUT/split_tf32.json.
+[SIDE_MIN (256), 16384], K in [K_MIN (64), 16384], kept when 2^LOG2_LO (27) <= M*N*K <= 2^LOG2_HI
+(36) and kgen.matmul runs neither on the skinny family. The tiled kernel is built as dispatch
+builds it (repack off up to ELEMENT_LOADS_MAX_MACS). Output: $OUT/split_tf32[_SEED].json.
 """
 import concurrent.futures as cf
 import dataclasses
@@ -37,10 +39,13 @@ def shapes():
         out.append((M, N, K, "col" if col else "row"))
     rng = random.Random(int(os.environ.get("SEED", "1")))
     want = int(os.environ.get("COUNT", "0"))
+    side, kmin = int(os.environ.get("SIDE_MIN", "256")), int(os.environ.get("K_MIN", "64"))
+    lo, hi = 2 ** int(os.environ.get("LOG2_LO", "27")), 2 ** int(os.environ.get("LOG2_HI", "36"))
+    from kgen.ops.skinny import Skinny
     while want:
-        M, N = (int(math.exp(rng.uniform(math.log(256), math.log(16384)))) for _ in range(2))
-        K = int(math.exp(rng.uniform(math.log(64), math.log(16384))))
-        if 2 ** 27 <= M * N * K <= 2 ** 36:
+        M, N = (int(math.exp(rng.uniform(math.log(side), math.log(16384)))) for _ in range(2))
+        K = int(math.exp(rng.uniform(math.log(kmin), math.log(16384))))
+        if lo <= M * N * K <= hi and not Skinny.suits(M, N, K, "float32", False, False, True):
             out.append((M, N, K, "row"))
             want -= 1
     return out
@@ -51,7 +56,7 @@ def specs(M, N, K, order):
     p = {"M": M, "N": N, "K": K}
     lay = {"layout_a": "row", "layout_b": order}
     out = []
-    for cls, over in ((TensorMatmul, dict(lay, split_tf32=True)), (Matmul, lay)):
+    for cls, over in ((TensorMatmul, dict(lay, split_tf32=True)), (Matmul, _tiled(lay, M, N, K))):
         spec = dispatch.select(cls, p, "float32").spec
         fields = {f.name for f in dataclasses.fields(spec)}
         out.append(spec.for_layouts(p, **{k: v for k, v in over.items() if k in fields}))
@@ -62,7 +67,13 @@ def kernels(M, N, K, order):
     p = {"M": M, "N": N, "K": K}
     lay = {"layout_a": "row", "layout_b": order}
     return (dispatch._kernel(TensorMatmul, p, "float32", False, dict(lay, split_tf32=True)),
-            dispatch._kernel(Matmul, p, "float32", False, lay))
+            dispatch._kernel(Matmul, p, "float32", False, _tiled(lay, M, N, K)))
+
+
+def _tiled(lay, M, N, K):
+    from kgen.ops.matmul import ELEMENT_LOADS_MAX_MACS
+
+    return dict(lay, repack=False) if M * N * K <= ELEMENT_LOADS_MAX_MACS else lay
 
 
 def main():
@@ -100,7 +111,7 @@ def main():
         del As, Bs
         torch.cuda.empty_cache()
         split.release()
-    json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, open(f"{out_dir}/split_tf32.json", "w"), indent=1)
+    json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, open(f"{out_dir}/split_tf32_{os.environ.get('SEED', '1')}.json", "w"), indent=1)
     for lo, hi, label in ((0, 2 ** 29, "below 2^30 flops"), (2 ** 29, 2 ** 60, "2^30 flops and up")):
         rr = [r for r in rows if lo <= r["M"] * r["N"] * r["K"] < hi]
         if rr:
