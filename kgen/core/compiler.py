@@ -221,6 +221,23 @@ def compile_cuda(source: str, arch: str = DEFAULT_ARCH, options: tuple[str, ...]
     return _remember(built)
 
 
+def is_cached(source: str, arch: str = DEFAULT_ARCH, options: tuple[str, ...] = (),
+              cache: DiskCache | None = None) -> bool:
+    """Whether compile_cuda would answer from the memory or disk cache (runs no nvcc; a
+    missing toolchain or a disabled cache answers False). A cheap probe: one hash and one
+    stat, so a tuner can prefer candidates that cost no compile."""
+    try:
+        key = cache_key(source, check_arch(arch), tuple(options), nvcc_version(find_nvcc()))
+    except (ToolchainError, ValueError):
+        return False
+    with _memory_lock:
+        if key in _memory:
+            return True
+    if disabled():
+        return False
+    return (cache or DiskCache()).path(key).is_file()
+
+
 def _remember(compiled: Compiled) -> Compiled:
     with _memory_lock:
         _memory[compiled.key] = compiled

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import runtime
-from .compiler import DEFAULT_ARCH, CompileError, Compiled, check_arch, compile_cuda
+from .compiler import DEFAULT_ARCH, CompileError, Compiled, check_arch, compile_cuda, is_cached
 from .render import render
 from .spec import Spec
 
@@ -90,6 +90,13 @@ def compile(spec: Spec, arch: str | None = None) -> Compiled:  # noqa: A001 - th
     if not isinstance(spec, Spec):
         raise TypeError(f"compile() takes a kgen spec, got {type(spec).__name__}")
     return _compile_spec(spec, render(spec), arch or default_arch())
+
+
+def is_compiled(spec: Spec, arch: str | None = None) -> bool:
+    """Whether compile(spec, arch) would find its cubin in the memory or disk cache (renders
+    the source, runs no nvcc)."""
+    arch = arch or default_arch()
+    return is_cached(render(spec), spec.target_arch(arch), spec.compile_options())
 
 
 def _compile_spec(spec: Spec, source: str, arch: str) -> Compiled:

@@ -28,6 +28,16 @@ GUIDED_BATCH = 16
 # 3000x5000x700 or 4096^3).
 GUIDED_POOL_BATCH_FROM = 8
 GUIDED_PATIENCE = 24
+# Where candidates are chosen a few at a time as compile slots free up (8 or more compile
+# workers), patience is counted in batches' worth of candidates and 12 is enough: replayed
+# with a simulated 15-process pool (docs/bench/research/guided_cost_replay.py, 40 seeds on
+# each recording), no seed ended more than 2.6% behind the exhaustive best, with 40% fewer
+# compiles than at 24. Whole batches at 12 ended 3.7% behind on one seed of 30.
+GUIDED_ROLLING_PATIENCE = 12
+# Where at least this many batches' worth of candidates are compiled already (earlier tunes
+# of other shapes left their cubins in the cache), the guided search stays among those until
+# it converges, then probes one batch of uncompiled ones.
+GUIDED_CACHED_FIRST_BATCHES = 4
 # The space-filling start covers GUIDED_START_BATCHES batches (at most a third of the budget);
 # later batches give GUIDED_NEAR_SHARE of their places to neighbours of the leaders and the
 # rest to the model's best guesses anywhere.
@@ -35,6 +45,11 @@ GUIDED_START_BATCHES = 3
 GUIDED_NEAR_SHARE = 0.5
 # The model's guesses in one batch differ pairwise in more than GUIDED_SPREAD fields.
 GUIDED_SPREAD = 2
+# Candidates ptxas would likely reject are skipped once it has rejected this many (and four
+# times as many were compiled): on recorded exhaustive tunes of 3000x5000x700 and 4096^3
+# (15% of the candidates spill or exceed register limits), a model fitted on a random fifth
+# of the compiled ones caught 3 in 4 of the rest and wrongly flagged 1-2% of the good ones.
+GUIDED_REJECT_MIN = 8
 
 # (row index into the feature matrix, median ms) of each candidate timed so far
 Timed = Sequence[tuple[int, float]]
@@ -152,9 +167,25 @@ def near_leaders(X: np.ndarray, ok: Timed, pool: Sequence[int], tops: int, k: in
     return near
 
 
-def choose_batch(X: np.ndarray, codes: np.ndarray, ok: Timed, pool: Sequence[int], count: int) -> list[int]:
-    """The next batch of `count` rows of `pool`, given the rows timed so far (`ok`)."""
+def likely_rejected(X: np.ndarray, ok: Sequence[int], rejected: Sequence[int], pool: Sequence[int]) -> set[int]:
+    """Rows of `pool` that a model of ptxas' verdicts so far (a linear probability model on
+    the quadratic features, `rejected` = 1, `ok` = 0) expects to be rejected too: spills and
+    register limits depend on the spec alone, and such candidates would waste a compile slot
+    (the timing model never sees them, so it keeps ranking them high)."""
+    if len(rejected) < GUIDED_REJECT_MIN or len(ok) + len(rejected) < 4 * GUIDED_REJECT_MIN:
+        return set()
+    p = fit_predict(X, list(ok) + list(rejected), [0.0] * len(ok) + [1.0] * len(rejected))
+    return {i for i in pool if p[i] > 0.5}
+
+
+def choose_batch(X: np.ndarray, codes: np.ndarray, ok: Timed, pool: Sequence[int], count: int,
+                 rejected: Sequence[int] = ()) -> list[int]:
+    """The next batch of `count` rows of `pool`, given the rows timed so far (`ok`) and those
+    ptxas rejected after compiling (`rejected`)."""
     idx, times = zip(*ok)
+    skip = likely_rejected(X, idx, rejected, pool)
+    if skip and len(skip) < len(pool):
+        pool = [i for i in pool if i not in skip]
     pred = fit_predict(X, idx, [math.log(t) for t in times])
     by_pred = sorted(pool, key=lambda i: pred[i])
     # Half of the batch near the three leaders (ranked by the model), half the model's

@@ -49,8 +49,9 @@ from ..core.spec import Spec, SpecError, spec_from_json
 from ..core.spec import family as family_class
 from .db import TuneDB, open_db, problem_key
 from .device import DeviceInfo, arch_limits, toolchain_version
-from .model import (GUIDED_BATCH, GUIDED_PATIENCE, GUIDED_POOL_BATCH_FROM, GUIDED_START_BATCHES, choose_batch,
-                    code_matrix, feature_matrix, maximin, near_leaders)
+from .model import (GUIDED_BATCH, GUIDED_CACHED_FIRST_BATCHES, GUIDED_PATIENCE, GUIDED_POOL_BATCH_FROM,
+                    GUIDED_ROLLING_PATIENCE, GUIDED_START_BATCHES, choose_batch, code_matrix, feature_matrix,
+                    maximin, near_leaders)
 from .pool import CompilePool
 from .prune import ptxas_reason
 from .records import ContextLost, LaunchFailure, Record, TuneError, TuneResult, record_order
@@ -84,7 +85,8 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
              seed: int | None = None, progress: Callable[[dict], None] | None = None,
              compiler: Callable[[Spec, str], dict] | None = None, leaders: int = 6, screen_samples: int = 5,
              min_warps: int = 4, save: bool = True,
-             restrict: dict[str, Iterable[Any]] | Callable[[Spec], bool] | None = None) -> TuneResult:
+             restrict: dict[str, Iterable[Any]] | Callable[[Spec], bool] | None = None,
+             cached: Callable[[Spec], bool] | None = None) -> TuneResult:
     """Tune `family` for `problem` and return a TuneResult (see the module docstring).
 
     strategy       "exhaustive", "random" or "guided".
@@ -107,6 +109,9 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
                    fields as tuples) or a predicate on the spec. The result is stored
                    under the strategy name with the restriction appended, so it never
                    answers for an unrestricted run.
+    cached         which specs cost no compile (guided searches those first): default, the
+                   ones whose cubin is in the disk cache; none when `compiler` is given.
+                   For replays and tests.
     """
     t0 = time.perf_counter()
     cls = _family(family)
@@ -153,7 +158,8 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
                    workers=max(1, (os.cpu_count() or 2) - 1) if workers is None else workers, seed=seed,
                    progress=progress,
                    compiler=compiler, leaders=leaders, screen_samples=screen_samples, min_warps=min_warps,
-                   dry_run=dry_run, resume=resume and database is not None, t0=t0, keep=keep)
+                   dry_run=dry_run, resume=resume and database is not None, t0=t0, keep=keep,
+                   cached=cached)
     result = tuner.run()
     logger.info("%s %s %s: best %s (%s ms) after %.1f s; %s", cls.kernel, dtype, problem,
                 result.best.to_json() if result.best is not None else None, result.best_ms, result.elapsed_s,
@@ -230,6 +236,10 @@ def _from_db(cls: type[Spec], problem: dict[str, Any], dtype: str, device: Devic
                       arch=device.arch, key=hit["key"], from_db=True)
 
 
+def _no_spec(_spec: Spec) -> bool:
+    return False
+
+
 class _StopTuning(Exception):
     """Raised inside a run to stop taking candidates (the CUDA context broke)."""
 
@@ -242,19 +252,21 @@ class _Tuner:
                  database: TuneDB | None, key: str, arch: str, device: DeviceInfo, workers: int, seed: int | None,
                  progress: Callable[[dict], None] | None, compiler: Callable[[Spec, str], dict] | None, leaders: int,
                  screen_samples: int, min_warps: int, dry_run: bool, resume: bool, t0: float,
-                 keep: Callable[[Spec], bool] | None = None) -> None:
+                 keep: Callable[[Spec], bool] | None = None, cached: Callable[[Spec], bool] | None = None) -> None:
         self.cls, self.problem, self.dtype = cls, problem, dtype
         self.strategy, self.max_configs, self.time_budget_s = strategy, max_configs, time_budget_s
         self.runner, self.db, self.key, self.arch, self.device = runner, database, key, arch, device
         self.limits = device.limits
         self.progress = progress
         self.leaders, self.screen_samples, self.min_warps = leaders, max(2, screen_samples), min_warps
-        self.patience = GUIDED_PATIENCE
         self.dry_run, self.resume, self.t0 = dry_run, resume, t0
         self.keep = keep
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.compiles = CompilePool(arch, workers, compiler)
+        if cached is None:
+            cached = _no_spec if compiler is not None or dry_run else self._in_disk_cache
+        self.cached = cached
         self.records: dict[str, Record] = {}
         self.counts = {"space": 0, "pruned_before_compile": 0, "candidates": 0, "pruned_by_ptxas": 0,
                        "compile_errors": 0, "launched": 0, "wrong_results": 0, "launch_errors": 0, "timed": 0,
@@ -465,6 +477,14 @@ class _Tuner:
             logger.debug("no warm start from the shipped defaults", exc_info=True)
             return []
 
+    def _in_disk_cache(self, spec: Spec) -> bool:
+        from ..core.kernel import is_compiled
+
+        try:
+            return is_compiled(spec, self.arch)
+        except Exception:  # noqa: BLE001 - a spec that cannot render is simply not cached
+            return False
+
     def _guided(self, survivors: list[Spec]) -> None:
         n = len(survivors)
         budget = self._budget(n)
@@ -473,54 +493,120 @@ class _Tuner:
         codes = code_matrix(survivors)
         keys = [s.key for s in survivors]  # spec.key hashes the JSON each time: compute once
         index = {k: i for i, k in enumerate(keys)}
-        # A batch is as many candidates as compile at once where there are many workers: a
-        # batch one larger than the pool waits on a second round of nvcc for its last one.
+        # A batch is as many candidates as compile at once where there are many workers.
         workers = self.compiles.workers
         batch = max(4, min(workers if workers >= GUIDED_POOL_BATCH_FROM else GUIDED_BATCH, budget // 4))
+        # A spec's cubin does not depend on the shape: where earlier tunes left enough of the
+        # space compiled, search that part first (it costs GPU time only), then probe one
+        # batch of uncompiled candidates and go on over the whole space only if it gains.
+        compiled = {i for i, s in enumerate(survivors) if keys[i] not in self.records and self.cached(s)}
+        self.counts["cached_at_start"] = len(compiled)
+        cached_only = len(compiled) >= GUIDED_CACHED_FIRST_BATCHES * batch
+        inflight: dict[cf.Future, int] = {}
 
         def launched() -> int:
             return sum(1 for k in keys if k in self.records
                        and self.records[k].status in ("ok", "wrong-result", "launch-error"))
 
         def untried() -> list[int]:
-            return [i for i, k in enumerate(keys) if k not in self.records]
+            busy = set(inflight.values())
+            return [i for i, k in enumerate(keys) if k not in self.records and i not in busy
+                    and (not cached_only or i in compiled)]
 
         # Start: the shipped model's best guesses for this problem and the family's default
         # (sound anchors), plus a space-filling sample.
-        start = [index[k] for k in self._warm_start_keys() if k in index and k not in self.records]
+        anchors = [index[k] for k in self._warm_start_keys() if k in index and k not in self.records]
         default = self.cls.default_spec(self.problem, self.dtype)
-        if default.key in index and default.key not in self.records and index[default.key] not in start:
-            start.append(index[default.key])
+        if default.key in index and default.key not in self.records and index[default.key] not in anchors:
+            anchors.append(index[default.key])
+        start = [i for i in anchors if not cached_only or i in compiled]
         known = [index[k] for k in self.records if k in index]
         n0 = min(max(batch, min(budget // 3, GUIDED_START_BATCHES * batch)), budget) - launched()
         start += maximin(X, [i for i in untried() if i not in start], n0 - len(start), known + start, self.rng)
         self._run_batch([survivors[i] for i in start])
-        stale, best_seen = 0, self.best_ms
+        best_seen, since_gain = self.best_ms, 0
         first = launched()
-        while launched() < budget and not self._over_budget():
-            pool = untried()
-            if not pool:
-                break
-            ok = [(index[k], r.median_ms) for k, r in self.records.items()
-                  if k in index and r.status == "ok" and r.median_ms]
-            if len(ok) < 3:
-                pick = maximin(X, pool, batch, [i for i, _ in ok], self.rng)
-            else:
-                pick = choose_batch(X, codes, ok, pool, min(batch, budget - launched()))
-            self._run_batch([survivors[i] for i in pick])
-            if self.best_ms < best_seen * 0.995:
-                stale, best_seen = 0, self.best_ms
-            else:
-                stale += 1
-            # Converged: `patience` batches in a row without a gain beyond the timing noise
-            # (0.5%), or no untried near neighbour of the leaders left after three.
-            if launched() - first >= 4 * batch and (stale >= self.patience
-                                                     or stale >= 3 and not near_leaders(X, ok, pool, 3, 4)):
-                self.stopped = f"guided search converged after launching {launched()} of {n} candidates"
+        # Candidates are chosen as compile slots free up (a few at a time, never waiting for
+        # a whole batch's slowest nvcc); in-process compiles keep whole batches.
+        rolling = workers >= GUIDED_POOL_BATCH_FROM
+        window = workers if rolling else batch
+        refill = max(1, window // 4) if rolling else window
+        patience = GUIDED_ROLLING_PATIENCE if rolling else GUIDED_PATIENCE
+        converged = False
+        while not self._over_budget():
+            room = min(window - len(inflight), budget - launched() - len(inflight))
+            if not converged and (room >= refill or (room > 0 and not inflight)):
+                pool = untried()
+                if not pool and cached_only and not inflight:
+                    converged = True  # every cached candidate tried: the probe below decides
+                elif pool:
+                    ok = [(index[k], r.median_ms) for k, r in self.records.items()
+                          if k in index and r.status == "ok" and r.median_ms]
+                    if len(ok) < 3:
+                        pick = maximin(X, pool, room, [i for i, _ in ok] + list(inflight.values()), self.rng)
+                    else:
+                        pick = choose_batch(X, codes, ok, pool, room, self._rejected(index))
+                    for i in pick:
+                        inflight[self.compiles.submit(survivors[i])] = i
+            if inflight:
+                done, _ = cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    self._evaluate(survivors[inflight.pop(fut)])
+                    since_gain += 1
+                    if self.best_ms < best_seen * 0.995:
+                        since_gain, best_seen = 0, self.best_ms
+            elif not converged:
+                break  # nothing left to try within the budget
+            # Converged: `patience` batches' worth of candidates in a row without a gain
+            # beyond the timing noise (0.5%), or no untried near neighbour of the leaders
+            # left after three.
+            if not converged and launched() - first >= 4 * batch:
+                ok = [(index[k], r.median_ms) for k, r in self.records.items()
+                      if k in index and r.status == "ok" and r.median_ms]
+                converged = since_gain >= patience * batch or (
+                    since_gain >= 3 * batch and not near_leaders(X, ok, untried(), 3, 4))
+            if converged and not inflight:
+                if not cached_only:
+                    self.stopped = f"guided search converged after launching {launched()} of {n} candidates"
+                    break
+                probed, gained = self._probe_uncompiled(survivors, X, codes, index, keys, compiled, anchors,
+                                                        batch, budget - launched())
+                if gained:
+                    cached_only, converged, since_gain, best_seen = False, False, 0, self.best_ms
+                    continue
+                self.stopped = (f"guided search converged among the {len(compiled)} compiled candidates after "
+                                f"launching {launched()} of {n}; " +
+                                (f"a batch of {probed} uncompiled ones gained nothing" if probed
+                                 else "no uncompiled one was left to probe"))
                 break
         if self._over_budget():
             self.stopped = f"time budget of {self.time_budget_s:g} s reached"
             self.complete = False
+
+    def _rejected(self, index: dict[str, int]) -> list[int]:
+        """Rows ptxas rejected or nvcc failed on (what the spec alone decides)."""
+        return [index[k] for k, r in self.records.items() if k in index and (
+            r.status == "compile-error" or r.status == "pruned" and (r.reason or "").startswith("ptxas"))]
+
+    def _probe_uncompiled(self, survivors: list[Spec], X: np.ndarray, codes: np.ndarray, index: dict[str, int],
+                          keys: list[str], compiled: set[int], anchors: list[int], batch: int,
+                          room: int) -> tuple[int, bool]:
+        """One batch of uncompiled candidates (the anchors left out of the cached search, those
+        near the leaders, the model's best guesses): (how many, whether it beat the best by
+        more than the timing noise)."""
+        pool = [i for i, k in enumerate(keys) if k not in self.records and i not in compiled]
+        ok = [(index[k], r.median_ms) for k, r in self.records.items()
+              if k in index and r.status == "ok" and r.median_ms]
+        count = min(batch, room)
+        if not pool or count <= 0 or len(ok) < 3:
+            return 0, False
+        pick = [i for i in anchors if i in pool][:count]
+        rest = [i for i in pool if i not in pick]
+        if rest and len(pick) < count:
+            pick += choose_batch(X, codes, ok, rest, count - len(pick), self._rejected(index))
+        before = self.best_ms
+        self._run_batch([survivors[i] for i in pick])
+        return len(pick), self.best_ms < before * 0.995
 
     def _run_batch(self, specs: list[Spec]) -> None:
         futures = {self.compiles.submit(s): s for s in specs}
