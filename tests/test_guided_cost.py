@@ -191,3 +191,21 @@ def test_the_guided_search_with_everything_compiled_compiles_nothing_new(tmp_pat
     result, compiled, _ = _guided(tmp_path / "e.sqlite3", cached)
     assert all(k in cached for k in compiled)
     assert "no uncompiled one was left to probe" in result.note
+
+
+def test_the_model_fits_run_on_one_blas_thread_during_a_guided_search(tmp_path):
+    """The compile pool fills every core; a multi-threaded BLAS under the model's small fits
+    then spins for seconds a fit. The guided search limits it to one thread."""
+    threadpoolctl = __import__("pytest").importorskip("threadpoolctl")
+    seen = []
+
+    class Watching(RecordedRunner):
+        def verify(self, spec):
+            seen.append([i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"])
+            return super().verify(spec)
+
+    np.ones((64, 64)) @ np.ones((64, 64))  # BLAS loaded
+    assert any(i["user_api"] == "blas" for i in threadpoolctl.threadpool_info())
+    autotune(kgen.Matmul, P, "float32", strategy="guided", runner=Watching(smooth, seed=2), db=str(tmp_path / "f.db"),
+             seed=2, compiler=report, workers=0, max_configs=40)
+    assert seen and all(threads and all(t == 1 for t in threads) for threads in seen)

@@ -101,7 +101,21 @@ def code_matrix(specs: Sequence[Spec]) -> np.ndarray:
     return np.array(codes, dtype=np.int64).T if codes else np.zeros((len(specs), 0), dtype=np.int64)
 
 
+# The last feature matrix's quadratic expansion: a run fits its model on the same X after
+# every few candidates, and the expansion (n x d^2/2) costs more than the fit.
+_expanded: tuple[np.ndarray, np.ndarray] | None = None
+
+
 def _quadratic(X: np.ndarray) -> np.ndarray:
+    global _expanded
+    if _expanded is not None and _expanded[0] is X:
+        return _expanded[1]
+    Q = _expand(X)
+    _expanded = (X, Q)
+    return Q
+
+
+def _expand(X: np.ndarray) -> np.ndarray:
     n, d = X.shape
     cols = [np.ones(n)] + [X[:, i] for i in range(d)]
     cols += [X[:, i] * X[:, j] for i in range(d) for j in range(i, d)]

@@ -32,6 +32,7 @@ that evaluates candidates through _run_batch or _evaluate.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import json
 import logging
@@ -240,6 +241,17 @@ def _no_spec(_spec: Spec) -> bool:
     return False
 
 
+def _one_blas_thread() -> Any:
+    """numpy's BLAS limited to one thread while the compile pool runs: the model's fits are
+    small, and a BLAS that spreads them over every core, which nvcc processes already fill,
+    spends seconds a fit spinning (measured on a 16-core H200 host: 67 s of a 91 s tune)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a dependency; without it the fits are slower under load, not wrong
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 class _StopTuning(Exception):
     """Raised inside a run to stop taking candidates (the CUDA context broke)."""
 
@@ -277,6 +289,9 @@ class _Tuner:
         self.complete = True  # False when a time budget or a broken context cut the run short
         self.lost_context = False
         self.evaluated = 0  # candidates compiled and judged in this run
+        # Where a guided run's time goes (logged at the end): nvcc time summed over workers,
+        # this process waiting for a compile, choosing candidates, verifying and timing.
+        self.seconds = {"compiling": 0.0, "waiting": 0.0, "choosing": 0.0, "launching": 0.0}
 
     # -- bookkeeping ----------------------------------------------------------------------
     @property
@@ -345,7 +360,8 @@ class _Tuner:
             self.live_runner.prepare(self.cls, self.problem, self.dtype, self.seed)
         try:
             if self.strategy == "guided" and not self.dry_run:
-                self._guided(survivors)
+                with _one_blas_thread():
+                    self._guided(survivors)
             else:
                 self._sweep(survivors)
         except _StopTuning:
@@ -408,7 +424,8 @@ class _Tuner:
             self._evaluate(futures[fut])
 
     def _evaluate(self, spec: Spec) -> Record:
-        resources, err, _ = self.compiles.result(spec)
+        resources, err, seconds = self.compiles.result(spec)
+        self.seconds["compiling"] += seconds
         if err is not None:
             rec = Record(spec, "compile-error", reason=err)
         else:
@@ -540,6 +557,7 @@ class _Tuner:
                 if not pool and cached_only and not inflight:
                     converged = True  # every cached candidate tried: the probe below decides
                 elif pool:
+                    t = time.perf_counter()
                     ok = [(index[k], r.median_ms) for k, r in self.records.items()
                           if k in index and r.status == "ok" and r.median_ms]
                     if len(ok) < 3:
@@ -548,10 +566,15 @@ class _Tuner:
                         pick = choose_batch(X, codes, ok, pool, room, self._rejected(index))
                     for i in pick:
                         inflight[self.compiles.submit(survivors[i])] = i
+                    self.seconds["choosing"] += time.perf_counter() - t
             if inflight:
+                t = time.perf_counter()
                 done, _ = cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
+                self.seconds["waiting"] += time.perf_counter() - t
                 for fut in done:
+                    t = time.perf_counter()
                     self._evaluate(survivors[inflight.pop(fut)])
+                    self.seconds["launching"] += time.perf_counter() - t
                     since_gain += 1
                     if self.best_ms < best_seen * 0.995:
                         since_gain, best_seen = 0, self.best_ms
@@ -582,6 +605,7 @@ class _Tuner:
         if self._over_budget():
             self.stopped = f"time budget of {self.time_budget_s:g} s reached"
             self.complete = False
+        logger.info("guided search: %s", ", ".join(f"{v:.1f} s {k}" for k, v in self.seconds.items()))
 
     def _rejected(self, index: dict[str, int]) -> list[int]:
         """Rows ptxas rejected or nvcc failed on (what the spec alone decides)."""
