@@ -29,11 +29,12 @@ GUIDED_BATCH = 16
 GUIDED_POOL_BATCH_FROM = 8
 GUIDED_PATIENCE = 24
 # Where candidates are chosen a few at a time as compile slots free up (8 or more compile
-# workers), patience is counted in batches' worth of candidates and 12 is enough: replayed
-# with a simulated 15-process pool (docs/bench/research/guided_cost_replay.py, 40 seeds on
-# each recording), no seed ended more than 2.6% behind the exhaustive best, with 40% fewer
-# compiles than at 24. Whole batches at 12 ended 3.7% behind on one seed of 30.
-GUIDED_ROLLING_PATIENCE = 12
+# workers), patience is counted in batches' worth of candidates. Replayed with a simulated
+# 15-process pool (docs/bench/research/guided_cost_replay.py) on six recorded exhaustive tunes
+# of an H200, 30 seeds each: at 12, 2-4 seeds of 30 on 1400x3300x1200 ended 3.2% behind (a
+# basin that takes long to leave); at 18, none of 180 more than 2.1%, compiling 340-500
+# candidates (24 compiled 600 on that recording).
+GUIDED_ROLLING_PATIENCE = 18
 # Where at least this many batches' worth of candidates are compiled already (earlier tunes
 # of other shapes left their cubins in the cache), the guided search stays among those until
 # it converges, then probes one batch of uncompiled ones.
