@@ -37,8 +37,10 @@ GUIDED_PATIENCE = 24
 GUIDED_ROLLING_PATIENCE = 18
 # Where at least this many batches' worth of candidates are compiled already (earlier tunes
 # of other shapes left their cubins in the cache), the guided search stays among those until
-# it converges, then probes one batch of uncompiled ones.
+# it converges ...
 GUIDED_CACHED_FIRST_BATCHES = 4
+# ... and then goes on over the whole space with this many batches' worth of patience left.
+GUIDED_PROBE_BATCHES = 3
 # The space-filling start covers GUIDED_START_BATCHES batches (at most a third of the budget);
 # later batches give GUIDED_NEAR_SHARE of their places to neighbours of the leaders and the
 # rest to the model's best guesses anywhere.

@@ -51,8 +51,8 @@ from ..core.spec import family as family_class
 from .db import TuneDB, open_db, problem_key
 from .device import DeviceInfo, arch_limits, toolchain_version
 from .model import (GUIDED_BATCH, GUIDED_CACHED_FIRST_BATCHES, GUIDED_PATIENCE, GUIDED_POOL_BATCH_FROM,
-                    GUIDED_ROLLING_PATIENCE, GUIDED_START_BATCHES, choose_batch, code_matrix, feature_matrix,
-                    maximin, near_leaders)
+                    GUIDED_PROBE_BATCHES, GUIDED_ROLLING_PATIENCE, GUIDED_START_BATCHES, choose_batch,
+                    code_matrix, feature_matrix, maximin, near_leaders)
 from .pool import CompilePool
 from .prune import ptxas_reason
 from .records import ContextLost, LaunchFailure, Record, TuneError, TuneResult, record_order
@@ -514,8 +514,8 @@ class _Tuner:
         workers = self.compiles.workers
         batch = max(4, min(workers if workers >= GUIDED_POOL_BATCH_FROM else GUIDED_BATCH, budget // 4))
         # A spec's cubin does not depend on the shape: where earlier tunes left enough of the
-        # space compiled, search that part first (it costs GPU time only), then probe one
-        # batch of uncompiled candidates and go on over the whole space only if it gains.
+        # space compiled, search that part first (it costs GPU time only), then go on over the
+        # whole space with a short patience, which a gain there lengthens again.
         compiled = {i for i, s in enumerate(survivors) if keys[i] not in self.records and self.cached(s)}
         self.counts["cached_at_start"] = len(compiled)
         cached_only = len(compiled) >= GUIDED_CACHED_FIRST_BATCHES * batch
@@ -550,12 +550,13 @@ class _Tuner:
         refill = max(1, window // 4) if rolling else window
         patience = GUIDED_ROLLING_PATIENCE if rolling else GUIDED_PATIENCE
         converged = False
+        opened_at: int | None = None  # self.evaluated when a search among compiled ones opened up
         while not self._over_budget():
             room = min(window - len(inflight), budget - launched() - len(inflight))
             if not converged and (room >= refill or (room > 0 and not inflight)):
                 pool = untried()
                 if not pool and cached_only and not inflight:
-                    converged = True  # every cached candidate tried: the probe below decides
+                    converged = True  # every compiled candidate tried: open the space below
                 elif pool:
                     t = time.perf_counter()
                     ok = [(index[k], r.median_ms) for k, r in self.records.items()
@@ -591,17 +592,17 @@ class _Tuner:
             if converged and not inflight:
                 if not cached_only:
                     self.stopped = f"guided search converged after launching {launched()} of {n} candidates"
+                    if opened_at is not None:
+                        self.stopped += (f" ({len(compiled)} compiled ones searched first, then "
+                                         f"{self.evaluated - opened_at} more over the whole space)")
                     break
-                probed, gained = self._probe_uncompiled(survivors, X, codes, index, keys, compiled, anchors,
-                                                        batch, budget - launched())
-                if gained:
-                    cached_only, converged, since_gain, best_seen = False, False, 0, self.best_ms
-                    continue
-                self.stopped = (f"guided search converged among the {len(compiled)} compiled candidates after "
-                                f"launching {launched()} of {n}; " +
-                                (f"a batch of {probed} uncompiled ones gained nothing" if probed
-                                 else "no uncompiled one was left to probe"))
-                break
+                # Converged among the compiled candidates: go on over the whole space with
+                # GUIDED_PROBE_BATCHES batches' worth of patience left (a gain there restores
+                # it all), the shipped model's guesses first.
+                cached_only, converged, opened_at = False, False, self.evaluated
+                since_gain = max(0, patience - GUIDED_PROBE_BATCHES) * batch
+                for i in [i for i in anchors if keys[i] not in self.records][:window]:
+                    inflight[self.compiles.submit(survivors[i])] = i
         if self._over_budget():
             self.stopped = f"time budget of {self.time_budget_s:g} s reached"
             self.complete = False
@@ -611,26 +612,6 @@ class _Tuner:
         """Rows ptxas rejected or nvcc failed on (what the spec alone decides)."""
         return [index[k] for k, r in self.records.items() if k in index and (
             r.status == "compile-error" or r.status == "pruned" and (r.reason or "").startswith("ptxas"))]
-
-    def _probe_uncompiled(self, survivors: list[Spec], X: np.ndarray, codes: np.ndarray, index: dict[str, int],
-                          keys: list[str], compiled: set[int], anchors: list[int], batch: int,
-                          room: int) -> tuple[int, bool]:
-        """One batch of uncompiled candidates (the anchors left out of the cached search, those
-        near the leaders, the model's best guesses): (how many, whether it beat the best by
-        more than the timing noise)."""
-        pool = [i for i, k in enumerate(keys) if k not in self.records and i not in compiled]
-        ok = [(index[k], r.median_ms) for k, r in self.records.items()
-              if k in index and r.status == "ok" and r.median_ms]
-        count = min(batch, room)
-        if not pool or count <= 0 or len(ok) < 3:
-            return 0, False
-        pick = [i for i in anchors if i in pool][:count]
-        rest = [i for i in pool if i not in pick]
-        if rest and len(pick) < count:
-            pick += choose_batch(X, codes, ok, rest, count - len(pick), self._rejected(index))
-        before = self.best_ms
-        self._run_batch([survivors[i] for i in pick])
-        return len(pick), self.best_ms < before * 0.995
 
     def _run_batch(self, specs: list[Spec]) -> None:
         futures = {self.compiles.submit(s): s for s in specs}
