@@ -29,23 +29,10 @@ import time
 import kgen
 import kgen.tune.pool as pool_module
 import kgen.tune.tuner as tuner_module
-from kgen.core.spec import families, spec_from_dict
 from kgen.tune.runners import RecordedRunner
 
-
-def load(path):
-    import json
-
-    with open(path) as fh:
-        d = json.load(fh)
-    cls = families()[d["family"]]
-    times, resources = {}, {}
-    for r in d["records"]:
-        spec = spec_from_dict(r["spec"])
-        if r["status"] == "ok":
-            times[spec.key] = r["median_ms"]
-        resources[spec.key] = r.get("resources")
-    return cls, d["problem"], d.get("dtype", "float32"), times, resources
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from guided_replay import load  # noqa: E402 - the recording's reader, shared with that replay
 
 
 class ThreadPool(pool_module.CompilePool):
