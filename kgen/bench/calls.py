@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
 import time
 from functools import partial
 from typing import Any, Callable
+
+from .results import geomean, log_uniform
 
 
 def _events_ms(fn: Callable[[], Any], reps: int, inner: int = 1) -> float:
@@ -60,7 +61,7 @@ def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = N
     shapes: list[tuple[int, int, int]] = []
     while len(shapes) < count:
         if rows is not None:
-            M = min(rows[1], int(round(2 ** rng.uniform(math.log2(rows[0]), math.log2(rows[1])))))
+            M = min(rows[1], log_uniform(rng, rows[0], rows[1]))
             N, K = (int(2 ** rng.uniform(10, 14)) for _ in range(2))
         elif len(shapes) % 3 == 0:
             M = int(2 ** rng.uniform(0, 8))
@@ -137,10 +138,6 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
             if weights else "K x N, row-major", "rows": rows, "summary": summarize(rows)}
 
 
-def _geo(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     groups = {
         "products >= 2^30 flops": [r for r in rows if r["flops"] >= 2 ** 30 and r["shape"][0] > 256],
@@ -152,7 +149,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for name, rs in groups.items():
         if rs:
             xs = [r["speed_x"] for r in rs]
-            out[name] = {"count": len(rs), "geomean_x": round(_geo(xs), 3), "min_x": round(min(xs), 3)}
+            out[name] = {"count": len(rs), "geomean_x": round(geomean(xs), 3), "min_x": round(min(xs), 3)}
     return out
 
 
@@ -191,7 +188,7 @@ def bench_reduce(lengths: list[int], dtype: str = "float32") -> dict[str, Any]:
     for op in ("dot", "sum", "max"):
         xs = [r["speed_x"] for r in rows if r["op"] == op]
         if xs:
-            summary[op] = {"geomean_x": round(_geo(xs), 3), "min_x": round(min(xs), 3)}
+            summary[op] = {"geomean_x": round(geomean(xs), 3), "min_x": round(min(xs), 3)}
     return {"device": runtime.device().name(), "dtype": dtype, "rows": rows, "summary": summary}
 
 

@@ -1,4 +1,4 @@
-"""What the experiment benchmarks share: drawing sizes and writing their rows."""
+"""What the experiment benchmarks share: drawing sizes, checking a launch, summarising, writing rows."""
 
 from __future__ import annotations
 
@@ -23,3 +23,20 @@ def write_rows(path: str, rows: list[dict[str, Any]], **extra: Any) -> None:
     with open(tmp, "w") as fh:
         json.dump({"device": torch.cuda.get_device_name(), **extra, "rows": rows}, fh, indent=1)
     os.replace(tmp, path)
+
+
+def poisoned_error(run: Any, out: Any, ref: Any) -> float:
+    """Relative norm error of `out` (a torch tensor) against the float64 `ref` after `run()`
+    wrote it, with `out` filled with NaN first: an element never written makes it NaN, which
+    fails every `err < tolerance` check."""
+    import torch
+
+    out.fill_(float("nan"))
+    run()
+    torch.cuda.synchronize()
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+def geomean(xs: list[float]) -> float:
+    """The geometric mean (NaN for no values)."""
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")

@@ -10,7 +10,6 @@ poisoned), then one call between CUDA events (host time included) of each, besid
 
 import concurrent.futures as cf
 import json
-import math
 import os
 import sys
 
@@ -18,6 +17,7 @@ import kgen
 import kgen.ops.skinny as sk
 import torch
 from kgen.bench.calls import _time_pair
+from kgen.bench.results import geomean, poisoned_error
 from kgen.ops.skinny import Skinny, tolerance
 from wgmma_shapes import wgmma_shapes
 
@@ -47,10 +47,7 @@ def main():
             sk.WG_DIRECT_MAX_COLUMN_TILES = 10**9 if direct else default_direct
             k = kgen.build(specs[(M, N, K)][v])
             k._plans.clear()
-            C.fill_(float("nan"))
-            k(A, B, out=C)
-            torch.cuda.synchronize()
-            err = float((C.double() - ref).norm() / ref.norm())
+            err = poisoned_error(lambda k=k: k(A, B, out=C), C, ref)
             if not err <= tolerance("float32", K):
                 bad += 1
                 print("WRONG", v, M, N, K, b, err, flush=True)
@@ -67,7 +64,7 @@ def main():
               " ".join(f"{v} {cb / row[v]:.2f}({len(row[v + '_launches'])})" for v in VARIANTS), flush=True)
     for v in VARIANTS:
         xs = [r["cublas"] / r[v] for r in rows]
-        print(f"{v:16s} geomean {math.exp(sum(map(math.log, xs)) / len(xs)):.3f}x cuBLAS, lowest {min(xs):.2f}x")
+        print(f"{v:16s} geomean {geomean(xs):.3f}x cuBLAS, lowest {min(xs):.2f}x")
     print("wrong results:", bad)
     json.dump({"device": torch.cuda.get_device_name(), "seed": seed, "rows": rows},
               open(f"{OUT}/wgmma_small_{seed}.json", "w"), indent=1)
