@@ -1,9 +1,10 @@
 """GPU property tests of the skinny-products family: random specs from a fixed pool (the
 defaults of 1-64 rows and variants of every field), random shapes (the small dimension
 1-64 as M or as N, the large one 1-5000, K 1-20000), both storage orders of A and B,
-pointers at odd element offsets and padded leading dimensions, every dtype, alpha/beta,
-outputs poisoned with NaN (and framed by NaN columns that must stay NaN); the reference is
-the float64 product of the very inputs (already rounded to the dtype), on the GPU."""
+pointers at odd element offsets and padded leading dimensions (the buffers NaN outside the
+operands), every dtype, alpha/beta, outputs poisoned with NaN (and framed by NaN columns that
+must stay NaN); the reference is the float64 product of the very inputs (already rounded to
+the dtype), on the GPU."""
 from __future__ import annotations
 
 import math
@@ -87,12 +88,14 @@ def _prebuild():
 
 def operand(torch, rows, cols, order, offset, pad, dtype):
     """A rows x cols tensor stored row-major ("row") or as a transposed view ("col"), starting
-    `offset` elements into its buffer, with `pad` spare elements per stored line."""
+    `offset` elements into its buffer, with `pad` spare elements per stored line. Every element
+    of the buffer outside the tensor is NaN: a kernel that lets one into a sum fails the check."""
     tdt = getattr(torch, dtype)
     outer, inner = (rows, cols) if order == "row" else (cols, rows)
     ld = inner + pad
-    buf = torch.randn(offset + max(outer, 1) * ld + 1, device="cuda").to(tdt)
+    buf = torch.full((offset + max(outer, 1) * ld + 1,), float("nan"), device="cuda", dtype=tdt)
     x = torch.as_strided(buf, (outer, inner), (ld, 1), offset)
+    x.copy_(torch.randn(outer, inner, device="cuda").to(tdt))
     return x if order == "row" else x.t()
 
 

@@ -361,17 +361,12 @@ class Skinny(Spec):
         are immediate offsets from one pointer a column)."""
         return self.dot_unroll * (self._load_regs(self.vec) // self._load_regs(width))
 
-    def axpy_loads(self, width: int) -> int:
-        """k rows a warp of the SIMT axpy form has in flight with loads `width` elements wide:
-        as many as fit the registers the widest loads take, data and a 64-bit address a row
-        (the rows are a runtime stride apart). Narrower loads thus keep more bytes in flight."""
-        def per_row(w: int) -> int:
-            return self._load_regs(w) * self.lane_vectors + 2
-        budget = self.axpy_unroll * per_row(self.axpy_vec)
-        # ... and within what the launch bounds leave past the accumulators and ~32 others.
-        cap = min(255, 65536 // (self.threads * self.axpy_min_blocks))
-        accs = self.rows * self.lane_vectors * width * self._acc_regs_per_column()
-        return max(self.axpy_unroll, min(budget, cap - accs - 32) // per_row(width))
+    def axpy_lanes(self, width: int) -> int:
+        """Vectors a lane of the SIMT axpy form holds with loads `width` elements wide: as many
+        registers of loaded data as the widest loads take, so that an entry point that may only
+        load elements of an unaligned row covers as many columns per block and keeps as many
+        bytes in flight (the vectors of a row sit at immediate offsets from one address)."""
+        return self.lane_vectors * (self._load_regs(self.axpy_vec) // self._load_regs(width))
 
     @property
     def dot_unroll(self) -> int:
@@ -408,10 +403,7 @@ class Skinny(Spec):
     def axpy_chunk(self) -> int:
         acc = ACC_BYTES[self.dtype]
         unit = self.warps * self.axpy_unroll
-        chunk = unit * max(1, STAGE_BYTES // (self.rpad * acc * unit))
-        # Whole steps of the element-load entry point, which has the most rows in flight.
-        step = self.warps * self.axpy_loads(1)
-        return chunk // step * step if chunk >= step else chunk
+        return unit * max(1, STAGE_BYTES // (self.rpad * acc * unit))
 
     @property
     def red_rows(self) -> int:
@@ -424,7 +416,7 @@ class Skinny(Spec):
         return self.warps * self.warp_cols
 
     def axpy_cols(self, width: int) -> int:
-        return 32 * width * self.lane_vectors
+        return 32 * width * self.axpy_lanes(width)
 
     def shared_for(self, form: str) -> int:
         acc = ACC_BYTES[self.dtype]
@@ -482,7 +474,8 @@ class Skinny(Spec):
             dot_chunk=self.dot_chunk, axpy_chunk=self.axpy_chunk, red_rows=self.red_rows,
             dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             dot_loads={w: self.dot_loads(w) for w in self.widths()},
-            axpy_loads={w: self.axpy_loads(w) for w in self.axpy_widths()},
+            axpy_loads={w: self.axpy_unroll for w in self.axpy_widths()},
+            axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
             tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
