@@ -208,3 +208,49 @@ def test_small_tiled_products_run_with_repack_off_unless_tuned_for_the_problem(m
         dispatch._kernel(Matmul, p, "float32", False, {"layout_a": "row", "layout_b": "row", "repack": False})
         assert built[-1].repack is want and built[-1].tile == tuned.tile, (origin, built[-1].to_json())
     dispatch.forget()
+
+
+def test_16bit_few_row_products_of_element_only_rows_run_the_simt_forms(monkeypatch):
+    """kgen.matmul asks the skinny family for its SIMT forms (tensor_cores=False) where a
+    16-bit product has 2-4 rows and its large operand's rows are an odd number of elements
+    apart, and only there; the family answers with its SIMT default spec, and an exact
+    tuned entry keeps its own form."""
+    from kgen.ops.skinny import SIMT_ELEMENT_ROWS_16, Skinny
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_split_on_hopper", lambda dtype: False)
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    asked = []
+    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides=None:
+                        asked.append((cls, problem, dict(overrides or {}))) or (lambda A, B, **kw: None))
+    dispatch.forget()
+    for dtype in ("float16", "float32"):
+        for rows in (1, 2, 3, SIMT_ELEMENT_ROWS_16, SIMT_ELEMENT_ROWS_16 + 1, 12):
+            for K, N, weights in ((4097, 3000, True), (4096, 3000, True), (2048, 3001, False), (2048, 3000, False)):
+                A = np.zeros((rows, K), dtype)
+                B = np.zeros((N, K), dtype).T if weights else np.zeros((K, N), dtype)
+                kgen.matmul(A, B)
+                cls, _, overrides = asked[-1]
+                odd = (K if weights else N) % 2 == 1
+                want = dtype == "float16" and 2 <= rows <= SIMT_ELEMENT_ROWS_16 and odd
+                assert cls is Skinny and (overrides.get("tensor_cores") is False) == want, (dtype, rows, K, N, weights)
+                # the few-columns mirror image (the same storage): A is the large operand
+                kgen.matmul(B.T, A.T)
+                assert (asked[-1][2].get("tensor_cores") is False) == want, (dtype, rows, K, N, weights, "columns")
+    dispatch.forget()
+
+    problem = {"M": 3, "N": 3000, "K": 4097}
+    tc = Skinny.default_spec(problem, "bfloat16")
+    assert tc.tensor_cores
+    simt = tc.for_layouts(problem, tensor_cores=False)
+    assert not simt.tensor_cores and simt == Skinny.simt_default_spec(problem, "bfloat16")
+    assert simt.for_layouts(problem, tensor_cores=False) == simt
+    monkeypatch.undo()
+    built = []
+    monkeypatch.setattr("kgen.core.kernel.build", lambda spec: built.append(spec) or spec)
+    for origin, want_tc in (("shipped", False), ("exact", True)):
+        monkeypatch.setattr(dispatch, "select", lambda cls, problem, dtype, o=origin: dispatch.Choice(tc, o, problem))
+        dispatch.forget()
+        dispatch._kernel(Skinny, problem, "bfloat16", False, {"tensor_cores": False})
+        assert built[-1].tensor_cores is want_tc, origin
+    dispatch.forget()

@@ -365,8 +365,13 @@ class Skinny(Spec):
         """Vectors a lane of the SIMT axpy form holds with loads `width` elements wide: as many
         registers of loaded data as the widest loads take, so that an entry point that may only
         load elements of an unaligned row covers as many columns per block and keeps as many
-        bytes in flight (the vectors of a row sit at immediate offsets from one address)."""
-        return self.lane_vectors * (self._load_regs(self.axpy_vec) // self._load_regs(width))
+        bytes in flight (the vectors of a row sit at immediate offsets from one address).
+        16-bit entry points hold at most 4 elements a vector-group (a 2-element word each
+        in its own register): 4 vectors of 2 made ptxas spill at 2 rows."""
+        ratio = self._load_regs(self.axpy_vec) // self._load_regs(width)
+        if self.dtype in ("float16", "bfloat16"):
+            ratio = max(1, min(ratio, 4 // width))
+        return self.lane_vectors * ratio
 
     @property
     def dot_unroll(self) -> int:
@@ -474,7 +479,6 @@ class Skinny(Spec):
             dot_chunk=self.dot_chunk, axpy_chunk=self.axpy_chunk, red_rows=self.red_rows,
             dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             dot_loads={w: self.dot_loads(w) for w in self.widths()},
-            axpy_loads={w: self.axpy_unroll for w in self.axpy_widths()},
             axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
@@ -608,10 +612,44 @@ class Skinny(Spec):
     def for_layouts(self, problem, **layouts):
         """This spec, or with instruction="wgmma" asked (dispatch on an sm_90 GPU, for the
         products wgmma_suits takes) and this spec not already a wgmma one, the wgmma
-        form's default spec."""
+        form's default spec; with tensor_cores=False asked (dispatch, for 16-bit products
+        whose large operand allows only element loads: simt_for_element_rows) and this spec
+        a tensor-core one, the SIMT forms' default spec."""
         if layouts.get("instruction") == "wgmma" and self.instruction != "wgmma":
             return self.wgmma_default_spec(problem)
+        if layouts.get("tensor_cores") is False and self.tensor_cores:
+            return self.simt_default_spec(problem, self.dtype)
         return self.replace(**layouts)
+
+    @classmethod
+    def simt_for_element_rows(cls, small: int, dtype: str) -> bool:
+        """Whether a product of `small` rows (or columns) whose large operand allows only
+        element loads (its rows an odd number of elements apart) runs the SIMT forms rather
+        than the tensor-core ones default_spec picks. 16-bit inputs, 2 to
+        SIMT_ELEMENT_ROWS_16 rows: there the mma.m16n8k16 forms gather each fragment with
+        2-byte loads, and the SIMT forms ran 1.01-1.37x faster (geometric mean 1.20x; device
+        time, two weights, both storage orders, H200; docs/matmul.md, "Rows that are not
+        16-byte aligned"). In float32 the two ran level at 7-12 rows, the tensor-core forms
+        ahead from 16."""
+        return dtype in ("float16", "bfloat16") and 2 <= small <= SIMT_ELEMENT_ROWS_16
+
+    @classmethod
+    def simt_default_spec(cls, problem, dtype):
+        """default_spec's fields for the SIMT forms, whatever the shape: rows as default_spec,
+        columns a warp (dot form) as ~64 accumulators allow, single-pass merge; 16-bit
+        products of 1-2 rows ask for one wave of blocks, others two."""
+        p = cls.normalize_problem(problem)
+        small = min(p["M"], p["N"])
+        rows = default_rows(small)
+        acc = ACC_BYTES[dtype] // 4
+        # 1-2 rows: 4 columns a warp (8 was 13% slower in bfloat16 at 1x4096x4096 on an H100);
+        # more rows: as many columns as ~64 accumulator registers allow, up to 8, so that the
+        # small operand staged per block serves more of the large one.
+        warp_cols = 4 if rows <= 2 else max(1, min(8, 64 // (rows * acc)))
+        half = dtype in ("float16", "bfloat16")
+        return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
+                   loads=8 if rows <= 16 else 4, k_split=0, waves=1 if half and small <= 2 else 2,
+                   merge="single_pass")
 
     @classmethod
     def default_spec(cls, problem, dtype):
@@ -655,8 +693,7 @@ class Skinny(Spec):
                        merge="two_pass" if small > 4 else "single_pass",
                        tensor_cores=tc, tc_tiles=2 if rows <= 32 else 1, k_warps=4 if tc and small <= 8 else 1,
                        axpy_k_warps=4 if tc and rows >= TC16_AXPY_MIN_ROWS and small <= 16 else 1)
-        return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256,
-                   vector_bytes=16, loads=loads, k_split=0, waves=2, merge="single_pass")
+        return cls.simt_default_spec(p, dtype)
 
     @classmethod
     def search_space(cls, problem, dtype):
@@ -849,6 +886,10 @@ TC16_AXPY_ROWS = {True: 8, False: 16}
 # and the tensor-core one 0.77-0.78x on an H100 (bfloat16; the dot forms there: tensor cores
 # 0.95-1.29x against 0.83-0.90x), so a 16-bit spec of 1-2 rows keeps the SIMT axpy form.
 TC16_AXPY_MIN_ROWS = 3
+# 16-bit products of 2 to this many rows whose large operand allows only element loads run the
+# SIMT forms (Skinny.simt_for_element_rows): 1.01-1.37x the mma.m16n8k16 forms' speed at 2-4 rows,
+# 0.85-1.01x at 6, 0.28-0.95x from 8 (H200, docs/bench/skinny_unaligned_forms_h200.json).
+SIMT_ELEMENT_ROWS_16 = 4
 
 
 def split_tf32_enabled() -> bool:

@@ -224,9 +224,10 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
     changes = {k: v for k, v in (overrides or {}).items() if k in fields}
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
-        # instruction's specs (and repack settings) too: its choice stands.
+        # instruction's specs (and repack settings, and both kinds of form) too: its choice stands.
         changes.pop("instruction", None)
         changes.pop("repack", None)
+        changes.pop("tensor_cores", None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
     k = build(spec)
@@ -282,6 +283,9 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
         # Small products: unaligned operands read in place (one launch), not repacked first.
         overrides["repack"] = False
+    if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
+        # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
+        overrides["tensor_cores"] = False
     if family.kernel == "skinny" and _split_on_hopper(dtype) and _wgmma_suits(problem):
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU).
@@ -374,6 +378,18 @@ def _large_rows_aligned(A: Any, B: Any, M: int, N: int) -> bool:
     kernel, which copies an unaligned operand."""
     st = _element_strides(B if M <= N else A)
     return max(st) % 8 == 0
+
+
+def _element_rows_simt(A: Any, B: Any, M: int, N: int, dtype: str) -> bool:
+    """Whether a skinny product should run the SIMT forms because its large operand's rows
+    are an odd number of elements apart (element loads only; Skinny.simt_for_element_rows).
+    The strides decide, not the pointer, so that the choice is the same for every call the
+    shape-and-strides shortcut serves."""
+    from ..ops.skinny import Skinny
+
+    if not Skinny.simt_for_element_rows(min(M, N), dtype):
+        return False
+    return max(_element_strides(B if M <= N else A)) % 2 == 1
 
 
 def _wgmma_suits(problem: dict[str, int]) -> bool:
