@@ -5,7 +5,10 @@ multiple of 16 bytes and one element longer, at several row counts and both dtyp
 Device time of bound launches over rotated copies of the weight (median of 7 batches),
 cuBLAS beside, the copy-bandwidth bound from the same run.
 
-    python skinny_alignment.py [N K]        # output: $OUT/skinny_alignment.json"""
+Each product is first checked against float64 (relative norm error).
+
+    python skinny_alignment.py [N K]        # output: $OUT/skinny_alignment.json
+    ROWS=1,2,3,4,6,8,16 DTYPES=float32,bfloat16 NAME=after python skinny_alignment.py 4096 4096"""
 
 import concurrent.futures as cf
 import json
@@ -19,7 +22,8 @@ from kgen.bench.skinny import time_batched
 from kgen.tune import dispatch
 
 OUT = os.environ.get("OUT", ".")
-ROWS = [1, 3, 6, 8, 12, 16, 24, 48, 100, 200]
+ROWS = [int(r) for r in os.environ.get("ROWS", "1,3,6,8,12,16,24,48,100,200").split(",")]
+DTYPES = os.environ.get("DTYPES", "float32,bfloat16").split(",")
 
 
 def copy_bandwidth() -> float:
@@ -34,7 +38,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
-    configs = [(dtype, order, extra, M) for dtype in (torch.float32, torch.bfloat16) for order in ("weights", "row")
+    configs = [(dtype, order, extra, M) for dtype in [getattr(torch, d) for d in DTYPES] for order in ("weights", "row")
                for extra in (0, 1) for M in ROWS]
 
     # The spec each product runs, found through kgen.matmul with the build step stubbed out,
@@ -65,7 +69,7 @@ def main():
     print(len(specs), "specs compiled", flush=True)
     torch.cuda.synchronize()
     rows = []
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in [getattr(torch, d) for d in DTYPES]:
         item = torch.tensor([], dtype=dtype).element_size()
         for order in ("weights", "row"):
             for extra in (0, 1):
@@ -76,7 +80,11 @@ def main():
                 for M in ROWS:
                     xs = [torch.randn(M, K, device="cuda").to(dtype) for _ in range(copies)]
                     Cs = [torch.empty(M, N, device="cuda", dtype=dtype) for _ in range(copies)]
+                    Cs[0].fill_(float("nan"))
                     kgen.matmul(xs[0], Ws[0], out=Cs[0])
+                    ref = xs[0].double() @ Ws[0].double()
+                    err = float((Cs[0].double() - ref).norm() / ref.norm())
+                    assert err < (1e-5 if dtype == torch.float32 else 1e-2), (M, N, K, err)
                     k = dispatch._fast[("matmul", xs[0].shape, xs[0].stride(), Ws[0].shape, Ws[0].stride(),
                                         xs[0].dtype, False)]
                     if hasattr(k, "bind"):
@@ -98,7 +106,7 @@ def main():
                           f"x{tc / t:4.2f}  {what}", flush=True)
                 del Ws
     json.dump({"device": torch.cuda.get_device_name(), "bandwidth": bw, "rows": rows},
-              open(f"{OUT}/skinny_alignment.json", "w"), indent=1)
+              open(f"{OUT}/" + os.environ.get("NAME", "skinny_alignment") + ".json", "w"), indent=1)
 
 
 if __name__ == "__main__":
