@@ -673,7 +673,8 @@ class Skinny(Spec):
             # (the ticket merge's last block was the tail there). Small products of up to
             # SMALL_SIMT_ROWS rows keep the SIMT forms (below).
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
-                       loads=loads, k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=2)
+                       loads=loads, k_split=0, waves=1 if small <= 2 else 2, merge="two_pass",
+                       tensor_cores=True, tc_tiles=2)
         if dtype in ("float16", "bfloat16"):
             # The mma.m16n8k16 forms from 2 rows: the dot form for a k-contiguous large
             # operand, the axpy form for a row-major one from 3 (runs_tc_axpy; 1-2 rows run
@@ -686,7 +687,8 @@ class Skinny(Spec):
             # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
             # (ahead of 1 and 2 by 5-15% at 3-16 rows on an H100), 8-byte vectors (4 tiles).
             # 1-2 rows: one wave of blocks (device time 1.00-1.09x over two waves on five
-            # weights, both orders, H100; docs/bench/skinny_sweep_1_2_rows_h100.txt).
+            # weights, both orders, H100; docs/bench/skinny_sweep_1_2_rows_h100.txt). From 3 rows
+            # two: one wave ran 0.70-1.20x on held-out shapes (TC_ONE_WAVE_ROWS).
             tc = small > 1
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=1 if small <= 2 else 2,
@@ -886,6 +888,12 @@ TC16_AXPY_ROWS = {True: 8, False: 16}
 # and the tensor-core one 0.77-0.78x on an H100 (bfloat16; the dot forms there: tensor cores
 # 0.95-1.29x against 0.83-0.90x), so a 16-bit spec of 1-2 rows keeps the SIMT axpy form.
 TC16_AXPY_MIN_ROWS = 3
+# Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
+# two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
+# fitted to the last wave"): 1.00-1.13x on the 5 float32 shapes of 8-16 rows it was fitted on, and
+# 1.00-1.14x on 8 held-out ones. The 16-bit forms gained 1.06-1.09x on the 7 fitted shapes but ran
+# 0.70-1.20x on 8 held-out ones (0.70x at 14x6525x8764 row-major, rows of odd length): they keep two.
+TC_ONE_WAVE_ROWS = 16
 # 16-bit products of 2 to this many rows whose large operand allows only element loads run the
 # SIMT forms (Skinny.simt_for_element_rows): 1.01-1.37x the mma.m16n8k16 forms' speed at 2-4 rows,
 # 0.85-1.01x at 6, 0.28-0.95x from 8 (H200, docs/bench/skinny_unaligned_forms_h200.json).
