@@ -148,7 +148,9 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         acc = 2 if dtype == "float64" else 1
         want = 4 if s.rows <= 2 else max(1, min(8, 64 // (s.rows * acc)))  # ~64 accumulator registers
         assert s.warp_cols == want
-        assert s.waves == (1 if half and r <= 2 else 2)   # 16-bit 1-2 rows: one wave of blocks
+        # One wave of blocks: 16-bit at 1-2 rows, float32's tensor-core forms up to 16 rows.
+        one = (half and r <= 2) or (dtype == "float32" and s.tensor_cores and r <= 16)
+        assert s.waves == (1 if one else 2)
         if half and tc:   # 16-bit dot form: warps share K slabs up to 8 rows; 1 tile a warp past 32
             assert s.k_warps == (4 if r <= 8 else 1) and s.tc_tiles == (2 if s.rows <= 32 else 1)
             assert s.axpy_k_warps == (4 if 3 <= r <= 16 else 1) and s.lane_vectors == 1   # axpy form: 3-16 rows
@@ -802,3 +804,39 @@ def test_wgmma_forms_compile_for_sm90a_without_spills():
         spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
         assert not spilled, f"{s.to_json()} spills: {spilled}"
         assert f"wgmma.mma_async.sync.aligned.m64n{s.wg_n}k8.f32.tf32.tf32" in kgen.render(s)
+
+
+def test_narrow_entry_points_keep_the_widest_loads_bytes_in_flight():
+    """An entry point that may only load elements of an unaligned row keeps as many registers of
+    loaded data as the widest one: more k steps in the dot form, more vectors a lane (and so the
+    same columns a block) in the axpy form; 16-bit axpy entry points hold at most 4 elements."""
+    from kgen.ops.skinny import ITEMSIZE
+
+    for dtype, rows in (("float32", 1), ("float32", 4), ("float64", 2), ("bfloat16", 1), ("float16", 2)):
+        s = Skinny.simt_default_spec({"M": rows, "N": 4096, "K": 4096}, dtype)
+
+        def regs(w, item=ITEMSIZE[dtype]):   # 32-bit registers one load of w elements fills
+            return max(1, w * item // 4)
+        for w in s.widths():
+            assert s.dot_loads(w) * regs(w) == s.dot_loads(s.vec) * regs(s.vec), (dtype, w)
+            assert s.dot_step % (32 * w * s.dot_loads(w)) == 0, "the chunks hold whole steps of every width"
+        for w in s.axpy_widths():
+            if ITEMSIZE[dtype] >= 4:
+                assert s.axpy_cols(w) == s.axpy_cols(s.axpy_vec), (dtype, w)
+            else:
+                assert s.axpy_lanes(w) == s.lane_vectors * {8: 1, 4: 1, 2: 2, 1: 4}[w], (dtype, w)
+        src = kgen.render(s)
+        for w in s.widths():
+            assert f"dot_form<{w}, {s.dot_loads(w)}>(" in src
+        for w in s.axpy_widths():
+            assert f"axpy_form<{w}, {s.axpy_lanes(w)}>(" in src
+
+
+def test_float32_tensor_core_forms_take_one_wave_up_to_16_rows():
+    from kgen.ops.skinny import TC_ONE_WAVE_ROWS
+
+    for rows, waves in ((7, 1), (12, 1), (TC_ONE_WAVE_ROWS, 1), (TC_ONE_WAVE_ROWS + 1, 2), (64, 2)):
+        s = Skinny.default_spec({"M": rows, "N": 8192, "K": 8192}, "float32")
+        assert s.tensor_cores and s.waves == waves, (rows, s.to_json())
+    for rows, waves in ((1, 1), (2, 1), (3, 2), (16, 2)):   # 16-bit: one wave at 1-2 rows only
+        assert Skinny.default_spec({"M": rows, "N": 8192, "K": 8192}, "bfloat16").waves == waves, rows

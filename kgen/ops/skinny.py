@@ -673,7 +673,7 @@ class Skinny(Spec):
             # (the ticket merge's last block was the tail there). Small products of up to
             # SMALL_SIMT_ROWS rows keep the SIMT forms (below).
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
-                       loads=loads, k_split=0, waves=1 if small <= 2 else 2, merge="two_pass",
+                       loads=loads, k_split=0, waves=1 if small <= TC_ONE_WAVE_ROWS else 2, merge="two_pass",
                        tensor_cores=True, tc_tiles=2)
         if dtype in ("float16", "bfloat16"):
             # The mma.m16n8k16 forms from 2 rows: the dot form for a k-contiguous large
