@@ -166,6 +166,20 @@ def test_large_operand_row_alignment_reads_the_strides():
     assert not _large_rows_aligned(np.zeros((4096, 9), np.float16), np.zeros((9, 6), np.float16), 4096, 6)
 
 
+def _record_kernel_requests(monkeypatch) -> list:
+    """kgen.matmul with no GPU: no sm_90 routes, and each kernel request (family, problem,
+    overrides) recorded instead of built; the calls return nothing."""
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_split_on_hopper", lambda dtype: False)
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    asked: list = []
+    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides=None:
+                        asked.append((cls, problem, dict(overrides or {}))) or (lambda A, B, **kw: None))
+    dispatch.forget()
+    return asked
+
+
 def test_small_tiled_products_run_with_repack_off_unless_tuned_for_the_problem(monkeypatch):
     """kgen.matmul asks the tiled family for repack=False (element loads in one launch) on
     products of at most ELEMENT_LOADS_MAX_MACS multiply-adds, and leaves larger ones as
@@ -173,12 +187,7 @@ def test_small_tiled_products_run_with_repack_off_unless_tuned_for_the_problem(m
     from kgen.ops.matmul import ELEMENT_LOADS_MAX_MACS, Matmul
     from kgen.tune import dispatch
 
-    monkeypatch.setattr(dispatch, "_split_on_hopper", lambda dtype: False)
-    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
-    asked = []
-    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides=None:
-                        asked.append((cls, problem, dict(overrides or {}))) or (lambda A, B, **kw: None))
-    dispatch.forget()
+    asked = _record_kernel_requests(monkeypatch)
     rng = random.Random(3)
     seen = set()
     for _ in range(200):
@@ -218,12 +227,7 @@ def test_16bit_few_row_products_of_element_only_rows_run_the_simt_forms(monkeypa
     from kgen.ops.skinny import SIMT_ELEMENT_ROWS_16, Skinny
     from kgen.tune import dispatch
 
-    monkeypatch.setattr(dispatch, "_split_on_hopper", lambda dtype: False)
-    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
-    asked = []
-    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides=None:
-                        asked.append((cls, problem, dict(overrides or {}))) or (lambda A, B, **kw: None))
-    dispatch.forget()
+    asked = _record_kernel_requests(monkeypatch)
     for dtype in ("float16", "float32"):
         for rows in (1, 2, 3, SIMT_ELEMENT_ROWS_16, SIMT_ELEMENT_ROWS_16 + 1, 12):
             for K, N, weights in ((4097, 3000, True), (4096, 3000, True), (2048, 3001, False), (2048, 3000, False)):

@@ -16,7 +16,7 @@ import kgen
 import torch
 
 from kgen.bench.results import poisoned_error
-from kgen.bench.skinny import time_batched
+from kgen.bench.skinny import Operands, copy_bandwidth, time_batched
 from kgen.ops.skinny import Skinny
 
 OUT = os.environ.get("OUT", ".")
@@ -56,16 +56,10 @@ def variants(base: Skinny) -> list[tuple[str, Skinny]]:
     return out
 
 
-def copy_bandwidth() -> float:
-    a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    t = time_batched(torch, [lambda: b.copy_(a)], 7, 20)
-    return 2 * a.numel() / (t * 1e-6)
-
-
 def main():
     torch.backends.cuda.matmul.allow_tf32 = False
-    bw = copy_bandwidth()
+    bw = copy_bandwidth(torch, 7)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     cases = []
     for item in os.environ.get("SHAPES", DEFAULT_SHAPES).split(","):
         dtype, order, shape = item.split(":")
@@ -80,17 +74,14 @@ def main():
     for dtype, order, M, N, K, vs in cases:
         tdt = getattr(torch, dtype)
         item = torch.tensor([], dtype=tdt).element_size()
-        copies = max(2, -(-200_000_000 // (N * K * item)))
-        Ws = [torch.randn(N, K, device="cuda").to(tdt).t() if order == "weights"
-              else torch.randn(K, N, device="cuda").to(tdt) for _ in range(copies)]
-        xs = [torch.randn(M, K, device="cuda").to(tdt) for _ in range(copies)]
-        Cs = [torch.empty(M, N, device="cuda", dtype=tdt) for _ in range(copies)]
+        ops = Operands(torch, M, N, K, dtype, "col" if order == "weights" else "row", l2)
+        xs, Ws, Cs, copies = ops.A, ops.B, ops.C, ops.sets
         ref = xs[0].double() @ Ws[0].double()
         bound = (N * K + M * K + M * N) * item / bw * 1e6
         base_us = None
         for label, spec in vs:
             k = kgen.build(spec)
-            err = poisoned_error(lambda: k(xs[0], Ws[0], out=Cs[0]), Cs[0], ref)
+            err = poisoned_error(lambda k=k, xs=xs, Ws=Ws, Cs=Cs: k(xs[0], Ws[0], out=Cs[0]), Cs[0], ref)
             ok = err < (1e-5 if dtype == "float32" else 1e-2)
             us = time_batched(torch, [k.bind(xs[i], Ws[i], Cs[i]) for i in range(copies)], 7, max(copies, 30))
             base_us = base_us or us
@@ -98,7 +89,6 @@ def main():
                          "spec": spec.to_json(), "us": us, "bound_us": bound, "ok": ok, "err": err})
             print(f"{dtype:8s} {order:7s} {M}x{N}x{K} {label:32s} {us:7.1f} us ({bound / us:4.0%})"
                   f" x{base_us / us:4.2f}{'' if ok else ' WRONG'}", flush=True)
-        del Ws, xs, Cs
     json.dump({"device": torch.cuda.get_device_name(), "bandwidth": bw, "rows": rows},
               open(f"{OUT}/skinny_tc_sweep.json", "w"), indent=1)
 

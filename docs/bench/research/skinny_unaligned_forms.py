@@ -16,7 +16,7 @@ import kgen
 import torch
 
 from kgen.bench.results import poisoned_error
-from kgen.bench.skinny import time_batched
+from kgen.bench.skinny import Operands, copy_bandwidth, time_batched
 from kgen.ops.skinny import Skinny, default_rows
 
 OUT = os.environ.get("OUT", ".")
@@ -33,16 +33,10 @@ def simt_spec(small: int, dtype: str) -> Skinny:
                   loads=8, k_split=0, waves=1 if dtype != "float32" and small <= 2 else 2, merge="single_pass")
 
 
-def copy_bandwidth() -> float:
-    a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    t = time_batched(torch, [lambda: b.copy_(a)], 7, 20)
-    return 2 * a.numel() / (t * 1e-6)
-
-
 def main():
     torch.backends.cuda.matmul.allow_tf32 = False
-    bw = copy_bandwidth()
+    bw = copy_bandwidth(torch, 7)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     cases = []
     for dtype, rows in ROWS.items():
@@ -61,29 +55,25 @@ def main():
     for dtype, order, M, N, K, tc, simt in cases:
         tdt = getattr(torch, dtype)
         item = torch.tensor([], dtype=tdt).element_size()
-        copies = max(2, -(-200_000_000 // (N * K * item)))
-        Ws = [torch.randn(N, K, device="cuda").to(tdt).t() if order == "weights"
-              else torch.randn(K, N, device="cuda").to(tdt) for _ in range(copies)]
-        xs = [torch.randn(M, K, device="cuda").to(tdt) for _ in range(copies)]
-        Cs = [torch.empty(M, N, device="cuda", dtype=tdt) for _ in range(copies)]
+        ops = Operands(torch, M, N, K, dtype, "col" if order == "weights" else "row", l2)
+        xs, Ws, Cs, copies = ops.A, ops.B, ops.C, ops.sets
         ref = xs[0].double() @ Ws[0].double()
         row = {"dtype": dtype, "order": order, "M": M, "N": N, "K": K,
                "bound_us": (N * K + M * K + M * N) * item / bw * 1e6}
         for name, spec in (("tc", tc), ("simt", simt)):
             k = kgen.build(spec)
-            err = poisoned_error(lambda: k(xs[0], Ws[0], out=Cs[0]), Cs[0], ref)
+            err = poisoned_error(lambda k=k, xs=xs, Ws=Ws, Cs=Cs: k(xs[0], Ws[0], out=Cs[0]), Cs[0], ref)
             assert err < (1e-5 if dtype == "float32" else 1e-2), (name, M, N, K, err)
             calls = [k.bind(xs[i], Ws[i], Cs[i]) for i in range(copies)]
             plan = list(k._plans.values())[-1]
             row[name] = {"us": time_batched(torch, calls, 7, max(copies, 30)), "err": err,
                          "entry": f"{plan.form} v{plan.width} s{plan.splits}", "spec": spec.to_json()}
-        row["cublas_us"] = time_batched(torch, [lambda i=i: torch.matmul(xs[i], Ws[i], out=Cs[i])
+        row["cublas_us"] = time_batched(torch, [lambda i=i, xs=xs, Ws=Ws, Cs=Cs: torch.matmul(xs[i], Ws[i], out=Cs[i])
                                                 for i in range(copies)], 7, max(copies, 30))
         out.append(row)
         print(f"{dtype:8s} {order:7s} {M:3d}x{N}x{K}: tc {row['tc']['us']:6.1f} ({row['tc']['entry']}) "
               f"simt {row['simt']['us']:6.1f} ({row['simt']['entry']}) x{row['tc']['us'] / row['simt']['us']:.2f}  "
               f"bound {row['bound_us']:5.1f} cuBLAS {row['cublas_us']:6.1f}", flush=True)
-        del Ws, xs, Cs
     json.dump({"device": torch.cuda.get_device_name(), "bandwidth": bw, "rows": out},
               open(f"{OUT}/skinny_unaligned_forms.json", "w"), indent=1)
 
