@@ -366,8 +366,8 @@ class Skinny(Spec):
         registers of loaded data as the widest loads take, so that an entry point that may only
         load elements of an unaligned row covers as many columns per block and keeps as many
         bytes in flight (the vectors of a row sit at immediate offsets from one address).
-        16-bit entry points hold at most 4 elements a vector-group (a 2-element word each
-        in its own register): 4 vectors of 2 made ptxas spill at 2 rows."""
+        In 16-bit types an entry point narrower than 16 bytes holds at most 4 elements a lane
+        (4 vectors of 2 elements made ptxas spill at 2 rows)."""
         ratio = self._load_regs(self.axpy_vec) // self._load_regs(width)
         if self.dtype in ("float16", "bfloat16"):
             ratio = max(1, min(ratio, 4 // width))
