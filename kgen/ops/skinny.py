@@ -641,14 +641,10 @@ class Skinny(Spec):
         p = cls.normalize_problem(problem)
         small = min(p["M"], p["N"])
         rows = default_rows(small)
-        acc = ACC_BYTES[dtype] // 4
-        # 1-2 rows: 4 columns a warp (8 was 13% slower in bfloat16 at 1x4096x4096 on an H100);
-        # more rows: as many columns as ~64 accumulator registers allow, up to 8, so that the
-        # small operand staged per block serves more of the large one.
-        warp_cols = 4 if rows <= 2 else max(1, min(8, 64 // (rows * acc)))
+        warp_cols = default_warp_cols(rows, dtype)
         half = dtype in ("float16", "bfloat16")
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
-                   loads=8 if rows <= 16 else 4, k_split=0, waves=1 if half and small <= 2 else 2,
+                   loads=default_loads(rows), k_split=0, waves=1 if half and small <= 2 else 2,
                    merge="single_pass")
 
     @classmethod
@@ -659,12 +655,8 @@ class Skinny(Spec):
         p = cls.normalize_problem(problem)
         small = min(p["M"], p["N"])
         rows = default_rows(small)
-        acc = ACC_BYTES[dtype] // 4
-        # 1-2 rows: 4 columns a warp (8 was 13% slower in bfloat16 at 1x4096x4096 on an H100);
-        # more rows: as many columns as ~64 accumulator registers allow, up to 8, so that the
-        # small operand staged per block serves more of the large one.
-        warp_cols = 4 if rows <= 2 else max(1, min(8, 64 // (rows * acc)))
-        loads = 8 if rows <= 16 else 4
+        warp_cols = default_warp_cols(rows, dtype)
+        loads = default_loads(rows)
         tc_sized = min(max(p["M"], p["N"]), p["K"]) >= TC_MIN_DIM
         if dtype == "float32" and (small > SMALL_SIMT_ROWS or tc_sized and (
                 small > SUITS_ROWS["float32"] or small > SIMT_F32_ROWS and split_tf32_enabled())):
@@ -940,6 +932,17 @@ def wave_fitted_splits(K: int, unit: int, tiles: int, slots: int, want: int, mos
         if best_key is None or key > best_key:
             best_key, best = key, n
     return best
+
+
+def default_warp_cols(rows: int, dtype: str) -> int:
+    """Columns a warp of the dot form streams by default. 1-2 rows: 4 (8 was 13% slower in
+    bfloat16 at 1x4096x4096 on an H100); more rows: as many as ~64 accumulator registers allow,
+    up to 8, so that the small operand staged per block serves more of the large one."""
+    return 4 if rows <= 2 else max(1, min(8, 64 // (rows * (ACC_BYTES[dtype] // 4))))
+
+
+def default_loads(rows: int) -> int:
+    return 8 if rows <= 16 else 4
 
 
 def default_rows(small: int) -> int:

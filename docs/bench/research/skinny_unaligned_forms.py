@@ -17,20 +17,12 @@ import torch
 
 from kgen.bench.results import poisoned_error
 from kgen.bench.skinny import Operands, copy_bandwidth, time_batched
-from kgen.ops.skinny import Skinny, default_rows
+from kgen.ops.skinny import Skinny
 
 OUT = os.environ.get("OUT", ".")
 WEIGHTS = [tuple(int(v) for v in w.split("x")) for w in os.environ.get("WEIGHTS", "4096x4097,2816x7169").split(",")]
 ROWS = {"float32": [int(r) for r in os.environ.get("F32_ROWS", "6,7,8,10,12,16").split(",")],
         "bfloat16": [int(r) for r in os.environ.get("B16_ROWS", "2,3,4,6,8,12,16").split(",")]}
-
-
-def simt_spec(small: int, dtype: str) -> Skinny:
-    rows = default_rows(small)
-    acc = 2 if dtype == "float64" else 1
-    warp_cols = 4 if rows <= 2 else max(1, min(8, 64 // (rows * acc)))
-    return Skinny(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
-                  loads=8, k_split=0, waves=1 if dtype != "float32" and small <= 2 else 2, merge="single_pass")
 
 
 def main():
@@ -46,7 +38,7 @@ def main():
                     # weights: W is n x k (rows of k elements), B = W.t(); row: B is n x k (K x N).
                     N, K = (n, k) if order == "weights" else (k, n)
                     cases.append((dtype, order, m, N, K, Skinny.default_spec({"M": m, "N": N, "K": K}, dtype),
-                                  simt_spec(m, dtype)))
+                                  Skinny.simt_default_spec({"M": m, "N": N, "K": K}, dtype)))
     specs = {s for c in cases for s in c[5:]}
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(kgen.compile, specs))
