@@ -17,7 +17,8 @@ from kgen.core.spec import SpecError, spec_from_json
 import kgen.ops.skinny as skinny_module
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SMALL_SIMT_MIN_K,
                               SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS,
-                              TC16_SUITS_ROWS, TC_MIN_DIM, TC_SUITS_ROWS, Skinny, _form, _slabs, tolerance)
+                              TC16_SUITS_ROWS, TC_MIN_DIM, TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs,
+                              tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -147,6 +148,8 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
             assert s.rows <= 64 and tiles * s.rows - r < 8 * tiles   # even tiles, little waste
         acc = 2 if dtype == "float64" else 1
         want = 4 if s.rows <= 2 else max(1, min(8, 64 // (s.rows * acc)))  # ~64 accumulator registers
+        if half and s.rows == 1 and p["K"] >= WIDE_DOT_MIN_K_16:
+            want = 8   # one row of a 16-bit weight along a long K: twice the loads in flight a lane
         assert s.warp_cols == want
         # One wave of blocks: 16-bit at 1-2 rows, float32's tensor-core forms up to 16 rows.
         one = (half and r <= 2) or (dtype == "float32" and s.tensor_cores and r <= 16)
@@ -840,3 +843,17 @@ def test_float32_tensor_core_forms_take_one_wave_up_to_16_rows():
         assert s.tensor_cores and s.waves == waves, (rows, s.to_json())
     for rows, waves in ((1, 1), (2, 1), (3, 2), (16, 2)):   # 16-bit: one wave at 1-2 rows only
         assert Skinny.default_spec({"M": rows, "N": 8192, "K": 8192}, "bfloat16").waves == waves, rows
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_one_row_of_a_long_16_bit_weight_streams_eight_columns_a_warp(dtype):
+    """16-bit, one row, K from WIDE_DOT_MIN_K_16 up: 8 columns a warp (twice the loads in flight
+    a lane); shorter K, two rows or float32 keep 4. The render carries it."""
+    long_k, short_k = WIDE_DOT_MIN_K_16, WIDE_DOT_MIN_K_16 - 1
+    half = dtype != "float32"
+    spec = Skinny.default_spec({"M": 1, "N": 4096, "K": long_k}, dtype)
+    assert spec.warp_cols == (8 if half else 4)
+    assert Skinny.default_spec({"M": 1, "N": 4096, "K": short_k}, dtype).warp_cols == 4
+    assert Skinny.default_spec({"M": 2, "N": 4096, "K": long_k}, dtype).simt_default_spec(
+        {"M": 2, "N": 4096, "K": long_k}, dtype).warp_cols == 4
+    assert f"#define WARP_COLS {spec.warp_cols} " in kgen.render(spec)

@@ -53,10 +53,15 @@ def _time_pair(kg: Callable[[], Any], peer: Callable[[], Any], budget_ms: float 
     return {k: statistics.median(v) for k, v in out.items()}
 
 
-def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = None) -> list[tuple[int, int, int]]:
+def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = None,
+                         multiple: int = 1) -> list[tuple[int, int, int]]:
     """Shapes drawn at run time: a third few-row products (M 1..256 against N, K 1024..16384,
     the shapes of model layers), the rest log-uniform from 16 to 8192, a third odd.
-    rows=(lo, hi): few-row products only, M log-uniform from lo to hi."""
+    rows=(lo, hi): few-row products only, M log-uniform from lo to hi. multiple > 1: N and K
+    rounded up to multiples of it and none made odd (the sides of model layers, whose rows
+    are 16-byte aligned); the draw of M and of the rest is the same as with multiple=1."""
+    if multiple < 1:
+        raise ValueError(f"multiple={multiple!r}: a positive integer (1 leaves N and K as drawn)")
     rng = random.Random(seed)
     shapes: list[tuple[int, int, int]] = []
     while len(shapes) < count:
@@ -68,8 +73,10 @@ def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = N
             N, K = (int(2 ** rng.uniform(10, 14)) for _ in range(2))
         else:
             M, N, K = (int(2 ** rng.uniform(4, 13)) for _ in range(3))
-        if rng.random() < 1 / 3:
+        if rng.random() < 1 / 3 and multiple == 1:
             N |= 1
+        if multiple > 1:
+            N, K = -(-N // multiple) * multiple, -(-K // multiple) * multiple
         if 2.0 * M * N * K > 2 ** 40:
             continue
         shapes.append((max(M, 1), max(N, 1), max(K, 1)))
@@ -220,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
     ap.add_argument("--rows", help="matmul --random: few-row products only, M from LO to HI (e.g. 17-256), "
                     "N and K 1024-16384")
+    ap.add_argument("--multiple", type=int, default=1,
+                    help="matmul --random: N and K rounded up to multiples of this (e.g. 64: the aligned sides "
+                         "of model layers); 1 keeps them as drawn, a third of N odd")
     ap.add_argument("--weights", action="store_true",
                     help="matmul: B is the transposed view of an N x K tensor (how torch.nn.Linear stores a "
                          "weight) instead of a K x N row-major one")
@@ -240,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.random:
             seed = args.seed if args.seed is not None else time.time_ns() % 2 ** 31
             print(f"random shapes, seed {seed}")
-            shapes += random_matmul_shapes(args.random, seed, _parse_rows(args.rows))
+            if args.multiple < 1:
+                raise SystemExit(f"--multiple: {args.multiple} is not a positive integer")
+            shapes += random_matmul_shapes(args.random, seed, _parse_rows(args.rows), args.multiple)
         if not shapes:
             raise SystemExit("give --shapes or --random N")
         if args.tf32 and args.dtype != "float32":
@@ -248,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         result = bench_matmul(shapes, args.dtype, args.tf32, args.weights)
         if args.random:
             result["seed"] = seed
+            result["multiple"] = args.multiple
     else:
         if not args.lengths:
             raise SystemExit("give --lengths")

@@ -641,7 +641,7 @@ class Skinny(Spec):
         p = cls.normalize_problem(problem)
         small = min(p["M"], p["N"])
         rows = default_rows(small)
-        warp_cols = default_warp_cols(rows, dtype)
+        warp_cols = default_warp_cols(rows, dtype, p["K"])
         half = dtype in ("float16", "bfloat16")
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                    loads=default_loads(rows), k_split=0, waves=1 if half and small <= 2 else 2,
@@ -655,7 +655,7 @@ class Skinny(Spec):
         p = cls.normalize_problem(problem)
         small = min(p["M"], p["N"])
         rows = default_rows(small)
-        warp_cols = default_warp_cols(rows, dtype)
+        warp_cols = default_warp_cols(rows, dtype, p["K"])
         loads = default_loads(rows)
         tc_sized = min(max(p["M"], p["N"]), p["K"]) >= TC_MIN_DIM
         if dtype == "float32" and (small > SMALL_SIMT_ROWS or tc_sized and (
@@ -880,6 +880,13 @@ TC16_AXPY_ROWS = {True: 8, False: 16}
 # and the tensor-core one 0.77-0.78x on an H100 (bfloat16; the dot forms there: tensor cores
 # 0.95-1.29x against 0.83-0.90x), so a 16-bit spec of 1-2 rows keeps the SIMT axpy form.
 TC16_AXPY_MIN_ROWS = 3
+# 16-bit products of one row whose K is at least this long stream 8 columns a warp in the dot
+# form, not 4 (default_warp_cols): each lane keeps twice the loads in flight along a K long
+# enough to fill the GPU without a fine split. Device time on an H200 (`kgen bench decode
+# --sweep`, x @ W.t() with W N x K; docs/matmul.md, "One row of a 16-bit weight"): 1.03-1.18x
+# on the nine bfloat16 and float16 products with K of 6592-9088, 0.83-1.07x (level on the
+# whole) on the twelve with K of 1152-4032.
+WIDE_DOT_MIN_K_16 = 6144
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
 # fitted to the last wave"): 1.00-1.13x on the 5 float32 shapes of 8-16 rows it was fitted on, and
@@ -934,10 +941,13 @@ def wave_fitted_splits(K: int, unit: int, tiles: int, slots: int, want: int, mos
     return best
 
 
-def default_warp_cols(rows: int, dtype: str) -> int:
+def default_warp_cols(rows: int, dtype: str, K: int = 0) -> int:
     """Columns a warp of the dot form streams by default. 1-2 rows: 4 (8 was 13% slower in
-    bfloat16 at 1x4096x4096 on an H100); more rows: as many as ~64 accumulator registers allow,
-    up to 8, so that the small operand staged per block serves more of the large one."""
+    bfloat16 at 1x4096x4096 on an H100), except 16-bit products of one row with K of at least
+    WIDE_DOT_MIN_K_16: 8; more rows: as many as ~64 accumulator registers allow, up to 8, so
+    that the small operand staged per block serves more of the large one."""
+    if rows == 1 and dtype in ("float16", "bfloat16") and K >= WIDE_DOT_MIN_K_16:
+        return 8
     return 4 if rows <= 2 else max(1, min(8, 64 // (rows * (ACC_BYTES[dtype] // 4))))
 
 

@@ -1,0 +1,39 @@
+"""The benchmark's shape draws (kgen.bench.calls.random_matmul_shapes): reproducible from the
+seed, within the ranges it states, and with --multiple, model-layer sides."""
+import pytest
+
+from kgen.bench.calls import main, random_matmul_shapes
+
+
+def test_a_seed_gives_the_same_draw_and_another_seed_another():
+    assert random_matmul_shapes(12, 7, (1, 16)) == random_matmul_shapes(12, 7, (1, 16))
+    assert random_matmul_shapes(12, 7, (1, 16)) != random_matmul_shapes(12, 8, (1, 16))
+
+
+def test_few_row_draws_keep_to_their_rows_and_sides():
+    for M, N, K in random_matmul_shapes(200, 3, (17, 256)):
+        assert 17 <= M <= 256
+        assert 1024 <= N < 16384 and 1024 <= K < 16384
+    # Half of N odd as drawn, and a third more made odd (2/3 in all): rows of such a weight
+    # are not 16-byte aligned.
+    odd = sum(N % 2 for _, N, _ in random_matmul_shapes(300, 5, (1, 16)))
+    assert 160 <= odd <= 240
+
+
+@pytest.mark.parametrize("multiple", [8, 64, 128])
+def test_multiple_rounds_n_and_k_up_and_keeps_the_rows(multiple):
+    plain = random_matmul_shapes(100, 11, (1, 256))
+    rounded = random_matmul_shapes(100, 11, (1, 256), multiple)
+    assert len(rounded) == len(plain)
+    for (M, N, K), (M2, N2, K2) in zip(plain, rounded):
+        assert M2 == M
+        assert N2 % multiple == 0 and K2 % multiple == 0
+        # Rounded up from what was drawn (before a third of N was made odd).
+        assert (N | 1) - 1 <= N2 < N + multiple and K <= K2 < K + multiple
+
+
+def test_multiple_must_be_positive():
+    with pytest.raises(ValueError, match="multiple=0"):
+        random_matmul_shapes(4, 1, None, 0)
+    with pytest.raises(SystemExit, match="--multiple"):
+        main(["matmul", "--random", "4", "--multiple", "0"])
