@@ -258,3 +258,32 @@ def test_16bit_few_row_products_of_element_only_rows_run_the_simt_forms(monkeypa
         dispatch._kernel(Skinny, problem, "bfloat16", False, {"tensor_cores": False})
         assert built[-1].tensor_cores is want_tc, origin
     dispatch.forget()
+
+
+def test_16_bit_products_never_ask_for_the_skinny_wgmma_form_on_hopper(monkeypatch):
+    """The skinny family's 16-bit wgmma form measured slower than the routes kgen.matmul takes
+    (docs/matmul.md, "A 16-bit wgmma form, not routed"): on an sm_90 GPU, 16-bit products of
+    17-64 rows get no instruction override and the 16-bit defaults stay mma.sync; float32
+    products that wgmma_suits takes do get it."""
+    from kgen.ops.skinny import Skinny
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    asked: list = []
+    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides=None:
+                        asked.append((cls, dtype, dict(overrides or {}))) or (lambda A, B, **kw: None))
+    dispatch.forget()
+    rng = random.Random(9)
+    seen = set()
+    for _ in range(120):
+        M, N, K = rng.randint(17, 64), rng.randint(1024, 8192), rng.randint(1024, 8192)
+        dtype = rng.choice(["float16", "float32"])   # (numpy has no bfloat16; the rules read the name)
+        W = np.zeros((N, K), dtype)
+        kgen.matmul(np.zeros((M, K), dtype), W.T)
+        cls, _, overrides = asked[-1]
+        if cls is Skinny:
+            assert (overrides.get("instruction") == "wgmma") == (dtype == "float32"), (M, N, K, dtype, overrides)
+            seen.add(dtype)
+        assert Skinny.default_spec({"M": M, "N": N, "K": K}, "float16").instruction == "mma_sync"
+    assert "float32" in seen and "float16" in seen
+    dispatch.forget()

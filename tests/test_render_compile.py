@@ -78,8 +78,9 @@ def test_standalone_builds_an_executable(spec, tmp_path):
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("spec", [kgen.Skinny.default_spec({"M": 40, "N": 4096, "K": 4096}, "float32"),
-                                  kgen.Skinny.wgmma_default_spec({"M": 40, "N": 4096, "K": 4096})],
-                         ids=["skinny-mma_sync", "skinny-wgmma"])
+                                  kgen.Skinny.wgmma_default_spec({"M": 40, "N": 4096, "K": 4096}),
+                                  kgen.Skinny.wgmma_default_spec({"M": 40, "N": 4096, "K": 4096}, "bfloat16")],
+                         ids=["skinny-mma_sync", "skinny-wgmma", "skinny-wgmma-bfloat16"])
 def test_skinny_standalone_builds_with_the_command_it_prints(spec, tmp_path):
     src = kgen.emit(spec, tmp_path / "x.cu", standalone=True)
     line = next(ln for ln in src.read_text().splitlines() if "standalone check: nvcc" in ln)

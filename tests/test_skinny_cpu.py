@@ -637,10 +637,11 @@ def test_float32_tensor_core_forms_from_seven_rows_where_n_and_k_are_large(monke
     assert not Skinny.default_spec({"M": 10, "N": 4096, "K": 4096}, "float32").tensor_cores
 
 
-# ---- the Hopper wgmma forms (float32 as three TF32 products) ----
+# ---- the Hopper wgmma forms (float32 as three TF32 products, 16-bit inputs as they are) ----
 @pytest.mark.parametrize("fields, field", [
     (dict(instruction="wgmma"), "instruction"),                                   # SIMT spec
-    (dict(instruction="wgmma", tensor_cores=True, dtype="bfloat16"), "instruction"),
+    (dict(instruction="wgmma", tensor_cores=True, dtype="float64"), "tensor_cores"),
+    (dict(instruction="wgmma", tensor_cores=True, warp_cols=1, dtype="bfloat16", rows=65), "rows"),
     (dict(instruction="hmma", tensor_cores=True), "instruction"),
     (dict(instruction="wgmma", tensor_cores=True, warp_cols=1, threads=512), "threads"),
     (dict(instruction="wgmma", tensor_cores=True, warp_cols=1, rows=129), "rows"),
@@ -690,6 +691,40 @@ def test_wgmma_geometry_slabs_are_whole_chunks_covering_k_once():
         assert g["grid"] == (-(-NC // (s.warps * 16)), g["splits"], -(-R // s.rows))
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_wgmma_spec_tiles_rows_to_64_and_stages_raw_values(dtype):
+    """16-bit wgmma specs: row tiles of at most WG16_MAX_ROWS, chunks of whole 64-k windows of
+    raw 2-byte values within WG_STAGE_BYTES, the wgmma dot form for a k-contiguous large
+    operand and mma.sync's axpy form for a row-major one, both in shared_bytes."""
+    from kgen.ops.skinny import WG16_MAX_ROWS, WG_STAGE_BYTES
+
+    for small in range(1, 400):
+        s = Skinny.wgmma_default_spec({"M": small, "N": 5000, "K": 3000}, dtype)
+        tiles = -(-small // s.rows)
+        assert s.dtype == dtype and s.rows % 8 == 0 and s.rows <= WG16_MAX_ROWS
+        assert tiles == -(-small // WG16_MAX_ROWS) and tiles * s.rows - small < 8 * tiles
+        assert s.wg_window == 64 and s.wg_chunk % 64 == 0 and s.wg_chunk_bytes == s.wg_chunk * s.wg_n * 2
+        assert s.wg_chunk_bytes <= WG_STAGE_BYTES < s.wg_chunk_bytes + 64 * s.wg_n * 2
+        assert s.tc_form("dot") == "wg_dot" and s.tc_form("axpy") == "tc_axpy"
+        assert s.shared_bytes == max(s.shared_for("wg_dot"), s.shared_for("tc_axpy"))
+    f32 = Skinny.wgmma_default_spec({"M": 40, "N": 5000, "K": 3000})
+    assert f32.tc_form("axpy") == "wg_axpy" and f32.wg_window == 32 and f32.wg_value_bytes == 8
+
+
+def test_16_bit_wgmma_render_has_the_k16_instruction_and_no_wgmma_axpy_entry():
+    import kgen
+
+    for dtype, kind in (("bfloat16", "bf16"), ("float16", "f16")):
+        s = Skinny.wgmma_default_spec({"M": 24, "N": 4096, "K": 4096}, dtype)
+        src = kgen.render(s)
+        assert f"wgmma.mma_async.sync.aligned.m64n24k16.f32.{kind}.{kind}" in src
+        for w in (8, 4, 2, 1):
+            assert f"kgen_skinny_wg_dot_v{w}(" in src and f"kgen_skinny_wg_dot_direct_v{w}(" in src
+            assert f"kgen_skinny_tc_axpy_v{w}(" in src
+        assert "kgen_skinny_wg_axpy" not in src and "kgen_skinny_wg_image_axpy" not in src
+        assert "kgen_skinny_wg_image_dot" in src
+
+
 class _PlannedLaunch:
     def __init__(self, fn, name, grid, block, shared, fmt):
         self.name, self.grid, self.block, self.shared = name, grid, block, shared
@@ -712,7 +747,9 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
             N = rng.randint(M, 600)   # few column tiles: the direct entry, no image launch
         elif rng.random() < 0.3:
             K = rng.randint(64, 1200)   # a small product: few elements of S split again
-        spec = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}).replace(merge=rng.choice(MERGES_ALL))
+        dtype = rng.choice(["float32", "float32", "bfloat16"])
+        merges = MERGES_ALL if dtype == "float32" else ("single_pass", "two_pass")
+        spec = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}, dtype).replace(merge=rng.choice(merges))
         k = object.__new__(SkinnyKernel)
         k.spec, k._plans, k._sms, k._slots = spec, {}, 132, {}
         k._fmt_main = k._fmt_merge = k._fmt_prescale = k._fmt_image = "P"
@@ -722,8 +759,14 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         b_strides = (1, K) if col else (N, 1)
         plan = k._plan(M, K, (K, 1), K, N, b_strides, (M, N), (N, 1), 1 << 20, 1 << 20)
         kinds = [kind for kind, _, _ in plan.launches]
-        assert plan.form == ("wg_dot" if col else "wg_axpy"), plan.form
+        assert plan.form == spec.tc_form("dot" if col else "axpy"), plan.form
         main = next(launch for kind, launch, _ in plan.launches if kind == "main")
+        if not plan.form.startswith("wg_"):
+            # 16-bit, row-major weight: the mma.sync axpy form, S read in place
+            assert dtype != "float32" and plan.form == "tc_axpy" and "image" not in kinds
+            assert main.name.startswith("kgen_skinny_tc_axpy_v") and plan.image_offset == -1
+            seen.add("tc_axpy")
+            continue
         tiles = main.grid[0]
         direct = tiles <= skinny_module.WG_DIRECT_MAX_COLUMN_TILES or \
             tiles * M * K <= skinny_module.WG_DIRECT_MAX_SPLIT_ELEMENTS
@@ -752,7 +795,7 @@ def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
         main_args = args[kinds.index("main")][1]
         assert image_args[0] == 1 << 20 and image_args[-1] == (7 << 30) + plan.image_offset
         assert main_args[0] == (7 << 30) + plan.image_offset   # S := the images
-    assert seen == {"direct", "direct_small", "imaged"}
+    assert seen == {"direct", "direct_small", "imaged", "tc_axpy"}
 
 
 MERGES_ALL = ("single_pass", "two_pass", "atomic")

@@ -113,12 +113,20 @@ def test_random_skinny_products_match_float64(data):
 
 
 # The Hopper wgmma forms (float32 as three TF32 products): one instruction for up to 128 rows
-# of the small operand, several row tiles past that.
+# of the small operand, several row tiles past that ...
 WGMMA_POOL = [Skinny.wgmma_default_spec({"M": small, "N": 4096, "K": 4096}) for small in (17, 40, 100, 128, 256)] + [
     Skinny.wgmma_default_spec({"M": 24, "N": 4096, "K": 4096}).replace(tc_tiles=2, threads=128),
     Skinny.wgmma_default_spec({"M": 64, "N": 4096, "K": 4096}).replace(threads=256, merge="atomic", waves=1),
     Skinny.wgmma_default_spec({"M": 100, "N": 4096, "K": 4096}).replace(merge="single_pass", k_split=3),
     Skinny.wgmma_default_spec({"M": 8, "N": 4096, "K": 4096}).replace(k_split=1),
+]
+# ... and in float16/bfloat16 (m64nNk16, rows up to 64; a row-major large operand runs the
+# mma.sync axpy form).
+WGMMA_POOL += [Skinny.wgmma_default_spec({"M": small, "N": 4096, "K": 4096}, dtype)
+               for small, dtype in ((17, "bfloat16"), (40, "float16"), (64, "bfloat16"), (200, "float16"))] + [
+    Skinny.wgmma_default_spec({"M": 24, "N": 4096, "K": 4096}, "bfloat16").replace(tc_tiles=2, threads=128),
+    Skinny.wgmma_default_spec({"M": 8, "N": 4096, "K": 4096}, "float16").replace(merge="single_pass", k_split=3),
+    Skinny.wgmma_default_spec({"M": 48, "N": 4096, "K": 4096}, "bfloat16").replace(k_split=1),
 ]
 WGMMA_POOL = list({s.key: s for s in WGMMA_POOL}.values())
 

@@ -39,11 +39,14 @@ MAX_ACC_REGS = 128
 # Merge modes passed to the kernel.
 MODE_DIRECT, MODE_ATOMIC, MODE_PARTIALS, MODE_TICKET = 0, 1, 2, 3
 STAGE_VECTOR = 16  # flag beside the mode: S's rows are contiguous and 16-byte aligned
-# The float32 tensor-core forms' instruction: mma.sync (sm_80 on) or Hopper's wgmma (sm_90 only).
+# The tensor-core forms' instruction: mma.sync (sm_80 on) or Hopper's wgmma (sm_90 only).
 INSTRUCTIONS = ("mma_sync", "wgmma")
 # Rows of S one wgmma block multiplies (the instruction's N goes to 256, but a thread keeps
 # WGN / 2 window sums and as many running sums a 64-column tile).
 WG_MAX_ROWS = 128
+# ... in float16/bfloat16, whose wgmma spec runs an n-contiguous large operand on the mma.sync
+# axpy form (8 accumulators a row tile of 8 and mma tile): at most its 64 rows.
+WG16_MAX_ROWS = 64
 # The mma.sync tensor-core forms' shortest K slab, per warp sharing it (a slab a few windows deep).
 TC_MIN_SLAB_K = 128
 # ... and the 16-bit axpy form's: shorter slabs give a short-K product more blocks. One call
@@ -102,12 +105,14 @@ class Skinny(Spec):
     axpy_k_warps  the same split in the 16-bit tensor-core axpy form (16-k steps dealt
                   round-robin); a block there covers warps / axpy_k_warps x 16 x 4 x
                   lane_vectors columns.
-    instruction   float32 tensor-core forms: "mma_sync" (mma.m16n8k8, one instruction per
-                  8 rows of S, any GPU from sm_80) or "wgmma" (Hopper's
-                  wgmma.mma_async.m64nNk8 with N = rows rounded up to 8: one instruction
-                  for all of a block's rows, L's split values from registers; sm_90 only,
-                  128 or 256 threads, rows up to 128, tc_tiles 64-column tiles a
-                  warpgroup).
+    instruction   tensor-core forms: "mma_sync" (mma.m16n8k8 or m16n8k16, one instruction
+                  per 8 rows of S, any GPU from sm_80) or "wgmma" (Hopper's
+                  wgmma.mma_async.m64nNk8 (float32, split) or m64nNk16 (float16/bfloat16)
+                  with N = rows rounded up to 8: one instruction for all of a block's rows,
+                  L's values from registers; sm_90 only, 128 or 256 threads, rows up to 128
+                  (64 in 16-bit types), tc_tiles 64-column tiles a warpgroup). In 16-bit
+                  types only the dot form (a k-contiguous large operand) is wgmma's; a
+                  row-major one runs the mma.sync axpy form.
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -136,12 +141,12 @@ class Skinny(Spec):
         if self.instruction not in INSTRUCTIONS:
             fail("instruction", self.instruction, f"one of {list(INSTRUCTIONS)}")
         wg = self.instruction == "wgmma"
-        if wg and not (self.tensor_cores and self.dtype == "float32"):
-            fail("instruction", self.instruction, "'mma_sync' unless tensor_cores=True with dtype='float32' (the "
-                 "wgmma forms run float32 as three TF32 products)")
+        if wg and not (self.tensor_cores and self.dtype in ("float32", "float16", "bfloat16")):
+            fail("instruction", self.instruction, "'mma_sync' unless tensor_cores=True with dtype float32, float16 "
+                 "or bfloat16 (the wgmma forms run float32 as three TF32 products, 16-bit inputs as they are)")
         if wg and self.threads not in (128, 256):
             fail("threads", self.threads, "128 or 256 with instruction='wgmma' (one or two warpgroups)")
-        most_rows = WG_MAX_ROWS if wg else 64
+        most_rows = (WG16_MAX_ROWS if self.dtype in ("float16", "bfloat16") else WG_MAX_ROWS) if wg else 64
         if not 1 <= self.rows <= most_rows:
             fail("rows", self.rows, f"an integer from 1 to {most_rows}" + (" with instruction='wgmma'" if wg else ""))
         if not 1 <= self.warp_cols <= 8:
@@ -247,14 +252,34 @@ class Skinny(Spec):
         return 8 * self.tc_ntiles
 
     @property
+    def wg_value_bytes(self) -> int:
+        """Bytes of one staged value of S in the wgmma forms: hi and lo TF32 words (float32),
+        the raw 16-bit value (float16/bfloat16)."""
+        return 2 if self.dtype in ("float16", "bfloat16") else 8
+
+    @property
+    def wg_window(self) -> int:
+        """k values of the large operand a lane loads at once in the wgmma forms: 32 (float32,
+        two 16-byte loads a row) or 64 (16-bit, two)."""
+        return 64 if self.dtype in ("float16", "bfloat16") else 32
+
+    @property
     def wg_chunk(self) -> int:
-        """k values of S one staged chunk of the wgmma forms holds: whole 32-k windows, hi
-        and lo (8 bytes a value) within WG_STAGE_BYTES. K slabs are whole chunks."""
-        return max(32, WG_STAGE_BYTES // (8 * self.wg_n) // 32 * 32)
+        """k values of S one staged chunk of the wgmma forms holds: whole windows within
+        WG_STAGE_BYTES. K slabs are whole chunks."""
+        w = self.wg_window
+        return max(w, WG_STAGE_BYTES // (self.wg_value_bytes * self.wg_n) // w * w)
 
     @property
     def wg_chunk_bytes(self) -> int:
-        return self.wg_chunk * self.wg_n * 8
+        return self.wg_chunk * self.wg_n * self.wg_value_bytes
+
+    def tc_form(self, form: str) -> str:
+        """The tensor-core form that runs `form` ("dot" or "axpy"): the wgmma one, except the
+        16-bit axpy form, which is mma.sync's under either instruction."""
+        half = self.dtype in ("float16", "bfloat16")
+        wg = self.instruction == "wgmma" and (form == "dot" or not half)
+        return ("wg_" if wg else "tc_") + form
 
     @property
     def tc_register_estimate(self) -> int:
@@ -263,10 +288,16 @@ class Skinny(Spec):
         tile in the axpy form), the staged S fragments of one k8 step, and ~56 for
         addresses, indices and the split values."""
         nt, tiles = self.tc_ntiles, self.tc_tiles
-        if self.instruction == "wgmma":
+        if self.instruction == "wgmma" and self.dtype == "float32":
             # window sums and running sums (WGN / 2 a tile each), split A fragments (32 a
             # tile), one window of L values (16 a tile in the dot form, 32 in the axpy form)
             return self.wg_n * tiles + 32 * tiles + max(16 * tiles, 32) + 48
+        if self.instruction == "wgmma":
+            # 16-bit: window sums and running sums, the window in use and the next (16 words
+            # a tile each); the mma.sync axpy form's registers below
+            wg = self.wg_n * tiles + 32 * tiles + 48
+            ax = self.tc_axpy_tiles
+            return max(wg, 4 * nt * ax + 4 * ax * self.tc_depth + 2 * nt + 40)
         if self.dtype != "float32":   # 16-bit: raw words, no split
             ax = self.tc_axpy_tiles
             dot = 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt
@@ -438,7 +469,7 @@ class Skinny(Spec):
     @property
     def shared_bytes(self) -> int:
         if self.instruction == "wgmma":
-            forms: tuple[str, ...] = ("wg_dot", "wg_axpy")
+            forms: tuple[str, ...] = (self.tc_form("dot"), self.tc_form("axpy"))
         elif not self.tensor_cores:
             forms = ("dot", "axpy")
         else:
@@ -485,6 +516,7 @@ class Skinny(Spec):
             tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
             tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles, tc_axpy=self.runs_tc_axpy,
             wgmma=self.instruction == "wgmma", wg_n=self.wg_n, wg_chunk=self.wg_chunk,
+            mma16="bf16" if self.dtype == "bfloat16" else "f16",
             dot_min_blocks=self.dot_min_blocks, axpy_min_blocks=self.axpy_min_blocks,
         )
 
@@ -596,18 +628,23 @@ class Skinny(Spec):
         return short_k or tiny_large
 
     @classmethod
-    def wgmma_default_spec(cls, problem) -> "Skinny":
-        """The wgmma form's spec from the shape: row tiles of at most WG_MAX_ROWS rows, as
-        even as whole 8s make them (200 rows: two of 104); one 64-column tile a warpgroup,
-        two warpgroups a block up to WG_TWO_GROUP_ROWS rows and one above, the slabs merged by
-        a second kernel."""
+    def wgmma_default_spec(cls, problem, dtype: str = "float32") -> "Skinny":
+        """The wgmma form's spec from the shape: row tiles of at most WG_MAX_ROWS rows
+        (WG16_MAX_ROWS in float16/bfloat16), as even as whole 8s make them (200 rows: two of
+        104); one 64-column tile a warpgroup, two warpgroups a block up to WG_TWO_GROUP_ROWS
+        rows and one above, the slabs merged by a second kernel. In 16-bit types a row-major
+        large operand runs the mma.sync axpy form with default_spec's fields for it."""
         p = cls.normalize_problem(problem)
         small = min(p["M"], p["N"])
-        tiles = _ceil_div(small, WG_MAX_ROWS)
-        rows = min(WG_MAX_ROWS, _ceil_div(_ceil_div(small, tiles), 8) * 8)
+        half = dtype in ("float16", "bfloat16")
+        most = WG16_MAX_ROWS if half else WG_MAX_ROWS
+        tiles = _ceil_div(small, most)
+        rows = min(most, _ceil_div(_ceil_div(small, tiles), 8) * 8)
         threads = 256 if rows <= WG_TWO_GROUP_ROWS else 128
-        return cls(dtype="float32", rows=rows, warp_cols=1, lane_vectors=1, threads=threads, vector_bytes=16, loads=4,
-                   k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=1, instruction="wgmma")
+        axpy_k_warps = 4 if half and rows <= 16 and threads == 256 else 1
+        return cls(dtype=dtype, rows=rows, warp_cols=1, lane_vectors=1, threads=threads, vector_bytes=16, loads=4,
+                   k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=1, axpy_k_warps=axpy_k_warps,
+                   instruction="wgmma")
 
     def for_layouts(self, problem, **layouts):
         """This spec, or with instruction="wgmma" asked (dispatch on an sm_90 GPU, for the
@@ -616,7 +653,7 @@ class Skinny(Spec):
         whose large operand allows only element loads: simt_for_element_rows) and this spec
         a tensor-core one, the SIMT forms' default spec."""
         if layouts.get("instruction") == "wgmma" and self.instruction != "wgmma":
-            return self.wgmma_default_spec(problem)
+            return self.wgmma_default_spec(problem, self.dtype)
         if layouts.get("tensor_cores") is False and self.tensor_cores:
             return self.simt_default_spec(problem, self.dtype)
         return self.replace(**layouts)
@@ -1213,7 +1250,7 @@ class SkinnyKernel(Kernel):
             plan.launches.append(prescale)
             return plan
         if tc:
-            form = ("wg_" if spec.instruction == "wgmma" else "tc_") + form
+            form = spec.tc_form(form)
         name = f"kgen_skinny_{form}_v{width}"
         plan.form = form
         shared = spec.shared_for(form)
