@@ -170,6 +170,23 @@ def time_graph(torch, fn_sets, repeats: int) -> float:
     return statistics.median(samples)
 
 
+def measure_ways(torch, ways: dict[str, Any], A, B, ref, row: dict[str, Any], repeats: int = 30) -> None:
+    """For each (name, fn) of `ways` (kgen kernels, kgen.matmul, torch.matmul: fn(A, B, out=)):
+    into row, name + "_err" the relative error of fn(A, B) against the float64 `ref`, "_dev" its
+    device microseconds (captured in a CUDA graph with out=, replayed), "_one" one call between
+    events (host included); "_error" instead where the call raises."""
+    for name, fn in ways.items():
+        try:
+            C = fn(A, B)
+            torch.cuda.synchronize()
+            row[name + "_err"] = float((C.double() - ref).norm() / ref.norm())
+            out = torch.empty_like(C)
+            row[name + "_dev"] = time_graph(torch, [lambda: fn(A, B, out=out)], repeats)
+            row[name + "_one"] = time_single(torch, [lambda: fn(A, B)], repeats)
+        except Exception as exc:  # noqa: BLE001 - a way that cannot run is reported beside the others
+            row[name + "_error"] = str(exc)[:200]
+
+
 def copy_bandwidth(torch, repeats: int) -> float:
     """Bytes per second of a device-to-device clone of 1 GiB (read + write counted)."""
     x = torch.empty(1 << 28, dtype=torch.float32, device="cuda").fill_(1.0)

@@ -17,7 +17,7 @@ import torch
 
 import kgen
 from kgen.bench.calls import random_matmul_shapes
-from kgen.bench.skinny import time_graph, time_single
+from kgen.bench.skinny import measure_ways
 from kgen.ops.skinny import Skinny
 from kgen.ops.tensorcore import TensorMatmul
 
@@ -45,15 +45,6 @@ def variants(M, N, K, order):
     return out
 
 
-def measure(fn, A, B, ref, row, name):
-    C = fn(A, B)
-    torch.cuda.synchronize()
-    row[name + "_err"] = float((C.double() - ref).norm() / ref.norm())
-    out = torch.empty_like(C)
-    row[name + "_dev"] = time_graph(torch, [lambda: fn(A, B, out=out)], 30)
-    row[name + "_one"] = time_single(torch, [lambda: fn(A, B)], 30)
-
-
 def main():
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -77,11 +68,7 @@ def main():
                 ways[name] = kgen.build(spec)
             except Exception as exc:  # noqa: BLE001 - a variant that cannot run is reported
                 row[name + "_error"] = str(exc)[:200]
-        for name, fn in ways.items():
-            try:
-                measure(fn, A, B, ref, row, name)
-            except Exception as exc:  # noqa: BLE001
-                row[name + "_error"] = str(exc)[:200]
+        measure_ways(torch, ways, A, B, ref, row)
         rows.append(row)
         cells = "  ".join(f"{n} {row.get(n + '_dev', float('nan')):6.1f}/{row.get(n + '_one', float('nan')):6.1f}"
                           for n in ways)

@@ -15,7 +15,7 @@ import torch
 
 import kgen
 from kgen.bench.calls import random_matmul_shapes
-from kgen.bench.skinny import time_graph, time_single
+from kgen.bench.skinny import measure_ways
 from kgen.ops.skinny import Skinny
 
 DTYPE = os.environ.get("DTYPE", "bfloat16")
@@ -40,15 +40,6 @@ def cases():
     return [(s, o) for s in drawn for o in os.environ.get("ORDERS", "col,row").split(",")]
 
 
-def measure(fn, A, B, ref, row, name):
-    C = fn(A, B)
-    torch.cuda.synchronize()
-    row[name + "_err"] = float((C.double() - ref).norm() / ref.norm())
-    out = torch.empty_like(C)
-    row[name + "_dev"] = time_graph(torch, [lambda: fn(A, B, out=out)], 30)
-    row[name + "_one"] = time_single(torch, [lambda: fn(A, B)], 30)
-
-
 def main():
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -65,8 +56,7 @@ def main():
         row = {"shape": [M, N, K], "order": order, "dtype": DTYPE}
         ways = {"cublas": torch.matmul, "dispatch": kgen.matmul}
         ways.update({name: kgen.build(spec) for name, spec in wg_specs(M, N, K).items()})
-        for name, fn in ways.items():
-            measure(fn, A, B, ref, row, name)
+        measure_ways(torch, ways, A, B, ref, row)
         rows.append(row)
         cells = "  ".join(f"{n} {row[n + '_dev']:.1f}" for n in ways)
         worst = max(row[n + "_err"] for n in ways)

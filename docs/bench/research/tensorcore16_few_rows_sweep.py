@@ -14,7 +14,7 @@ import torch
 
 import kgen
 from kgen.bench.calls import random_matmul_shapes
-from kgen.bench.skinny import time_graph, time_single
+from kgen.bench.skinny import measure_ways
 from kgen.ops.tensorcore import TensorMatmul
 
 DTYPE = os.environ.get("DTYPE", "bfloat16")
@@ -46,15 +46,6 @@ def variants(M, N, K, order):
     return out
 
 
-def measure(fn, A, B, ref, row, name):
-    C = fn(A, B)
-    torch.cuda.synchronize()
-    row["err"][name] = float((C.double() - ref).norm() / ref.norm())
-    out = torch.empty_like(C)
-    row["dev"][name] = time_graph(torch, [lambda: fn(A, B, out=out)], 25)
-    row["one"][name] = time_single(torch, [lambda: fn(A, B)], 25)
-
-
 def main():
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -75,8 +66,11 @@ def main():
         ways = {"cublas": torch.matmul, "dispatch": kgen.matmul}
         ways.update({name: kgen.build(spec) for name, spec in variants(M, N, K, order).items()})
         row["default_spec"] = variants(M, N, K, order)["default"].to_json()
-        for name, fn in ways.items():
-            measure(fn, A, B, ref, row, name)
+        flat: dict = {}
+        measure_ways(torch, ways, A, B, ref, flat, 25)
+        for name in ways:
+            for part in ("err", "dev", "one"):
+                row[part][name] = flat[f"{name}_{part}"]
         rows.append(row)
         best = min((v, k) for k, v in row["dev"].items() if k not in ("cublas", "dispatch"))
         print(f"{M}x{N}x{K} {order}: cublas {row['dev']['cublas']:.1f} default {row['dev']['default']:.1f} "
