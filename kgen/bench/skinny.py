@@ -181,8 +181,8 @@ def measure_ways(torch, ways: dict[str, Any], A, B, ref, row: dict[str, Any], re
             torch.cuda.synchronize()
             row[name + "_err"] = float((C.double() - ref).norm() / ref.norm())
             out = torch.empty_like(C)
-            row[name + "_dev"] = time_graph(torch, [lambda: fn(A, B, out=out)], repeats)
-            row[name + "_one"] = time_single(torch, [lambda: fn(A, B)], repeats)
+            row[name + "_dev"] = time_graph(torch, [lambda fn=fn, out=out: fn(A, B, out=out)], repeats)
+            row[name + "_one"] = time_single(torch, [lambda fn=fn: fn(A, B)], repeats)
         except Exception as exc:  # noqa: BLE001 - a way that cannot run is reported beside the others
             row[name + "_error"] = str(exc)[:200]
 
