@@ -44,8 +44,8 @@ INSTRUCTIONS = ("mma_sync", "wgmma")
 # Rows of S one wgmma block multiplies (the instruction's N goes to 256, but a thread keeps
 # WGN / 2 window sums and as many running sums a 64-column tile).
 WG_MAX_ROWS = 128
-# ... in float16/bfloat16, whose wgmma spec runs an n-contiguous large operand on the mma.sync
-# axpy form (8 accumulators a row tile of 8 and mma tile): at most its 64 rows.
+# ... and in float16/bfloat16: the 64 rows the mma.sync forms take, since such a spec runs an
+# n-contiguous large operand on the mma.sync axpy form.
 WG16_MAX_ROWS = 64
 # The mma.sync tensor-core forms' shortest K slab, per warp sharing it (a slab a few windows deep).
 TC_MIN_SLAB_K = 128
@@ -633,7 +633,8 @@ class Skinny(Spec):
         (WG16_MAX_ROWS in float16/bfloat16), as even as whole 8s make them (200 rows: two of
         104); one 64-column tile a warpgroup, two warpgroups a block up to WG_TWO_GROUP_ROWS
         rows and one above, the slabs merged by a second kernel. In 16-bit types a row-major
-        large operand runs the mma.sync axpy form with default_spec's fields for it."""
+        large operand runs the mma.sync axpy form: one vector a lane, four warps sharing each
+        K slab up to 16 rows (as default_spec has it)."""
         p = cls.normalize_problem(problem)
         small = min(p["M"], p["N"])
         half = dtype in ("float16", "bfloat16")
