@@ -37,3 +37,18 @@ def test_multiple_must_be_positive():
         random_matmul_shapes(4, 1, None, 0)
     with pytest.raises(SystemExit, match="--multiple"):
         main(["matmul", "--random", "4", "--multiple", "0"])
+
+
+def test_build_ways_reports_a_variant_that_does_not_build_and_keeps_the_others():
+    from kgen.bench.skinny import build_ways, format_ways
+
+    def build(spec):
+        if spec == "bad":
+            raise ValueError("rows=129: an integer from 1 to 128")
+        return spec.upper
+
+    row: dict = {}
+    ways = build_ways(build, {"a": "good", "b": "bad"}, row)
+    assert list(ways) == ["a"] and "rows=129" in row["b_error"]
+    row.update(a_dev=12.34, a_one=20.0)
+    assert format_ways(row, ["a", "b"]) == "a   12.3/  20.0  b    nan/   nan"

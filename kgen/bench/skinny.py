@@ -170,6 +170,24 @@ def time_graph(torch, fn_sets, repeats: int) -> float:
     return statistics.median(samples)
 
 
+def build_ways(build, specs: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """{name: build(spec)} for each spec that builds; name + "_error" in row for each that does
+    not (a variant the GPU or the shape rules out is reported beside the others)."""
+    ways = {}
+    for name, spec in specs.items():
+        try:
+            ways[name] = build(spec)
+        except Exception as exc:  # noqa: BLE001 - reported in the row
+            row[name + "_error"] = str(exc)[:200]
+    return ways
+
+
+def format_ways(row: dict[str, Any], names) -> str:
+    """'name device/one-call' cells (µs) of measure_ways' results, nan where a way failed."""
+    return "  ".join(f"{n} {row.get(n + '_dev', float('nan')):6.1f}/{row.get(n + '_one', float('nan')):6.1f}"
+                     for n in names)
+
+
 def measure_ways(torch, ways: dict[str, Any], A, B, ref, row: dict[str, Any], repeats: int = 30) -> None:
     """For each (name, fn) of `ways` (kgen kernels, kgen.matmul, torch.matmul: fn(A, B, out=)):
     into row, name + "_err" the relative error of fn(A, B) against the float64 `ref`, "_dev" its

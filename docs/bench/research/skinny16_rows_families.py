@@ -17,7 +17,7 @@ import torch
 
 import kgen
 from kgen.bench.calls import random_matmul_shapes
-from kgen.bench.skinny import measure_ways
+from kgen.bench.skinny import build_ways, format_ways, measure_ways
 from kgen.ops.skinny import Skinny
 from kgen.ops.tensorcore import TensorMatmul
 
@@ -63,15 +63,10 @@ def main():
         ref = A.double() @ B.double()
         row = {"shape": [M, N, K], "order": order, "aligned": aligned, "dtype": DTYPE}
         ways = {"dispatch": kgen.matmul, "cublas": torch.matmul}
-        for name, spec in variants(M, N, K, order).items():
-            try:
-                ways[name] = kgen.build(spec)
-            except Exception as exc:  # noqa: BLE001 - a variant that cannot run is reported
-                row[name + "_error"] = str(exc)[:200]
+        ways.update(build_ways(kgen.build, variants(M, N, K, order), row))
         measure_ways(torch, ways, A, B, ref, row)
         rows.append(row)
-        cells = "  ".join(f"{n} {row.get(n + '_dev', float('nan')):6.1f}/{row.get(n + '_one', float('nan')):6.1f}"
-                          for n in ways)
+        cells = format_ways(row, ways)
         print(f"{M}x{N}x{K} {order}{' al' if aligned else ''}: (device/one-call us) {cells}", flush=True)
     with open(os.path.join(os.environ.get("OUT", "."), "skinny16_rows_families.json"), "w") as f:
         json.dump(rows, f, indent=1)

@@ -14,7 +14,7 @@ import torch
 
 import kgen
 from kgen.bench.calls import random_matmul_shapes
-from kgen.bench.skinny import measure_ways
+from kgen.bench.skinny import build_ways, format_ways, measure_ways
 from kgen.ops.skinny import Skinny
 from kgen.ops.tensorcore import TensorMatmul
 
@@ -58,15 +58,10 @@ def main():
         ref = A.double() @ B.double()
         row = {"shape": [M, N, K]}
         ways = {"dispatch": kgen.matmul, "cublas": torch.matmul}
-        for name, spec in variants(M, N, K).items():
-            try:
-                ways[name] = kgen.build(spec)
-            except Exception as exc:  # noqa: BLE001 - a variant that cannot run is reported
-                row[name + "_error"] = str(exc)[:200]
+        ways.update(build_ways(kgen.build, variants(M, N, K), row))
         measure_ways(torch, ways, A, B, ref, row, 40)
         rows.append(row)
-        cells = "  ".join(f"{n} {row.get(n + '_dev', float('nan')):6.1f}/{row.get(n + '_one', float('nan')):6.1f}"
-                          for n in ways)
+        cells = format_ways(row, ways)
         print(f"{M}x{N}x{K}: (device/one-call us) {cells}", flush=True)
     with open(os.path.join(os.environ.get("OUT", "."), "small_families.json"), "w") as f:
         json.dump(rows, f, indent=1)
