@@ -106,16 +106,22 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(big[0], few, big[1], dtype, large_k_contiguous=True).kernel == "skinny"
             row_major = "skinny" if few <= 16 else "tensor_matmul"
             assert matmul_family(few, *big, dtype, large_k_contiguous=False).kernel == row_major
+            # Few rows against a weight the wgmma kernel reads in place (aligned rows, sm_90): its
+            # streaming spec past the SIMT forms' 1-2 rows, in either storage order.
+            for kc in (False, True):
+                assert matmul_family(few, *big, dtype, False, kc, wgmma_in_place=True).kernel == "tensor_matmul"
+                for one in (1, 2):
+                    assert matmul_family(one, *big, dtype, False, kc, wgmma_in_place=True).kernel == "skinny"
+            # Few columns keep the skinny forms' in-place bounds (8 rows of an n-contiguous A).
             in_place = "skinny" if few <= 8 else "tensor_matmul"
-            assert matmul_family(few, *big, dtype, False, False, wgmma_in_place=True).kernel == in_place
+            assert matmul_family(big[0], few, big[1], dtype, False, False, wgmma_in_place=True).kernel == in_place
             assert matmul_family(65, *big, dtype, large_k_contiguous=True).kernel == "tensor_matmul"
             assert matmul_family(17, *big, dtype, large_k_contiguous=False).kernel == "tensor_matmul"
-            # Where the wgmma kernel reads the weight in place (aligned rows, sm_90) it takes over
-            # from 17 rows.
             mid16 = rng.randint(17, 64)
             assert matmul_family(mid16, *big, dtype, False, True, wgmma_in_place=True).kernel == "tensor_matmul"
             assert matmul_family(mid16, *big, dtype, False, True, wgmma_in_place=False).kernel == "skinny"
-            assert matmul_family(min(few, 16), *big, dtype, False, True, wgmma_in_place=True).kernel == "skinny"
+            assert matmul_family(big[0], min(few, 16), big[1], dtype, False, True, wgmma_in_place=True).kernel == \
+                "skinny"
     assert matmul_family(1000, 1000, 1000, "float32").kernel == "matmul"
     assert matmul_family(1000, 1000, 1000, "bfloat16").kernel == "tensor_matmul"
 

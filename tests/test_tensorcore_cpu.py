@@ -340,7 +340,10 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              _wg(persistent=True), _wg(dtype="float16", tile=(64, 128, 64), warp_tile=(64, 128), stages=5,
                                        persistent=True, split_k=3, layout_a="col"),
              _wg(cluster=2), _wg(dtype="float32", tf32=True, tile=(128, 192, 32), warp_tile=(64, 192), cluster=2,
-                                 layout_b="col", split_k=2)]
+                                 layout_b="col", split_k=2),
+             # the streaming specs of few rows: the deepest rings of 64 x 128 and 64 x 256 tiles
+             TensorMatmul.stream_spec({"M": 9, "N": 4096, "K": 8192}, "bfloat16").replace(layout_b="col"),
+             TensorMatmul.stream_spec({"M": 200, "N": 16384, "K": 2048}, "float16")]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -392,6 +395,9 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
             continue
         BM, BN, BK = s.tile
         assert s.wgmma and BK * ITEMSIZE[dtype] == 128 and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
+        if TensorMatmul.stream_suits(M, N, K, dtype):
+            assert s == TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, dtype)
+            continue
 
         def cost(t, M=M, N=N):
             return -(-(-(-M // t[0]) * -(-N // t[1])) // _SMS) * (t[0] + t[1])
@@ -401,8 +407,47 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
     # Large products keep the 128x256 block; few-row ones get narrow blocks and no split.
     BK = 128 // ITEMSIZE[dtype]
     assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).tile == (128, 256, BK)
-    few = TensorMatmul.default_spec({"M": 17, "N": 4096, "K": 4096}, dtype)
+    few = TensorMatmul.default_spec({"M": 17, "N": 4096, "K": 512}, dtype)
     assert few.tile == (64, 64, BK) and few.split_k == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_near_the_block_target(dtype):
+    from kgen.ops.tensorcore import (_SMS, SMALL_PRODUCT_MACS, STREAM_MAX_ROWS, STREAM_MIN_SIDE,
+                                     STREAM_MIN_SLICE_K, STREAM_SPLITS)
+
+    rng = __import__("random").Random(11)
+    for _ in range(300):
+        M = int(2 ** rng.uniform(0, 8.5))
+        N, K = (int(2 ** rng.uniform(10, 14.2)) for _ in range(2))
+        s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
+        if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE:
+            assert not TensorMatmul.stream_suits(M, N, K, dtype)
+            continue
+        if M * N * K <= SMALL_PRODUCT_MACS:   # small products keep one element-load launch
+            assert not s.wgmma
+            continue
+        BM, BN, BK = s.tile
+        assert s.wgmma and BM == 64 and s.warp_tile == (64, BN) and BK * ITEMSIZE[dtype] == 128
+        rows = -(-M // 64)
+        assert BN == (256 if rows * -(-N // 256) >= _SMS // 2 else 128)
+        # The deepest ring that fits: one stage more would not.
+        assert s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
+        assert s.stages == 16 or s.replace(stages=2).shared_bytes + (s.stages - 1) * (
+            (64 + BN) * 128 + 16) > LIMITS["max_shared_per_block_optin"]
+        # The split: the most slices of at least STREAM_MIN_SLICE_K that keep one wave of blocks.
+        tiles = rows * -(-N // BN)
+        ok = [x for x in STREAM_SPLITS if x == 1 or (K >= STREAM_MIN_SLICE_K * x and tiles * x <= _SMS)]
+        assert s.split_k == max(ok)
+        assert s.split_k == 1 or s.split_plan(K)[0] * tiles <= _SMS
+    # Not for float32 (TF32) nor for many rows.
+    assert not TensorMatmul.stream_suits(16, 4096, 4096, "float32")
+    assert not TensorMatmul.stream_suits(STREAM_MAX_ROWS + 1, 4096, 4096, dtype)
+    # A narrow weight splits its K (12 tiles of 64 x 128, 8 slices); a wide one streams unsplit.
+    assert TensorMatmul.default_spec({"M": 4, "N": 1536, "K": 8192}, dtype).split_k == 8
+    wide = TensorMatmul.default_spec({"M": 4, "N": 16384, "K": 4096}, dtype)
+    assert wide.tile[1] == 128 and wide.split_k == 1 and wide.stages == 9
+    assert TensorMatmul.default_spec({"M": 200, "N": 16384, "K": 4096}, dtype).tile[1] == 256
 
 
 # ---- sm_90's float64 m16n8k16 shape ----

@@ -52,6 +52,11 @@ def spec_pool() -> list[TensorMatmul]:
         pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16"),
                  T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float16"),
                  T.default_spec({"M": 4096, "N": 64, "K": 4096}, "bfloat16"),
+                 # the streaming specs of few rows: a 9-stage ring with K split, 64 x 256 tiles in a
+                 # 5-stage ring, and a split persistent one
+                 T.stream_spec({"M": 9, "N": 4096, "K": 8192}, "bfloat16"),
+                 T.stream_spec({"M": 100, "N": 16384, "K": 4096}, "float16"),
+                 T.stream_spec({"M": 3, "N": 1536, "K": 8192}, "bfloat16").replace(persistent=True),
             T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma"),
             T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 128), stages=6, instruction="wgmma",
               out_dtype="float32", raster="col"),
@@ -194,6 +199,32 @@ def test_default_specs_on_benchmark_like_shapes(spec):
         assert C.dtype == getattr(torch, spec.output_dtype) and tuple(C.shape) == (M, N)
         torch.cuda.synchronize()
         _check(spec, A, B, C, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K}")
+
+
+def test_streaming_spec_with_split_k_on_model_like_shapes():
+    """TensorMatmul.stream_spec on few rows against model-like weights (W.T and row-major):
+    every output written (NaN-poisoned C), alpha and beta applied once, and two runs of one
+    call give the same bits (the slices are summed in a fixed order)."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    torch = _torch()
+    for M, N, K, order in ((7, 3000, 6000, "col"), (50, 2048, 4160, "row"), (131, 1152, 9000, "col")):
+        spec = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)
+        assert spec.split_k > 1, spec.to_json()
+        k = kgen.build(spec)
+        A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
+        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
+        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(torch.bfloat16)
+        C = C0.clone()
+        k(A, B, out=C, alpha=-0.75, beta=0.5)
+        torch.cuda.synchronize()
+        _check(spec, A, B, C, C0, -0.75, 0.5, f"{spec.to_json()} {M}x{N}x{K}")
+        first = k(A, B)
+        again = torch.full_like(first, float("nan"))
+        k(A, B, out=again)
+        torch.cuda.synchronize()
+        _check(spec, A, B, first, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K}")
+        assert torch.equal(first, again), f"{M}x{N}x{K}: two runs differ"
 
 
 def test_repeat_calls_reuse_the_plan_and_follow_the_stream():

@@ -21,7 +21,12 @@ ITEMSIZE = {"float16": 2, "float32": 4, "float64": 8, "bfloat16": 2}
 # by the row index within each group of 8 rows (the layouts wgmma reads).
 SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _INTERLEAVE_NONE = 0
-_L2_PROMOTION_128B = 2
+# CUtensorMapL2promotion by the bytes each request is widened to in L2.
+L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}
+# The descriptors' promotion: 128 bytes, one swizzled row of a box. 256 ran level with it
+# (1.002x over 32 few-row bfloat16 products on an H200, docs/bench/research/tensorcore16_stream_sweep.py
+# with PROMOTIONS=128,256).
+l2_promotion_bytes = 128
 _OOB_FILL_ZEROS = 0
 
 _encode: list[Any] = []
@@ -80,7 +85,7 @@ def encode_tiled_2d(dtype: str, ptr: int, inner: int, outer: int, ld: int, box: 
     boxd = (ctypes.c_uint32 * 2)(*box)
     elem = (ctypes.c_uint32 * 2)(1, 1)
     code = _encoder()(aligned, DATA_TYPE[dtype], 2, ptr, dims, strides, boxd, elem, _INTERLEAVE_NONE,
-                      SWIZZLE[swizzle_bytes], _L2_PROMOTION_128B, _OOB_FILL_ZEROS)
+                      SWIZZLE[swizzle_bytes], L2_PROMOTION[l2_promotion_bytes], _OOB_FILL_ZEROS)
     if code:
         raise LaunchError(f"cuTensorMapEncodeTiled ({dtype}, {inner} x {outer}, ld {ld}, box {box}) failed: "
                           f"{error_text(code)}")

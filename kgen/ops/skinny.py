@@ -583,6 +583,9 @@ class Skinny(Spec):
         TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned
         and the GPU runs the Hopper wgmma kernel, which wins from there up); with an
         n-contiguous one at most TC16_AXPY_ROWS[wgmma_in_place] (the mma.m16n8k16 axpy form).
+        Few rows (M <= N) with `wgmma_in_place` are the exception: past SUITS_ROWS they run
+        TensorMatmul's streaming spec, which beat these forms (TensorMatmul.stream_spec); the
+        in-place bounds above are for few columns.
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
         part off (split_tf32_enabled). `wgmma`: the GPU runs the Hopper forms (sm_90) and
@@ -591,6 +594,11 @@ class Skinny(Spec):
         small, large = min(M, N), max(M, N)
         if small < 1:
             return False
+        if (dtype in ("float16", "bfloat16") and wgmma_in_place and M <= N and large >= TC_MIN_DIM
+                and K >= TC_MIN_DIM):
+            # Few rows against an aligned weight on sm_90: the wgmma kernel streams it
+            # (TensorMatmul.stream_spec) past the SIMT forms' 1-2 rows.
+            return small <= SUITS_ROWS[dtype]
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
         if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):

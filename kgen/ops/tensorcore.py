@@ -55,6 +55,22 @@ INSTRUCTIONS = ("mma_sync", "wgmma")
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 _SMS = 132
+# float16/bfloat16 products of at most STREAM_MAX_ROWS rows against N and K of at least
+# STREAM_MIN_SIDE are bound by reading B once, and the wgmma kernel runs them as a streaming
+# kernel (stream_spec): 64-row tiles, as many TMA stages as fit (one block an SM), BN = 256
+# where 64 x 256 tiles fill at least half the SMs (else 128), and K split in the most of
+# STREAM_SPLITS ways that keeps the blocks within one wave, each slice at least
+# STREAM_MIN_SLICE_K deep. Fitted on 20 bfloat16 products of 1-256 rows in both storage
+# orders of B (seed 92, N and K multiples of 64), device time on an H200: 0.97x the best of
+# 8 splits x 3 tiles x 2 row tiles per shape; checked on 11 others of 1-64 rows (seed 91):
+# 0.98x their best (docs/tensorcore.md, "Few rows").
+STREAM_MAX_ROWS = 256
+STREAM_MIN_SIDE = 1024
+STREAM_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+STREAM_MIN_SLICE_K = 256
+# Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
+# only shared memory bounds them (a 64 x 64 tile of 16-bit values takes 16 KB a stage).
+WGMMA_MAX_STAGES = 16
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
 # an H100 that copy of a 4096x4096 B took as long as the 127-row product itself (0.42x cuBLAS
 # against 0.65x for mma.sync, which reads either order in place); at 1000 rows and more the
@@ -136,7 +152,8 @@ class TensorMatmul(Spec):
     tile         (BM, BN, BK): the C block one thread block computes, and the K step.
     warp_tile    (WM, WN): the C block one warp computes; BM/WM x BN/WN warps per block.
     stages       shared-memory buffers in the cp.async pipeline (2-6): stages-1 K steps are
-                 in flight while one is multiplied.
+                 in flight while one is multiplied. The wgmma kernel's TMA ring takes 2-16,
+                 as many as fit shared memory.
     smem_layout  "swizzle": 16-byte chunks XOR-permuted per row; "pad": spare elements after
                  each row. Both keep fragment reads free of bank conflicts for 16-bit types;
                  for TF32/float64 element reads "pad" is the conflict-free one.
@@ -255,8 +272,10 @@ class TensorMatmul(Spec):
         if acc_regs > 128:
             fail("warp_tile", self.warp_tile, f"{acc_regs} accumulator registers per thread; at most 128 "
                  f"(the fragments and addresses need the rest of the 255)")
-        if not 2 <= self.stages <= 6:
-            fail("stages", self.stages, "an integer from 2 to 6")
+        most_stages = WGMMA_MAX_STAGES if self.wgmma else 6
+        if not 2 <= self.stages <= most_stages:
+            fail("stages", self.stages, f"an integer from 2 to {most_stages}"
+                 + (" with instruction='wgmma' (as many as fit shared memory)" if self.wgmma else ""))
         if self.smem_layout not in ("swizzle", "pad"):
             fail("smem_layout", self.smem_layout, "'swizzle' or 'pad'")
         if self.smem_layout == "swizzle":
@@ -512,8 +531,33 @@ class TensorMatmul(Spec):
         return spec
 
     @classmethod
+    def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether the default runs M x N x K as a streaming product (stream_spec): 16-bit
+        inputs, at most STREAM_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE."""
+        return (dtype in ("float16", "bfloat16") and 1 <= M <= STREAM_MAX_ROWS and N >= STREAM_MIN_SIDE
+                and K >= STREAM_MIN_SIDE)
+
+    @classmethod
+    def stream_spec(cls, problem, dtype):
+        """The wgmma kernel for a product of few rows (constants above STREAM_MAX_ROWS say how
+        each field was chosen): every SM streams its share of B through a ring as deep as
+        shared memory holds; the rows of A, few and re-read from L2, cost little."""
+        cls._check_dtype_name(dtype)
+        p = cls.normalize_problem(problem)
+        M, N, K = p["M"], p["N"], p["K"]
+        rows = -(-M // 64)
+        BN = 256 if rows * -(-N // 256) >= _SMS // 2 else 128
+        tiles = rows * -(-N // BN)
+        split = max(s for s in STREAM_SPLITS if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= _SMS))
+        per_stage = (64 + BN) * 128 + 16   # the stage's tiles and its two barriers
+        stages = min(WGMMA_MAX_STAGES, (MAX_SHARED_BYTES - 1024) // per_stage)
+        return cls(dtype=dtype, tile=(64, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN), stages=stages,
+                   split_k=split, instruction="wgmma")
+
+    @classmethod
     def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
-        """The Hopper kernel for any shape. The block tile minimises waves x (BM + BN): the
+        """The Hopper kernel for any shape: a 16-bit product of few rows streams (stream_spec);
+        otherwise the block tile minimises waves x (BM + BN): the
         waves of blocks over the 132 SMs of an H100/H200, times the operand rows a block
         streams per k. On an H100 this picked the fastest of six tiles for 6 of 7 few-row and
         mid-size bfloat16 products (docs/tensorcore.md) and keeps 128x256 on large ones. K is
@@ -522,6 +566,8 @@ class TensorMatmul(Spec):
         among the tiles that hold its second set of accumulators (SPLIT_MAX_BN), on 3K."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
+        if cls.stream_suits(p["M"], p["N"], p["K"], dtype):
+            return cls.stream_spec(p, dtype)
         M, N, K = p["M"], p["N"], p["K"] * (3 if split_tf32 else 1)
         tiles_allowed = [t for t in _WGMMA_TILES if not split_tf32 or t[1] <= SPLIT_MAX_BN[t[0]]]
 
@@ -785,8 +831,8 @@ def _dtype_name(dtype: Any) -> str:
 
 class _TensorMaps:
     """The TMA descriptors of A and B for one launch plan of the wgmma kernel: geometry fixed
-    by the plan, base addresses per call (the last few pairs are kept, since a loop passes the
-    same tensors again). Boxes: a K-major operand is read BM (BN) rows of 64 k at a time, an
+    by the plan, base addresses per call (the last few of each operand are kept, since a loop
+    passes the same tensors again). Boxes: a K-major operand is read BM (BN) rows of 64 k at a time, an
     M/N-major one as 64 x 64 boxes."""
 
     __slots__ = ("dtype", "a", "b", "zero", "_memo")
@@ -798,20 +844,24 @@ class _TensorMaps:
         half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
         self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
         self.zero = K == 0   # nothing is read: the maps are never used
-        self._memo: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        # Per operand: a model's loop passes one weight with ever new activations.
+        self._memo: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {})
 
     def encoded(self, pa: int, pb: int) -> tuple[bytes, bytes]:
-        hit = self._memo.get((pa, pb))
-        if hit is None:
-            if self.zero:
-                hit = (bytes(128), bytes(128))
-            else:
-                from ..core.tma import encode_tiled_2d
+        if self.zero:
+            return bytes(128), bytes(128)
+        return self._map(0, pa, self.a), self._map(1, pb, self.b)
 
-                hit = (encode_tiled_2d(self.dtype, pa, *self.a), encode_tiled_2d(self.dtype, pb, *self.b))
-            if len(self._memo) >= 16:
-                self._memo.clear()
-            self._memo[(pa, pb)] = hit
+    def _map(self, which: int, ptr: int, geometry: tuple) -> bytes:
+        memo = self._memo[which]
+        hit = memo.get(ptr)
+        if hit is None:
+            from ..core.tma import encode_tiled_2d
+
+            hit = encode_tiled_2d(self.dtype, ptr, *geometry)
+            if len(memo) >= 16:
+                memo.clear()
+            memo[ptr] = hit
         return hit
 
 

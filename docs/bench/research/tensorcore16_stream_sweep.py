@@ -1,0 +1,132 @@
+"""float16/bfloat16 products of few rows (1-256) on TensorMatmul's wgmma kernel run as a
+streaming kernel: 64-row tiles (and 128-row ones above 64 rows), TMA rings as deep as shared
+memory holds, K split and the persistent schedule so that every SM streams the weight.
+Device time (every call over rotated operands, more bytes than L2 holds, captured in one CUDA
+graph and replayed), beside cuBLAS through torch and the route kgen.matmul takes; each
+variant's result checked against the float64 product. Shapes: COUNT drawn by `kgen bench
+calls`' generator (seed SEED, rows ROWS, N and K multiples of MULTIPLE).
+Env: DTYPE (bfloat16), COUNT (8), SEED (1), ROWS (17-256), MULTIPLE (64), ORDERS (col,row),
+TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), SET (sweep; rule: the
+default alone), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes; several are each
+timed), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which needs no GPU).
+Output: $OUT/tensorcore16_stream_sweep.json."""
+import concurrent.futures as cf
+import functools
+import json
+import math
+import os
+
+from kgen.bench.calls import random_matmul_shapes
+from kgen.core import tma
+from kgen.tune import dispatch
+from kgen.ops.tensorcore import MAX_SHARED_BYTES, WGMMA_MAX_STAGES, TensorMatmul
+
+DTYPE = os.environ.get("DTYPE", "bfloat16")
+TILES_N = [int(v) for v in os.environ.get("TILES_N", "64,128,256").split(",")]
+SPLITS = [int(v) for v in os.environ.get("SPLITS", "1,2,3,4,6,8,12").split(",")]
+ORDERS = os.environ.get("ORDERS", "col,row").split(",")
+PERSISTENT = [v == "1" for v in os.environ.get("PERSISTENT", "0,1").split(",")]
+PROMOTIONS = [int(v) for v in os.environ.get("PROMOTIONS", "128").split(",")]
+
+
+def shapes():
+    lo, hi = (int(v) for v in os.environ.get("ROWS", "17-256").split("-"))
+    return random_matmul_shapes(int(os.environ.get("COUNT", "8")), int(os.environ.get("SEED", "1")), (lo, hi),
+                                int(os.environ.get("MULTIPLE", "64")))
+
+
+def deepest(spec):
+    """The most stages of spec's tile that fit shared memory."""
+    per = (spec.tile[0] + spec.tile[1]) * 128 + 16   # a stage's tiles and barriers
+    return min(WGMMA_MAX_STAGES, (MAX_SHARED_BYTES - 1024) // per)
+
+
+def variants(M, N, K, order):
+    base = TensorMatmul.wgmma_default_spec({"M": M, "N": N, "K": K}, DTYPE).replace(
+        layout_b="col" if order == "col" else "row")
+    out = {"default": base}
+    if os.environ.get("SET", "sweep") == "rule":   # the shipped default alone (stream_spec where it suits)
+        return out
+    for BM in (64, 128) if M > 64 else (64,):
+        for BN in TILES_N:
+            tile = base.replace(tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=2, split_k=1)
+            tile = tile.replace(stages=deepest(tile))
+            for split in SPLITS:
+                if split > 1 and K < 256 * split:
+                    continue
+                for persistent in PERSISTENT:
+                    name = f"{BM}x{BN}s{tile.stages}/{split}{'p' if persistent else ''}"
+                    out[name] = tile.replace(split_k=split, persistent=persistent)
+    return out
+
+
+def time_graph(torch, calls, repeats):
+    from kgen.bench.skinny import time_graph as tg
+    return tg(torch, calls, repeats)
+
+
+def main():
+    import kgen
+    draw = shapes()
+    todo = [(s, o) for s in draw for o in ORDERS]
+    specs = {}
+    for (M, N, K), o in todo:
+        for s in variants(M, N, K, o).values():
+            specs[s.key] = s
+    print(f"{len(todo)} cases, {len(specs)} specs", flush=True)
+    with cf.ThreadPoolExecutor(int(os.environ.get("WORKERS", "16"))) as ex:
+        list(ex.map(kgen.compile, specs.values()))
+    if os.environ.get("COMPILE_ONLY", "0") == "1":
+        return
+    import torch
+
+    from kgen.bench.skinny import Operands
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    src, dst = (torch.empty(1 << 28, dtype=torch.float32, device="cuda") for _ in range(2))
+    bw = 2 * src.numel() * 4 / (time_graph(torch, [functools.partial(dst.copy_, src)], 20) * 1e-6)
+    del src, dst
+    rows = []
+    for (M, N, K), order in todo:
+        ops = Operands(torch, M, N, K, DTYPE, order, l2)
+        ref = ops.A[0].double() @ ops.B[0].double()
+        row = {"shape": [M, N, K], "order": order, "dtype": DTYPE, "bound_us": ops.bytes / bw * 1e6,
+               "dev": {}, "err": {}, "errors": {}}
+        built = {name: kgen.build(s) for name, s in variants(M, N, K, order).items()}
+        row["specs"] = {name: k.spec.to_json() for name, k in built.items()}
+        ways = {"cublas": torch.matmul}
+        for promotion in PROMOTIONS:
+            at = "" if len(PROMOTIONS) == 1 else f"@{promotion}"
+            ways[f"dispatch{at}"] = (promotion, kgen.matmul)
+            ways.update({f"{name}{at}": (promotion, k) for name, k in built.items()})
+        for name, way in ways.items():
+            fn = way
+            if isinstance(way, tuple):   # a kgen way: its TMA descriptors encoded afresh at this promotion
+                tma.l2_promotion_bytes, fn = way
+                for k in list(built.values()) + list(dispatch._kernels.values()):
+                    if hasattr(k, "release"):
+                        k.release()
+            try:
+                C = fn(ops.A[0], ops.B[0])
+                torch.cuda.synchronize()
+                row["err"][name] = float((C.double() - ref).norm() / ref.norm())
+                calls = [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+                row["dev"][name] = time_graph(torch, calls, 15)
+            except Exception as exc:  # noqa: BLE001 - a variant that cannot run is reported beside the others
+                row["errors"][name] = str(exc)[:200]
+        rows.append(row)
+        dev = row["dev"]
+        best = min((v, k) for k, v in dev.items() if k != "cublas" and not k.startswith("dispatch"))
+        print(f"{M}x{N}x{K} {order}: bound {row['bound_us']:.1f} cublas {dev.get('cublas', math.nan):.1f} "
+              f"dispatch {min(v for k, v in dev.items() if k.startswith('dispatch')):.1f} "
+              f"best {best[1]} {best[0]:.1f} us; max err {max(row['err'].values()):.1e}; "
+              f"{len(row['errors'])} failed", flush=True)
+        del ops, ref
+        torch.cuda.empty_cache()
+    with open(os.path.join(os.environ.get("OUT", "."), "tensorcore16_stream_sweep.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "bandwidth": bw, "rows": rows}, f)
+
+
+if __name__ == "__main__":
+    main()
