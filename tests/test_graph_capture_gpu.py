@@ -34,6 +34,7 @@ PRODUCTS = [
     (12, 3000, 2500, "float32", "skinny split-TF32 mma.sync form, two-pass merge workspace"),
     (150, 3000, 2500, "float32", "skinny wgmma form on sm_90: S's chunk images and partial sums in the workspace"),
     (6, 4096, 3000, "bfloat16", "skinny 16-bit tensor-core form"),
+    (6, 8192, 4096, "bfloat16", "16-bit few rows against 64 MB: the streaming wgmma spec, K split (sm_90)"),
     (193, 50, 461, "float32", "tiled SIMT product"),
     (1024, 1024, 1024, "float32", "split-TF32 wgmma: operand copies in a workspace (sm_90)"),
 ]

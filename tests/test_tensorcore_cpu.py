@@ -413,7 +413,7 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_near_the_block_target(dtype):
-    from kgen.ops.tensorcore import (_SMS, SMALL_PRODUCT_MACS, STREAM_MAX_ROWS, STREAM_MIN_SIDE,
+    from kgen.ops.tensorcore import (_SMS, SMALL_PRODUCT_MACS, STREAM_MAX_ROWS, STREAM_MIN_BYTES, STREAM_MIN_SIDE,
                                      STREAM_MIN_SLICE_K, STREAM_SPLITS)
 
     rng = __import__("random").Random(11)
@@ -421,7 +421,7 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_near_the_block_tar
         M = int(2 ** rng.uniform(0, 8.5))
         N, K = (int(2 ** rng.uniform(10, 14.2)) for _ in range(2))
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
-        if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE:
+        if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE or N * K * 2 < STREAM_MIN_BYTES:
             assert not TensorMatmul.stream_suits(M, N, K, dtype)
             continue
         if M * N * K <= SMALL_PRODUCT_MACS:   # small products keep one element-load launch
@@ -443,6 +443,8 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_near_the_block_tar
     # Not for float32 (TF32) nor for many rows.
     assert not TensorMatmul.stream_suits(16, 4096, 4096, "float32")
     assert not TensorMatmul.stream_suits(STREAM_MAX_ROWS + 1, 4096, 4096, dtype)
+    # Below 16 MB of B, the general tiles.
+    assert not TensorMatmul.stream_suits(16, 2048, 4095, dtype) and TensorMatmul.stream_suits(16, 2048, 4096, dtype)
     # A narrow weight splits its K (12 tiles of 64 x 128, 8 slices); a wide one streams unsplit.
     assert TensorMatmul.default_spec({"M": 4, "N": 1536, "K": 8192}, dtype).split_k == 8
     wide = TensorMatmul.default_spec({"M": 4, "N": 16384, "K": 4096}, dtype)

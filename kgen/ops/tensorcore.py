@@ -56,16 +56,22 @@ INSTRUCTIONS = ("mma_sync", "wgmma")
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 _SMS = 132
 # float16/bfloat16 products of at most STREAM_MAX_ROWS rows against N and K of at least
-# STREAM_MIN_SIDE are bound by reading B once, and the wgmma kernel runs them as a streaming
-# kernel (stream_spec): 64-row tiles, as many TMA stages as fit (one block an SM), BN = 256
-# where 64 x 256 tiles fill at least half the SMs (else 128), and K split in the most of
-# STREAM_SPLITS ways that keeps the blocks within one wave, each slice at least
-# STREAM_MIN_SLICE_K deep. Fitted on 20 bfloat16 products of 1-256 rows in both storage
-# orders of B (seed 92, N and K multiples of 64), device time on an H200: 0.97x the best of
-# 8 splits x 3 tiles x 2 row tiles per shape; checked on 11 others of 1-64 rows (seed 91):
-# 0.98x their best (docs/tensorcore.md, "Few rows").
+# STREAM_MIN_SIDE and a B of at least STREAM_MIN_BYTES are bound by reading B once, and the
+# wgmma kernel runs them as a streaming kernel (stream_spec): 64-row tiles, as many TMA stages
+# as fit (one block an SM), BN = 256 where 64 x 256 tiles fill at least half the SMs (else
+# 128), and K split in the most of STREAM_SPLITS ways that keeps the blocks within one wave,
+# each slice at least STREAM_MIN_SLICE_K deep. Fitted on 20 bfloat16 products of 1-256 rows
+# in both storage orders of B (seed 92, N and K multiples of 64), device time on an H200:
+# 0.97x the best of 8 splits x 3 tiles x 2 row tiles per shape; checked on 11 others of 1-64
+# rows (seed 91): 0.98x their best. The bound on B, from public calls between events (two
+# draws of bfloat16 products, on an H200 and an H100): from 16 MB the stream ran 0.73-0.95x
+# cuBLAS where the general tiles ran 0.38-0.95x (20 products of 17-128 rows); on 3-10 MB the
+# general tiles were faster on 5 of 8 (0.77-0.86x against 0.66-0.87x). Past 128 rows the two
+# ran level (8 products: 0.64-1.02x against 0.65-0.98x), so the fitted 256 stands
+# (docs/tensorcore.md, "Few rows").
 STREAM_MAX_ROWS = 256
 STREAM_MIN_SIDE = 1024
+STREAM_MIN_BYTES = 16 << 20
 STREAM_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 STREAM_MIN_SLICE_K = 256
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
@@ -533,9 +539,10 @@ class TensorMatmul(Spec):
     @classmethod
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether the default runs M x N x K as a streaming product (stream_spec): 16-bit
-        inputs, at most STREAM_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE."""
+        inputs, at most STREAM_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE, a B of at
+        least STREAM_MIN_BYTES."""
         return (dtype in ("float16", "bfloat16") and 1 <= M <= STREAM_MAX_ROWS and N >= STREAM_MIN_SIDE
-                and K >= STREAM_MIN_SIDE)
+                and K >= STREAM_MIN_SIDE and N * K * 2 >= STREAM_MIN_BYTES)
 
     @classmethod
     def stream_spec(cls, problem, dtype):

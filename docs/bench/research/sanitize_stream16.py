@@ -1,0 +1,45 @@
+"""TensorMatmul's streaming specs of few 16-bit rows (TensorMatmul.stream_spec: 64-row tiles,
+TMA rings of 9 and 5 stages, K split with its workspace, the persistent schedule) on edge
+shapes: 1 row and several row tiles, K of 1, K past a slice and not a multiple of 64, N past
+a tile and odd, odd element offsets (the repacking copy), both storage orders of B, alpha and
+beta; each result checked against float64. Run it under `compute-sanitizer --tool memcheck`
+(and racecheck) with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that a read past a buffer is a read
+past an allocation. Env: DTYPE (bfloat16)."""
+import os
+
+import torch
+
+import kgen
+from kgen.ops.tensorcore import TensorMatmul
+
+DTYPE = os.environ.get("DTYPE", "bfloat16")
+dt = getattr(torch, DTYPE)
+specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
+         TensorMatmul.stream_spec({"M": 200, "N": 16384, "K": 2048}, DTYPE),
+         TensorMatmul.stream_spec({"M": 3, "N": 1536, "K": 8192}, DTYPE).replace(persistent=True)]
+shapes = ((1, 1, 1), (1, 130, 1031), (7, 300, 2049), (70, 257, 1100), (129, 67, 700), (16, 1024, 4096))
+bad = cases = 0
+for spec in specs:
+    assert spec.stages >= 5
+    for lb in ("row", "col"):
+        k = kgen.build(spec.replace(layout_b=lb))
+        for M, N, K in shapes:
+            for off in (0, 1):
+                A = torch.randn(M, K + off + 1, device="cuda").to(dt)[:, off:off + K]
+                if lb == "row":
+                    B = torch.randn(K, N + off + 1, device="cuda").to(dt)[:, off:off + N]
+                else:
+                    B = torch.randn(N, K + off + 1, device="cuda").to(dt)[:, off:off + K].t()
+                C0 = torch.randn(M, N, device="cuda").to(dt)
+                C = C0.clone()
+                k(A, B, out=C, alpha=0.5, beta=-1.0)
+                ref = 0.5 * (A.double() @ B.double()) - C0.double()
+                torch.cuda.synchronize()
+                rel = ((C.double() - ref).norm() / ref.norm()).item()
+                tol = 2 * spec.tolerance_for({"M": M, "N": N, "K": K})
+                cases += 1
+                if not rel <= tol:
+                    bad += 1
+                    print("wrong:", spec.to_json(), lb, M, N, K, off, rel, tol, flush=True)
+print(f"{cases} cases done, wrong: {bad}", flush=True)
+raise SystemExit(1 if bad else 0)
