@@ -412,7 +412,7 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_near_the_block_target(dtype):
+def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(dtype):
     from kgen.ops.tensorcore import (_SMS, SMALL_PRODUCT_MACS, STREAM_MAX_ROWS, STREAM_MIN_BYTES, STREAM_MIN_SIDE,
                                      STREAM_MIN_SLICE_K, STREAM_SPLITS)
 
