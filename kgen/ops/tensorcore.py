@@ -424,9 +424,7 @@ class TensorMatmul(Spec):
     @property
     def shared_bytes(self) -> int:
         if self.wgmma:
-            # Stage tiles (1024-byte aligned: the 128-byte swizzle repeats every 8 rows), two
-            # mbarriers a stage, and 1024 bytes to align the dynamic shared base.
-            return self.stages * (self.tile[0] + self.tile[1]) * 128 + 16 * self.stages + 1024
+            return self.stages * _wgmma_stage_bytes(self.tile[0], self.tile[1]) + 1024
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
     def _arch_requirement(self, cc: int) -> tuple[str, str] | None:
@@ -556,10 +554,8 @@ class TensorMatmul(Spec):
         BN = 256 if rows * -(-N // 256) >= _SMS // 2 else 128
         tiles = rows * -(-N // BN)
         split = max(s for s in STREAM_SPLITS if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= _SMS))
-        per_stage = (64 + BN) * 128 + 16   # the stage's tiles and its two barriers
-        stages = min(WGMMA_MAX_STAGES, (MAX_SHARED_BYTES - 1024) // per_stage)
-        return cls(dtype=dtype, tile=(64, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN), stages=stages,
-                   split_k=split, instruction="wgmma")
+        return cls(dtype=dtype, tile=(64, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
+                   stages=wgmma_deepest_stages(64, BN), split_k=split, instruction="wgmma")
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
@@ -834,6 +830,18 @@ def _dtype_name(dtype: Any) -> str:
         return np.dtype(dtype).name
     except TypeError:
         return text
+
+
+def _wgmma_stage_bytes(BM: int, BN: int) -> int:
+    """Shared bytes of one stage of the wgmma kernel's ring: its A and B tiles (1024-byte
+    aligned: the 128-byte swizzle repeats every 8 rows) and its two mbarriers. The ring also
+    takes 1024 bytes to align the dynamic shared base."""
+    return (BM + BN) * 128 + 16
+
+
+def wgmma_deepest_stages(BM: int, BN: int) -> int:
+    """The most stages of a BM x BN wgmma ring that fit shared memory (at most WGMMA_MAX_STAGES)."""
+    return min(WGMMA_MAX_STAGES, (MAX_SHARED_BYTES - 1024) // _wgmma_stage_bytes(BM, BN))
 
 
 class _TensorMaps:

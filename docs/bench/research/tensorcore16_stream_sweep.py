@@ -17,9 +17,10 @@ import math
 import os
 
 from kgen.bench.calls import random_matmul_shapes
+from kgen.bench.skinny import time_graph
 from kgen.core import tma
+from kgen.ops.tensorcore import TensorMatmul, wgmma_deepest_stages
 from kgen.tune import dispatch
-from kgen.ops.tensorcore import MAX_SHARED_BYTES, WGMMA_MAX_STAGES, TensorMatmul
 
 DTYPE = os.environ.get("DTYPE", "bfloat16")
 TILES_N = [int(v) for v in os.environ.get("TILES_N", "64,128,256").split(",")]
@@ -35,12 +36,6 @@ def shapes():
                                 int(os.environ.get("MULTIPLE", "64")))
 
 
-def deepest(spec):
-    """The most stages of spec's tile that fit shared memory."""
-    per = (spec.tile[0] + spec.tile[1]) * 128 + 16   # a stage's tiles and barriers
-    return min(WGMMA_MAX_STAGES, (MAX_SHARED_BYTES - 1024) // per)
-
-
 def variants(M, N, K, order):
     base = TensorMatmul.wgmma_default_spec({"M": M, "N": N, "K": K}, DTYPE).replace(
         layout_b="col" if order == "col" else "row")
@@ -50,7 +45,7 @@ def variants(M, N, K, order):
     for BM in (64, 128) if M > 64 else (64,):
         for BN in TILES_N:
             tile = base.replace(tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=2, split_k=1)
-            tile = tile.replace(stages=deepest(tile))
+            tile = tile.replace(stages=wgmma_deepest_stages(BM, BN))
             for split in SPLITS:
                 if split > 1 and K < 256 * split:
                     continue
@@ -58,11 +53,6 @@ def variants(M, N, K, order):
                     name = f"{BM}x{BN}s{tile.stages}/{split}{'p' if persistent else ''}"
                     out[name] = tile.replace(split_k=split, persistent=persistent)
     return out
-
-
-def time_graph(torch, calls, repeats):
-    from kgen.bench.skinny import time_graph as tg
-    return tg(torch, calls, repeats)
 
 
 def main():
