@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import kgen
+from kgen.ops.tensorcore import TensorMatmul
 from kgen.tune import defaults
 from kgen.tune.device import DeviceInfo, arch_limits
 from kgen.tune.dispatch import forget, matmul_family, select
@@ -106,16 +107,18 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(big[0], few, big[1], dtype, large_k_contiguous=True).kernel == "skinny"
             row_major = "skinny" if few <= 16 else "tensor_matmul"
             assert matmul_family(few, *big, dtype, large_k_contiguous=False).kernel == row_major
-            # Few rows against a weight of 40 MB or more that the wgmma kernel reads in place
-            # (aligned rows, sm_90): its streaming spec past the SIMT forms' 1-2 rows, in either
-            # storage order. Smaller weights, and few columns, keep the skinny forms' in-place
-            # bounds (16 rows of a k-contiguous weight, 8 of an n-contiguous one).
-            large = big[0] * big[1] * 2 >= 40 << 20
+            # Few rows against a weight that the wgmma kernel reads in place (aligned rows, sm_90)
+            # and streams (TensorMatmul.stream_suits): its streaming spec past the SIMT forms' 1-2
+            # rows in either storage order, and for 1-2 rows too against a row-major weight.
+            # Other weights, and few columns, keep the skinny forms' in-place bounds (16 rows of
+            # a k-contiguous weight, 8 of an n-contiguous one).
             for kc in (False, True):
-                want = "tensor_matmul" if large or few > (16 if kc else 8) else "skinny"
+                streams = TensorMatmul.stream_suits(few, *big, dtype)
+                want = "tensor_matmul" if streams or few > (16 if kc else 8) else "skinny"
                 assert matmul_family(few, *big, dtype, False, kc, wgmma_in_place=True).kernel == want
                 for one in (1, 2):
-                    assert matmul_family(one, *big, dtype, False, kc, wgmma_in_place=True).kernel == "skinny"
+                    want = "tensor_matmul" if TensorMatmul.stream_suits(one, *big, dtype) and not kc else "skinny"
+                    assert matmul_family(one, *big, dtype, False, kc, wgmma_in_place=True).kernel == want
             in_place = "skinny" if few <= 8 else "tensor_matmul"
             assert matmul_family(big[0], few, big[1], dtype, False, False, wgmma_in_place=True).kernel == in_place
             assert matmul_family(65, *big, dtype, large_k_contiguous=True).kernel == "tensor_matmul"

@@ -203,6 +203,14 @@ def _wg(**kw) -> TensorMatmul:
     (dict(cluster=4), "cluster"),
     (dict(instruction="mma_sync", tile=(128, 256, 32), warp_tile=(64, 64), cluster=2), "cluster"),
     (dict(persistent=True, cluster=2), "cluster"),
+    (dict(split_k=2, split_merge="atomic"), "split_merge"),
+    (dict(split_merge="cluster"), "split_merge"),                                    # split_k 1
+    (dict(split_k=12, split_merge="cluster"), "split_merge"),                        # past a portable cluster
+    (dict(split_k=2, split_merge="cluster", persistent=True), "split_merge"),
+    (dict(split_k=2, split_merge="cluster", cluster=2), "split_merge"),
+    (dict(instruction="mma_sync", tile=(128, 256, 32), warp_tile=(64, 64), split_k=2, split_merge="cluster"),
+     "split_merge"),
+    (dict(stages=2, split_k=2, split_merge="cluster"), "stages"),                   # 128 KB of sums, 96 KB of ring
 ])
 def test_wgmma_fields_are_checked(fields, field):
     with pytest.raises(SpecError, match=field):
@@ -229,6 +237,23 @@ def test_wgmma_geometry_and_arch():
     split = p.replace(tile=(64, 64, 64), warp_tile=(64, 64), split_k=3)
     assert split.launch_geometry(100, 100, 4096)[0] == (2 * 2 * 3, 1, 1)
     assert p.key != s.key and kgen.spec_from_json(p.to_json()) == p
+
+
+def test_wgmma_cluster_merge_runs_the_k_slices_of_a_tile_as_one_cluster():
+    s = _wg(tile=(64, 128, 64), warp_tile=(64, 128), stages=9, split_k=4, split_merge="cluster")
+    # Whole clusters along z: a short K leaves some slices empty, and still launches 4.
+    assert s.split_plan(4096) == (4, 1024) and s.split_plan(100) == (2, 64)
+    assert s.launch_geometry(30, 1000, 100)[0] == (8, 1, 4)
+    assert s.replace(split_merge="workspace").launch_geometry(30, 1000, 100)[0] == (8, 1, 2)
+    src = kgen.render(s)
+    assert "__cluster_dims__(1, 1, SPLIT)" in src and "#define SPLIT 4" in src
+    assert "ld.shared::cluster.v4.f32" in src and "cluster_merge_step(" in src
+    assert "kgen_tc_splitk_reduce" not in src and "multicast" not in src
+    workspace = kgen.render(s.replace(split_merge="workspace"))
+    assert "kgen_tc_splitk_reduce" in workspace and "__cluster_dims__" not in workspace
+    assert kgen.spec_from_json(s.to_json()) == s and s.key != s.replace(split_merge="workspace").key
+    # The float32 sums lie over the stage ring: a ring too small for them is refused above.
+    assert _wg(stages=3, split_k=2, split_merge="cluster").shared_bytes == _wg(stages=3).shared_bytes
 
 
 def test_wgmma_source_follows_the_layouts():
@@ -343,7 +368,10 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
                                  layout_b="col", split_k=2),
              # the streaming specs of few rows: the deepest rings of 64 x 128 and 64 x 256 tiles
              TensorMatmul.stream_spec({"M": 9, "N": 4096, "K": 8192}, "bfloat16").replace(layout_b="col"),
-             TensorMatmul.stream_spec({"M": 200, "N": 16384, "K": 2048}, "float16")]
+             TensorMatmul.stream_spec({"M": 200, "N": 16384, "K": 2048}, "float16"),
+             # K slices merged in clusters: 8 of 64 x 128 tiles, 3 of two consumer warpgroups
+             _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=4, split_k=3, split_merge="cluster",
+                 layout_b="col")]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -351,7 +379,7 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
         r = res.resources["kgen_tc_wgmma"]
         assert not (r["spill_stores"] or r["spill_loads"]), f"{spec.to_json()} spills: {r}"
         assert r["dynamic_shared_bytes"] == spec.shared_bytes
-        assert ("kgen_tc_splitk_reduce" in res.resources) == (spec.split_k > 1)
+        assert ("kgen_tc_splitk_reduce" in res.resources) == (spec.split_k > 1 and spec.split_merge == "workspace")
         assert ("kgen_tc_transpose" in res.resources) == (spec.transposes("A") or spec.transposes("B"))
         # ptxas must not serialize the wgmmas (warning C7515: accumulators written in between).
         assert "C7515" not in res.log
@@ -413,19 +441,25 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(dtype):
-    from kgen.ops.tensorcore import (_SMS, SMALL_PRODUCT_MACS, STREAM_MAX_ROWS, STREAM_MIN_BYTES, STREAM_MIN_SIDE,
-                                     STREAM_MIN_SLICE_K, STREAM_SPLITS)
+    from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, SMALL_PRODUCT_MACS, STREAM_CLUSTER_SPLITS,
+                                     STREAM_MAX_ROWS, STREAM_MIN_BYTES, STREAM_MIN_SIDE, STREAM_MIN_SLICE_K,
+                                     STREAM_SPLITS)
 
     rng = __import__("random").Random(11)
     for _ in range(300):
         M = int(2 ** rng.uniform(0, 8.5))
         N, K = (int(2 ** rng.uniform(10, 14.2)) for _ in range(2))
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
-        if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE or N * K * 2 < STREAM_MIN_BYTES:
-            assert not TensorMatmul.stream_suits(M, N, K, dtype)
-            continue
         if M * N * K <= SMALL_PRODUCT_MACS:   # small products keep one element-load launch
-            assert not s.wgmma
+            assert not s.wgmma and not TensorMatmul.stream_suits(M, N, K, dtype)
+            continue
+        general = TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype)
+        grid = general.launch_geometry(M, N, K)[0]
+        # A weight of 16 MB or more streams; a smaller one where the general tiles would leave
+        # more than half the SMs idle.
+        if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE or (
+                N * K * 2 < STREAM_MIN_BYTES and grid[0] * grid[2] >= _SMS // 2):
+            assert not TensorMatmul.stream_suits(M, N, K, dtype) and s == general
             continue
         BM, BN, BK = s.tile
         assert s.wgmma and BM == 64 and s.warp_tile == (64, BN) and BK * ITEMSIZE[dtype] == 128
@@ -435,18 +469,32 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
         assert s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
         assert s.stages == 16 or s.replace(stages=2).shared_bytes + (s.stages - 1) * (
             (64 + BN) * 128 + 16) > LIMITS["max_shared_per_block_optin"]
-        # The split: the most slices of at least STREAM_MIN_SLICE_K that keep one wave of blocks.
+        # The split: the most slices of at least STREAM_MIN_SLICE_K that keep one wave of blocks;
+        # one row tile merges them in clusters of 2, 4 or 8 that all run at once, more rows
+        # in the workspace.
         tiles = rows * -(-N // BN)
-        ok = [x for x in STREAM_SPLITS if x == 1 or (K >= STREAM_MIN_SLICE_K * x and tiles * x <= _SMS)]
+        if rows == 1:
+            ok = [x for x in STREAM_CLUSTER_SPLITS
+                  if x == 1 or (K >= STREAM_MIN_SLICE_K * x and tiles * x <= CLUSTER_WAVE_BLOCKS[x])]
+            assert s.split_merge == ("cluster" if max(ok) > 1 else "workspace")
+            assert s.launch_geometry(M, N, K)[0] == (tiles, 1, s.split_k)
+        else:
+            ok = [x for x in STREAM_SPLITS if x == 1 or (K >= STREAM_MIN_SLICE_K * x and tiles * x <= _SMS)]
+            assert s.split_merge == "workspace"
         assert s.split_k == max(ok)
         assert s.split_k == 1 or s.split_plan(K)[0] * tiles <= _SMS
     # Not for float32 (TF32) nor for many rows.
     assert not TensorMatmul.stream_suits(16, 4096, 4096, "float32")
     assert not TensorMatmul.stream_suits(STREAM_MAX_ROWS + 1, 4096, 4096, dtype)
-    # Below 16 MB of B, the general tiles.
-    assert not TensorMatmul.stream_suits(16, 2048, 4095, dtype) and TensorMatmul.stream_suits(16, 2048, 4096, dtype)
-    # A narrow weight splits its K (12 tiles of 64 x 128, 8 slices); a wide one streams unsplit.
-    assert TensorMatmul.default_spec({"M": 4, "N": 1536, "K": 8192}, dtype).split_k == 8
+    # Below 16 MB of B, the general tiles where they fill half the SMs (105 tiles of 64 x 64).
+    assert not TensorMatmul.stream_suits(39, 6720, 1088, dtype) and TensorMatmul.stream_suits(39, 8192, 1024, dtype)
+    assert TensorMatmul.stream_suits(16, 2048, 4095, dtype)   # 32 tiles of 64 x 64
+    # A narrow weight splits its K (12 tiles of 64 x 128, clusters of 8); a wide one streams
+    # unsplit; two row tiles of a narrow one split in a workspace (24 tiles, 4 slices).
+    narrow = TensorMatmul.default_spec({"M": 4, "N": 1536, "K": 8192}, dtype)
+    assert narrow.split_k == 8 and narrow.split_merge == "cluster"
+    tall = TensorMatmul.default_spec({"M": 100, "N": 1536, "K": 8192}, dtype)
+    assert tall.split_k == 4 and tall.split_merge == "workspace"
     wide = TensorMatmul.default_spec({"M": 4, "N": 16384, "K": 4096}, dtype)
     assert wide.tile[1] == 128 and wide.split_k == 1 and wide.stages == 9
     assert TensorMatmul.default_spec({"M": 200, "N": 16384, "K": 4096}, dtype).tile[1] == 256

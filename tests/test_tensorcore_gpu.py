@@ -6,6 +6,7 @@ of the inputs as rounded to their type; the bounds come from the input precision
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import os
 
 import numpy as np
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kgen
-from kgen.ops.tensorcore import TensorMatmul
+from kgen.ops.tensorcore import MAX_CLUSTER_MERGE, SPLIT_MERGES, TensorMatmul
 
 pytestmark = pytest.mark.gpu
 
@@ -57,6 +58,15 @@ def spec_pool() -> list[TensorMatmul]:
                  T.stream_spec({"M": 9, "N": 4096, "K": 8192}, "bfloat16"),
                  T.stream_spec({"M": 100, "N": 16384, "K": 4096}, "float16"),
                  T.stream_spec({"M": 3, "N": 1536, "K": 8192}, "bfloat16").replace(persistent=True),
+                 # K slices merged in a thread block cluster: 4 and 8 slices, 3 of two consumer
+                 # warpgroups with a float32 output, and the three-product float32
+                 T.stream_spec({"M": 9, "N": 4096, "K": 8192}, "bfloat16").replace(split_merge="cluster"),
+                 T(dtype="bfloat16", tile=(64, 256, 64), warp_tile=(64, 256), stages=5, instruction="wgmma",
+                   split_k=8, split_merge="cluster"),
+                 T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma",
+                   split_k=3, split_merge="cluster", out_dtype="float32"),
+                 T(dtype="float32", tf32=True, split_tf32=True, tile=(128, 128, 32), warp_tile=(64, 128), stages=4,
+                   instruction="wgmma", split_k=2, split_merge="cluster"),
             T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma"),
             T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 128), stages=6, instruction="wgmma",
               out_dtype="float32", raster="col"),
@@ -208,8 +218,10 @@ def test_streaming_spec_with_split_k_on_model_like_shapes():
     if not _hopper():
         pytest.skip("the wgmma kernel needs an sm_90 GPU")
     torch = _torch()
-    for M, N, K, order in ((7, 3000, 6000, "col"), (50, 2048, 4160, "row"), (131, 1152, 9000, "col")):
+    for (M, N, K, order), merge in itertools.product(
+            ((7, 3000, 6000, "col"), (50, 2048, 4160, "row"), (131, 1152, 9000, "col")), SPLIT_MERGES):
         spec = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)
+        spec = spec.replace(split_merge=merge, split_k=min(spec.split_k, MAX_CLUSTER_MERGE))
         assert spec.split_k > 1, spec.to_json()
         k = kgen.build(spec)
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)

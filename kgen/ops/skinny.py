@@ -25,6 +25,7 @@ from ..core.launch import Launch, ensure_context, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work
+from .tensorcore import TensorMatmul
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 ACC_BYTES = {"float32": 4, "float64": 8, "float16": 4, "bfloat16": 4}
@@ -583,9 +584,10 @@ class Skinny(Spec):
         TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned
         and the GPU runs the Hopper wgmma kernel, which wins from there up); with an
         n-contiguous one at most TC16_AXPY_ROWS[wgmma_in_place] (the mma.m16n8k16 axpy form).
-        Few rows (M <= N) against a weight of TC16_STREAM_MIN_BYTES or more with
-        `wgmma_in_place` are the exception: past SUITS_ROWS they run TensorMatmul's streaming
-        spec (TensorMatmul.stream_spec), which beat these forms there.
+        Few rows (M <= N) with `wgmma_in_place` where TensorMatmul streams the weight
+        (TensorMatmul.stream_suits) are the exception: past SUITS_ROWS, and at 1-2 rows
+        against an n-contiguous weight, they run its streaming spec, which beat these forms
+        there.
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
         part off (split_tf32_enabled). `wgmma`: the GPU runs the Hopper forms (sm_90) and
@@ -594,11 +596,12 @@ class Skinny(Spec):
         small, large = min(M, N), max(M, N)
         if small < 1:
             return False
-        if (dtype in ("float16", "bfloat16") and wgmma_in_place and M <= N and large >= TC_MIN_DIM
-                and K >= TC_MIN_DIM and large * K * 2 >= TC16_STREAM_MIN_BYTES):
-            # Few rows against a large aligned weight on sm_90: the wgmma kernel streams it
-            # (TensorMatmul.stream_spec) past the SIMT forms' 1-2 rows.
-            return small <= SUITS_ROWS[dtype]
+        if (dtype in ("float16", "bfloat16") and wgmma_in_place and M <= N
+                and TensorMatmul.stream_suits(M, N, K, dtype)):
+            # Few rows against an aligned weight on sm_90 that the wgmma kernel streams
+            # (TensorMatmul.stream_spec): past the SIMT forms' 1-2 rows, and for those too
+            # where the weight is stored n-contiguous.
+            return small <= SUITS_ROWS[dtype] and bool(k_contiguous)
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
         if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):
@@ -915,13 +918,6 @@ TC16_SUITS_ROWS = 64
 # at 2-16 rows, the wgmma default 0.72-0.79x; at 24 rows level (0.76x / 0.79x); from 32 rows
 # the wgmma default 0.81-0.83x, this form 0.72x falling to 0.47x at 64.
 TC16_ALIGNED_ROWS = 16
-# ... except that few rows (M <= N) against an aligned weight of at least this many bytes run
-# TensorMatmul's streaming spec past SUITS_ROWS. Public calls between events (two draws of
-# bfloat16 products of 3-16 rows, N and K multiples of 64, on an H200 and an H100,
-# docs/tensorcore.md "Few rows"): on weights of 42-237 MB it ran 0.73-0.98x cuBLAS where the
-# routes before ran 0.61-0.97x (better on 9 of 11); on 3-35 MB these forms ran 0.71-1.00x, it
-# 0.68-0.79x.
-TC16_STREAM_MIN_BYTES = 40 << 20
 # float16/bfloat16 beyond SUITS_ROWS with an n-contiguous large operand (B row-major K x N): the
 # mma.m16n8k16 axpy form up to TC16_AXPY_ROWS[the wgmma kernel reads that operand in place?] rows.
 # Measured on an H100 (bfloat16, device time, docs/matmul.md): where wgmma must first copy the

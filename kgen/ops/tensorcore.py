@@ -74,9 +74,24 @@ STREAM_MIN_SIDE = 1024
 STREAM_MIN_BYTES = 16 << 20
 STREAM_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 STREAM_MIN_SLICE_K = 256
+# Products of one row tile (at most 64 rows) split K into clusters (split_merge="cluster"):
+# 2, 4 or 8 slices, the most whose clusters all run at once. CLUSTER_WAVE_BLOCKS[s]: blocks
+# of 222 KB that an H100 runs at once in clusters of s (cuOccupancyMaxActiveClusters: 66, 30
+# and 15 clusters). Their sums merge in the same launch, which took 1.5-3.6 µs off the
+# workspace's second kernel on 7 products of 2-59 rows (device time, H100, seed 312), and more
+# slices of a workspace did not beat fewer in clusters (12x1792x6016: 15.0 µs with 8 in a
+# workspace, 13.0 with 4 in clusters). Past one row tile the cluster merge ran slower (76 and
+# 218 rows: +1.3 and +4.9 µs), and those keep the workspace.
+STREAM_CLUSTER_SPLITS = (1, 2, 4, 8)
+CLUSTER_WAVE_BLOCKS = {2: 132, 4: 120, 8: 120}
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
 # only shared memory bounds them (a 64 x 64 tile of 16-bit values takes 16 KB a stage).
 WGMMA_MAX_STAGES = 16
+# How split_k blocks add their sums (TensorMatmul.split_merge), and the most blocks the cluster
+# merge puts in one cluster (8: the portable cluster size).
+SPLIT_MERGES = ("workspace", "cluster")
+MAX_CLUSTER_MERGE = 8
+_PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
 # an H100 that copy of a 4096x4096 B took as long as the 127-row product itself (0.42x cuBLAS
 # against 0.65x for mma.sync, which reads either order in place); at 1000 rows and more the
@@ -166,8 +181,14 @@ class TensorMatmul(Spec):
     raster       "row" or "col": blocks walk bands of raster_group tile rows (columns)
                  across the columns (rows), so blocks running together share tiles in L2.
     raster_group tile rows (columns) per band; 1 is plain row-major (column-major) order.
-    split_k      split K over up to this many blocks per C tile (float32/float64 workspace,
-                 a deterministic reduction kernel applies alpha and beta).
+    split_k      split K over up to this many blocks per C tile; split_merge says how the
+                 slices' sums are added.
+    split_merge  "workspace": each slice's sums go to a float32/float64 workspace and a
+                 deterministic reduction kernel adds them and applies alpha and beta (a
+                 second launch). "cluster" (wgmma only, split_k 2-8, not persistent, cluster
+                 1): the split_k blocks of a C tile run as one thread block cluster along z,
+                 keep their sums in shared memory and add them through distributed shared
+                 memory, in rank order (deterministic), in the same launch.
     layout_a/b   "row" or "col": storage of A and B ("col" takes a transposed view as is).
     min_blocks   the second __launch_bounds__ argument (0: leave it out).
     repack       when an operand's pointer or leading dimension rules out 16-byte copies,
@@ -211,6 +232,7 @@ class TensorMatmul(Spec):
     mma_shape: str = ""
     persistent: bool = False
     cluster: int = 1
+    split_merge: str = "workspace"
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -253,6 +275,10 @@ class TensorMatmul(Spec):
                  "the wgmma kernel's)")
         if self.cluster > 1 and self.persistent:
             fail("cluster", self.cluster, "1 with persistent=True (the persistent schedule runs single blocks)")
+        if self.split_merge not in SPLIT_MERGES:
+            fail("split_merge", self.split_merge, f"one of {SPLIT_MERGES}")
+        if self.split_merge == "cluster":
+            self._validate_cluster_merge()
         if self.mma_shape not in F64_SHAPES:
             fail("mma_shape", self.mma_shape, "'' (the dtype's shape), 'm16n8k16' or 'm16n8k8' (float64 on sm_90)")
         if self.mma_shape and self.dtype != "float64":
@@ -304,6 +330,23 @@ class TensorMatmul(Spec):
         if self.shared_bytes > MAX_SHARED_BYTES:
             fail("tile", self.tile, f"needs {self.shared_bytes} bytes of shared memory ({self.stages} stages); "
                  f"the device limit is {MAX_SHARED_BYTES}")
+
+    def _validate_cluster_merge(self) -> None:
+        """split_merge='cluster': the K slices of a C tile are one cluster of split_k blocks."""
+        if not self.wgmma:
+            fail("split_merge", "cluster", "'workspace' with instruction='mma_sync' (the cluster merge is the "
+                 "wgmma kernel's)")
+        if not 2 <= self.split_k <= MAX_CLUSTER_MERGE:
+            fail("split_merge", "cluster", f"'workspace' unless split_k is 2 to {MAX_CLUSTER_MERGE} (the blocks of "
+                 f"a portable thread block cluster); split_k is {self.split_k}")
+        if self.persistent or self.cluster > 1:
+            fail("split_merge", "cluster", "'workspace' with persistent=True or cluster=2 (their blocks are not "
+                 "the K slices of one tile)")
+        BM, BN, _ = self.tile
+        if _partial_tile_bytes(BM, BN) > self.stages * _wgmma_stage_bytes(BM, BN):
+            fail("stages", self.stages, f"at least {-(-_partial_tile_bytes(BM, BN) // _wgmma_stage_bytes(BM, BN))} "
+                 f"with split_merge='cluster' and tile {self.tile} (the {BM} x {BN} float32 sums are kept "
+                 "over the stage ring)")
 
     def _validate_wgmma(self) -> None:
         """The wgmma kernel's own rules (the shared ones are checked after)."""
@@ -476,7 +519,8 @@ class TensorMatmul(Spec):
             shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0,
             WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
             split3=self.split_tf32, PROMOTE_TILES=SPLIT_PROMOTE_TILES,
-            persistent=self.persistent, cluster=self.cluster)
+            persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
+            PART_STRIDE=BN + _PART_PAD)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -501,6 +545,8 @@ class TensorMatmul(Spec):
         if self.cluster > 1:   # pairs of tile rows: a rank-1 block past M computes nothing it stores
             tile_rows = -(-M // BM)
             tiles = (tile_rows + 1) // 2 * 2 * -(-N // BN)
+        if self.split_merge == "cluster":   # whole clusters: a block past the last slice adds zeros
+            splits = self.split_k
         return (tiles, 1, splits), (self.threads, 1, 1), self.shared_bytes
 
     # -- the family interface (see Spec) ----------------------------------------------
@@ -537,10 +583,17 @@ class TensorMatmul(Spec):
     @classmethod
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether the default runs M x N x K as a streaming product (stream_spec): 16-bit
-        inputs, at most STREAM_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE, a B of at
-        least STREAM_MIN_BYTES."""
-        return (dtype in ("float16", "bfloat16") and 1 <= M <= STREAM_MAX_ROWS and N >= STREAM_MIN_SIDE
-                and K >= STREAM_MIN_SIDE and N * K * 2 >= STREAM_MIN_BYTES)
+        inputs, at most STREAM_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE, more than
+        SMALL_PRODUCT_MACS multiply-adds (default_spec runs fewer as one mma.sync launch), and a
+        B of at least STREAM_MIN_BYTES or one whose general tiles (general_wgmma_spec) would
+        leave more than half the SMs idle."""
+        if not (dtype in ("float16", "bfloat16") and 1 <= M <= STREAM_MAX_ROWS and N >= STREAM_MIN_SIDE
+                and K >= STREAM_MIN_SIDE and M * N * K > SMALL_PRODUCT_MACS):
+            return False
+        if N * K * 2 >= STREAM_MIN_BYTES:
+            return True
+        grid = cls.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype).launch_geometry(M, N, K)[0]
+        return grid[0] * grid[2] < _SMS // 2
 
     @classmethod
     def stream_spec(cls, problem, dtype):
@@ -553,9 +606,14 @@ class TensorMatmul(Spec):
         rows = -(-M // 64)
         BN = 256 if rows * -(-N // 256) >= _SMS // 2 else 128
         tiles = rows * -(-N // BN)
+        spec = cls(dtype=dtype, tile=(64, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
+                   stages=wgmma_deepest_stages(64, BN), instruction="wgmma")
+        if rows == 1:
+            split = max(s for s in STREAM_CLUSTER_SPLITS
+                        if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= CLUSTER_WAVE_BLOCKS[s]))
+            return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
         split = max(s for s in STREAM_SPLITS if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= _SMS))
-        return cls(dtype=dtype, tile=(64, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
-                   stages=wgmma_deepest_stages(64, BN), split_k=split, instruction="wgmma")
+        return spec.replace(split_k=split)
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
@@ -571,6 +629,12 @@ class TensorMatmul(Spec):
         p = cls.normalize_problem(problem)
         if cls.stream_suits(p["M"], p["N"], p["K"], dtype):
             return cls.stream_spec(p, dtype)
+        return cls.general_wgmma_spec(p, dtype, split_tf32)
+
+    @classmethod
+    def general_wgmma_spec(cls, problem, dtype, split_tf32: bool = False):
+        """wgmma_default_spec's tiles for a product that does not stream (see there)."""
+        p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"] * (3 if split_tf32 else 1)
         tiles_allowed = [t for t in _WGMMA_TILES if not split_tf32 or t[1] <= SPLIT_MAX_BN[t[0]]]
 
@@ -839,6 +903,12 @@ def _wgmma_stage_bytes(BM: int, BN: int) -> int:
     return (BM + BN) * 128 + 16
 
 
+def _partial_tile_bytes(BM: int, BN: int) -> int:
+    """Shared bytes of a block's float32 sums with split_merge='cluster' (rows padded by
+    _PART_PAD floats, so that the fragment stores of a warp spread over the banks)."""
+    return BM * (BN + _PART_PAD) * 4
+
+
 def wgmma_deepest_stages(BM: int, BN: int) -> int:
     """The most stages of a BM x BN wgmma ring that fit shared memory (at most WGMMA_MAX_STAGES)."""
     return min(WGMMA_MAX_STAGES, (MAX_SHARED_BYTES - 1024) // _wgmma_stage_bytes(BM, BN))
@@ -1011,7 +1081,7 @@ class TensorMatmulKernel(Kernel):
             name, fmt = ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"), self._fmt
         main = Launch(self.handle(name, shared), name, grid, block, shared, fmt)
         flags = 2 if c_pairs else 0
-        if splits == 1:
+        if splits == 1 or spec.split_merge == "cluster":   # the cluster merge stores C itself
             plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, (), maps)
         else:
             # Slices go to a workspace in the accumulator type; the reduce kernel applies

@@ -1,5 +1,6 @@
 """TensorMatmul's streaming specs of few 16-bit rows (TensorMatmul.stream_spec: 64-row tiles,
-TMA rings of 9 and 5 stages, K split with its workspace, the persistent schedule) on edge
+TMA rings of 9 and 5 stages, K split with its workspace or merged in a thread block cluster,
+the persistent schedule) on edge
 shapes: 1 row and several row tiles, K of 1, K past a slice and not a multiple of 64, N past
 a tile and odd, odd element offsets (the repacking copy), both storage orders of B, alpha and
 beta; each result checked against float64. Run it under `compute-sanitizer --tool memcheck`
@@ -16,7 +17,9 @@ DTYPE = os.environ.get("DTYPE", "bfloat16")
 dt = getattr(torch, DTYPE)
 specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
          TensorMatmul.stream_spec({"M": 200, "N": 16384, "K": 2048}, DTYPE),
-         TensorMatmul.stream_spec({"M": 3, "N": 1536, "K": 8192}, DTYPE).replace(persistent=True)]
+         TensorMatmul.stream_spec({"M": 3, "N": 1536, "K": 8192}, DTYPE).replace(persistent=True),
+         TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE).replace(split_merge="cluster"),
+         TensorMatmul.stream_spec({"M": 200, "N": 1024, "K": 4096}, DTYPE).replace(split_merge="cluster")]
 shapes = ((1, 1, 1), (1, 130, 1031), (7, 300, 2049), (70, 257, 1100), (129, 67, 700), (16, 1024, 4096))
 bad = cases = 0
 for spec in specs:

@@ -6,9 +6,12 @@ graph and replayed), beside cuBLAS through torch and the route kgen.matmul takes
 variant's result checked against the float64 product. Shapes: COUNT drawn by `kgen bench
 calls`' generator (seed SEED, rows ROWS, N and K multiples of MULTIPLE).
 Env: DTYPE (bfloat16), COUNT (8), SEED (1), ROWS (17-256), MULTIPLE (64), ORDERS (col,row),
-TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), SET (sweep; rule: the
-default alone), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes; several are each
-timed), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which needs no GPU).
+TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), MAX_WEIGHT_MB (no bound: only
+products whose B is smaller), SET (sweep; rule: the default alone; merge: the default, the
+one-wave split of STREAM_SPLITS in a workspace, and 2, 4 and 8 slices merged in clusters; small:
+the default beside stream_spec, and for at most 64 rows its 2, 4 and 8 slices in clusters, also
+with 64-column tiles), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes; several are
+each timed), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which needs no GPU).
 Output: $OUT/tensorcore16_stream_sweep.json."""
 import concurrent.futures as cf
 import functools
@@ -19,7 +22,7 @@ import os
 from kgen.bench.calls import random_matmul_shapes
 from kgen.bench.skinny import time_graph
 from kgen.core import tma
-from kgen.ops.tensorcore import TensorMatmul, wgmma_deepest_stages
+from kgen.ops.tensorcore import STREAM_SPLITS, TensorMatmul, wgmma_deepest_stages
 from kgen.tune import dispatch
 
 DTYPE = os.environ.get("DTYPE", "bfloat16")
@@ -32,8 +35,13 @@ PROMOTIONS = [int(v) for v in os.environ.get("PROMOTIONS", "128").split(",")]
 
 def shapes():
     lo, hi = (int(v) for v in os.environ.get("ROWS", "17-256").split("-"))
-    return random_matmul_shapes(int(os.environ.get("COUNT", "8")), int(os.environ.get("SEED", "1")), (lo, hi),
-                                int(os.environ.get("MULTIPLE", "64")))
+    count, seed, multiple = (int(os.environ.get(k, d)) for k, d in (("COUNT", "8"), ("SEED", "1"), ("MULTIPLE", "64")))
+    most = float(os.environ.get("MAX_WEIGHT_MB", "inf"))
+    if most == math.inf:
+        return random_matmul_shapes(count, seed, (lo, hi), multiple)
+    # Only weights (N x K) below MAX_WEIGHT_MB: the first `count` such of a longer draw.
+    draw = random_matmul_shapes(count * 20, seed, (lo, hi), multiple)
+    return [(M, N, K) for M, N, K in draw if N * K * 2 < most * 2 ** 20][:count]
 
 
 def variants(M, N, K, order):
@@ -41,6 +49,27 @@ def variants(M, N, K, order):
         layout_b="col" if order == "col" else "row")
     out = {"default": base}
     if os.environ.get("SET", "sweep") == "rule":   # the shipped default alone (stream_spec where it suits)
+        return out
+    if os.environ.get("SET") == "small":   # the streaming spec on any weight, beside the default
+        stream = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=base.layout_b)
+        out["stream"] = stream
+        if M <= 64:
+            narrow = stream.replace(tile=(64, 64, stream.tile[2]), warp_tile=(64, 64), split_k=1,
+                                    split_merge="workspace", stages=wgmma_deepest_stages(64, 64))
+            out["stream64"] = narrow
+            for split in (2, 4, 8):
+                if K >= 256 * split:
+                    out[f"stream/c{split}"] = stream.replace(split_k=split, split_merge="cluster")
+                    out[f"stream64/c{split}"] = narrow.replace(split_k=split, split_merge="cluster")
+        return out
+    if os.environ.get("SET") == "merge":   # the one-wave split in a workspace, and 2, 4, 8 in clusters
+        tiles = -(-M // 64) * -(-N // base.tile[1])
+        wave = max(s for s in STREAM_SPLITS if s == 1 or (K >= 256 * s and tiles * s <= 132))
+        if wave > 1:
+            out[f"workspace/{wave}"] = base.replace(split_k=wave, split_merge="workspace")
+        for split in (2, 4, 8):
+            if K >= 256 * split:
+                out[f"cluster/{split}"] = base.replace(split_k=split, split_merge="cluster")
         return out
     for BM in (64, 128) if M > 64 else (64,):
         for BN in TILES_N:
@@ -53,6 +82,24 @@ def variants(M, N, K, order):
                     name = f"{BM}x{BN}s{tile.stages}/{split}{'p' if persistent else ''}"
                     out[name] = tile.replace(split_k=split, persistent=persistent)
     return out
+
+
+def max_active_clusters(kernel, M, N, K):
+    """cuOccupancyMaxActiveClusters of the kernel's launch (clusters that run at once)."""
+    import ctypes
+
+    from kgen.core.launch import _libcuda
+
+    class Config(ctypes.Structure):
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                    ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("nattrs", ctypes.c_uint)]
+
+    grid, block, shared = kernel.spec.launch_geometry(M, N, K)
+    fn = kernel.handle("kgen_tc_wgmma", shared)
+    cfg = Config((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared, None, None, 0)
+    count = ctypes.c_int(0)
+    rc = _libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(fn), ctypes.byref(cfg))
+    return count.value if rc == 0 else -rc
 
 
 def main():
@@ -85,6 +132,8 @@ def main():
                "dev": {}, "err": {}, "errors": {}}
         built = {name: kgen.build(s) for name, s in variants(M, N, K, order).items()}
         row["specs"] = {name: k.spec.to_json() for name, k in built.items()}
+        row["clusters"] = {name: max_active_clusters(k, M, N, K) for name, k in built.items()
+                           if getattr(k.spec, "split_merge", "") == "cluster"}
         ways = {"cublas": torch.matmul}
         for promotion in PROMOTIONS:
             at = "" if len(PROMOTIONS) == 1 else f"@{promotion}"
