@@ -668,6 +668,9 @@ def tensor_pool() -> list[TensorMatmul]:
                      layout_a="col"),
         TensorMatmul(dtype="float64", tile=(32, 64, 8), warp_tile=(16, 32), stages=5, smem_layout="pad", repack=False,
                      layout_b="col"),
+        # K slices merged in a thread block cluster (the wgmma kernel; sm_90 only)
+        TensorMatmul(tile=(64, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma", split_k=4,
+                     split_merge="cluster", layout_b="col"),
     ]
     pool = {s.key: s for s in must}
     for dtype in ("float16", "float32", "float64"):

@@ -748,6 +748,9 @@ class TensorMatmul(Spec):
                                     instruction="wgmma", persistent=persistent)
                             add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
                                 instruction="wgmma", cluster=2)
+                            if split > 1:
+                                add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
+                                    instruction="wgmma", split_merge="cluster")
         return specs
 
     def for_layouts(self, problem, **layouts):
@@ -1266,6 +1269,7 @@ _faults.plant("tensor_matmul", "skip_last_k_tile", "the cp.async pipeline's refi
               "last tile is never copied and its stage is multiplied stale")
 _faults.plant("tensor_matmul", "edge_zero_fill_missing", "copies of chunks outside the matrix read 16 bytes of its "
               "first chunk instead of zero-filling (src-size 0 is lost)")
-_faults.plant("tensor_matmul", "drop_block_partial", "the split-K reduction leaves out the first K slice")
+_faults.plant("tensor_matmul", "drop_block_partial", "the split-K reduction (the workspace's kernel or the cluster "
+              "merge) leaves out the first K slice")
 _faults.plant("tensor_matmul", "read_past_row_end", "the repack reads source rows at the packed stride: past the end "
               "of each row when the leading dimension is unaligned")

@@ -10,7 +10,8 @@ TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), MAX_WEIGHT_MB (
 products whose B is smaller), SET (sweep; rule: the default alone; merge: the default, the
 one-wave split of STREAM_SPLITS in a workspace, and 2, 4 and 8 slices merged in clusters; small:
 the default beside stream_spec, and for at most 64 rows its 2, 4 and 8 slices in clusters, also
-with 64-column tiles), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes; several are
+with 64-column tiles; fill: at most 64 rows, 64-row tiles of every wgmma N with 1, 2, 4 and 8
+slices in clusters; tall: the general tiles and streaming tiles of 64 and 128 rows), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes; several are
 each timed), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which needs no GPU).
 Output: $OUT/tensorcore16_stream_sweep.json."""
 import concurrent.futures as cf
@@ -49,6 +50,25 @@ def variants(M, N, K, order):
         layout_b="col" if order == "col" else "row")
     out = {"default": base}
     if os.environ.get("SET", "sweep") == "rule":   # the shipped default alone (stream_spec where it suits)
+        return out
+    if os.environ.get("SET") == "fill":   # one row tile: every wgmma N with 1, 2, 4, 8 slices in clusters
+        for BN in (64, 128, 192, 256):
+            tile = base.replace(tile=(64, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(64, BN),
+                                split_k=1, split_merge="workspace", persistent=False)
+            for split in (1, 2, 4, 8):
+                if split == 1 or K >= 256 * split:
+                    out[f"{BN}/c{split}"] = tile if split == 1 else tile.replace(split_k=split, split_merge="cluster")
+        return out
+    if os.environ.get("SET") == "tall":   # more than one row tile: streaming tiles of 64 and 128 rows, the general tiles
+        out["general"] = TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, DTYPE).replace(
+            layout_b=base.layout_b)
+        for BM in (64, 128):
+            for BN in (128, 256):
+                tiles = -(-M // BM) * -(-N // BN)
+                split = max(s for s in STREAM_SPLITS if s == 1 or (K >= 256 * s and tiles * s <= 132))
+                out[f"{BM}x{BN}/{split}"] = base.replace(
+                    tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(BM, BN),
+                    split_k=split, split_merge="workspace", persistent=False)
         return out
     if os.environ.get("SET") == "small":   # the streaming spec on any weight, beside the default
         stream = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=base.layout_b)
