@@ -57,7 +57,8 @@ def spec_pool() -> list[TensorMatmul]:
                  # 5-stage ring, and a split persistent one
                  T.stream_spec({"M": 9, "N": 4096, "K": 8192}, "bfloat16"),
                  T.stream_spec({"M": 100, "N": 16384, "K": 4096}, "float16"),
-                 T.stream_spec({"M": 3, "N": 1536, "K": 8192}, "bfloat16").replace(persistent=True),
+                 T.stream_spec({"M": 3, "N": 1536, "K": 8192}, "bfloat16").replace(persistent=True,
+                                                                                  split_merge="workspace"),
                  # K slices merged in a thread block cluster: 4 and 8 slices, 3 of two consumer
                  # warpgroups with a float32 output, and the three-product float32
                  T.stream_spec({"M": 9, "N": 4096, "K": 8192}, "bfloat16").replace(split_merge="cluster"),

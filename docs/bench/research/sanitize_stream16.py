@@ -17,7 +17,8 @@ DTYPE = os.environ.get("DTYPE", "bfloat16")
 dt = getattr(torch, DTYPE)
 specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
          TensorMatmul.stream_spec({"M": 200, "N": 16384, "K": 2048}, DTYPE),
-         TensorMatmul.stream_spec({"M": 3, "N": 1536, "K": 8192}, DTYPE).replace(persistent=True),
+         TensorMatmul.stream_spec({"M": 3, "N": 1536, "K": 8192}, DTYPE).replace(persistent=True,
+                                                                               split_merge="workspace"),
          TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE).replace(split_merge="cluster"),
          TensorMatmul.stream_spec({"M": 200, "N": 1024, "K": 4096}, DTYPE).replace(split_merge="cluster")]
 shapes = ((1, 1, 1), (1, 130, 1031), (7, 300, 2049), (70, 257, 1100), (129, 67, 700), (16, 1024, 4096))

@@ -7,12 +7,17 @@ variant's result checked against the float64 product. Shapes: COUNT drawn by `kg
 calls`' generator (seed SEED, rows ROWS, N and K multiples of MULTIPLE).
 Env: DTYPE (bfloat16), COUNT (8), SEED (1), ROWS (17-256), MULTIPLE (64), ORDERS (col,row),
 TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), MAX_WEIGHT_MB (no bound: only
-products whose B is smaller), SET (sweep; rule: the default alone; merge: the default, the
-one-wave split of STREAM_SPLITS in a workspace, and 2, 4 and 8 slices merged in clusters; small:
-the default beside stream_spec, and for at most 64 rows its 2, 4 and 8 slices in clusters, also
-with 64-column tiles; fill: at most 64 rows, 64-row tiles of every wgmma N with 1, 2, 4 and 8
-slices in clusters; tall: the general tiles and streaming tiles of 64 and 128 rows), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes; several are
-each timed), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which needs no GPU).
+products whose B is smaller), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes;
+several are each timed), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which
+needs no GPU), SET, the variants timed beside cuBLAS and kgen.matmul:
+  sweep   row tiles x TILES_N x SPLITS x PERSISTENT, each with the deepest ring (default);
+  rule    the shipped default alone;
+  merge   the default, the one-wave split of STREAM_SPLITS in a workspace, and 2, 4 and 8
+          slices merged in clusters;
+  small   the default beside stream_spec, and for at most 64 rows its 2, 4 and 8 slices in
+          clusters, also with 64-column tiles;
+  fill    at most 64 rows: 64-row tiles of every wgmma N with 1, 2, 4 and 8 slices in clusters;
+  tall    past one row tile: the general tiles and streaming tiles of 64 and 128 rows.
 Output: $OUT/tensorcore16_stream_sweep.json."""
 import concurrent.futures as cf
 import functools
@@ -59,7 +64,7 @@ def variants(M, N, K, order):
                 if split == 1 or K >= 256 * split:
                     out[f"{BN}/c{split}"] = tile if split == 1 else tile.replace(split_k=split, split_merge="cluster")
         return out
-    if os.environ.get("SET") == "tall":   # more than one row tile: streaming tiles of 64 and 128 rows, the general tiles
+    if os.environ.get("SET") == "tall":   # past one row tile: streaming tiles of 64 and 128 rows, the general tiles
         out["general"] = TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, DTYPE).replace(
             layout_b=base.layout_b)
         for BM in (64, 128):
