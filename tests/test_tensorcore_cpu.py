@@ -455,10 +455,10 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
             continue
         general = TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype)
         grid = general.launch_geometry(M, N, K)[0]
-        # A weight of 16 MB or more streams; a smaller one where the general tiles would leave
-        # more than half the SMs idle.
+        # A weight of 16 MB or more streams; a smaller one where the general tiles (before a
+        # K split) are fewer than half the SMs.
         if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE or (
-                N * K * 2 < STREAM_MIN_BYTES and grid[0] * grid[2] >= _SMS // 2):
+                N * K * 2 < STREAM_MIN_BYTES and grid[0] >= _SMS // 2):
             assert not TensorMatmul.stream_suits(M, N, K, dtype) and s == general
             continue
         BM, BN, BK = s.tile
@@ -486,9 +486,10 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
     # Not for float32 (TF32) nor for many rows.
     assert not TensorMatmul.stream_suits(16, 4096, 4096, "float32")
     assert not TensorMatmul.stream_suits(STREAM_MAX_ROWS + 1, 4096, 4096, dtype)
-    # Below 16 MB of B, the general tiles where they fill half the SMs (105 tiles of 64 x 64).
+    # Below 16 MB of B, the general tiles where they are half the SMs or more (105 tiles of
+    # 64 x 64); 17 tiles split in 4 still stream.
     assert not TensorMatmul.stream_suits(39, 6720, 1088, dtype) and TensorMatmul.stream_suits(39, 8192, 1024, dtype)
-    assert TensorMatmul.stream_suits(16, 2048, 4095, dtype)   # 32 tiles of 64 x 64
+    assert TensorMatmul.stream_suits(16, 2048, 4095, dtype) and TensorMatmul.stream_suits(19, 1088, 6400, dtype)
     # A narrow weight splits its K (12 tiles of 64 x 128, clusters of 8); a wide one streams
     # unsplit; two row tiles of a narrow one split in a workspace (24 tiles, 4 slices).
     narrow = TensorMatmul.default_spec({"M": 4, "N": 1536, "K": 8192}, dtype)

@@ -585,15 +585,15 @@ class TensorMatmul(Spec):
         """Whether the default runs M x N x K as a streaming product (stream_spec): 16-bit
         inputs, at most STREAM_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE, more than
         SMALL_PRODUCT_MACS multiply-adds (default_spec runs fewer as one mma.sync launch), and a
-        B of at least STREAM_MIN_BYTES or one whose general tiles (general_wgmma_spec) would
-        leave more than half the SMs idle."""
+        B of at least STREAM_MIN_BYTES or one whose general tiles (general_wgmma_spec, before
+        any K split) are fewer than half the SMs."""
         if not (dtype in ("float16", "bfloat16") and 1 <= M <= STREAM_MAX_ROWS and N >= STREAM_MIN_SIDE
                 and K >= STREAM_MIN_SIDE and M * N * K > SMALL_PRODUCT_MACS):
             return False
         if N * K * 2 >= STREAM_MIN_BYTES:
             return True
-        grid = cls.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype).launch_geometry(M, N, K)[0]
-        return grid[0] * grid[2] < _SMS // 2
+        tiles = cls.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype).launch_geometry(M, N, K)[0][0]
+        return tiles < _SMS // 2
 
     @classmethod
     def stream_spec(cls, problem, dtype):
