@@ -18,8 +18,8 @@ import kgen.ops.skinny as skinny_module
 from kgen.ops.tensorcore import TensorMatmul
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SMALL_SIMT_MIN_K,
                               SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS,
-                              TC16_SUITS_ROWS, TC_MIN_DIM, TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs,
-                              tolerance)
+                              TC16_STREAM_MIN_BYTES, TC16_STREAM_MIN_COLUMNS, TC16_SUITS_ROWS, TC_MIN_DIM,
+                              TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -172,9 +172,9 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                               or (half and big and r <= rows16)
                               or (dtype == "float32" and not big and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
                                   and (max(M, N) < TC_MIN_DIM or r <= SMALL_SIMT_WIDE_ROWS)))
-                if half and in_place and M <= N and TensorMatmul.stream_suits(M, N, K, dtype):
-                    # the wgmma kernel streams few rows; 1-2 keep the SIMT forms against W.T
-                    want_suits = r <= SUITS_ROWS[dtype] and kc
+                if half and in_place and M <= N and TensorMatmul.stream_suits(M, N, K, dtype) and (
+                        N >= TC16_STREAM_MIN_COLUMNS or N * K * 2 >= TC16_STREAM_MIN_BYTES):
+                    want_suits = r <= SUITS_ROWS[dtype]   # the wgmma kernel streams few rows
                 assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
     assert Skinny.suits(1, 4096, 4096, "bfloat16") and Skinny.suits(4, 4096, 4096, "bfloat16")
@@ -185,17 +185,17 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
     assert Skinny.suits(8, 6720, 1088, "bfloat16", False, True) and Skinny.suits(8, 4096, 4096, "bfloat16", False)
     assert not Skinny.suits(9, 6720, 1088, "bfloat16", False, True)
     # ... but few rows against an aligned weight that TensorMatmul streams (16 MB and more, or
-    # one whose general tiles leave half the SMs idle) run that on sm_90, past the SIMT forms'
-    # 1-2 rows, and for those too against a row-major weight.
+    # one in fewer general tiles than half the SMs) run that on sm_90 past the SIMT forms' 1-2
+    # rows, where the weight has 3072 columns or more, or 40 MB.
     assert not Skinny.suits(8, 8192, 4096, "bfloat16", False, True)
     assert not Skinny.suits(3, 8192, 4096, "bfloat16", True, True)
-    assert not Skinny.suits(16, 8192, 2048, "bfloat16", True, True)    # 32 MB
-    assert not Skinny.suits(2, 8192, 2048, "bfloat16", False, True)
-    assert Skinny.suits(2, 8192, 2048, "bfloat16", True, True)
-    assert not Skinny.suits(9, 2048, 3456, "bfloat16", True, True)      # 14 MB in 32 general tiles
+    assert not Skinny.suits(16, 8192, 2048, "bfloat16", True, True)    # 32 MB, 8192 columns
+    assert Skinny.suits(2, 8192, 2048, "bfloat16", False, True) and Skinny.suits(2, 8192, 2048, "bfloat16", True, True)
+    assert not Skinny.suits(9, 3072, 2560, "bfloat16", True, True)      # 15 MB in 48 general tiles
+    assert Skinny.suits(9, 2048, 3456, "bfloat16", True, True)          # 2048 columns, 14 MB
+    assert not Skinny.suits(9, 2048, 10240, "bfloat16", True, True)     # 2048 columns, 40 MB
     assert Skinny.suits(9, 6720, 1088, "bfloat16", True, True)          # 14 MB in 105 general tiles
-    assert Skinny.suits(9, 2048, 3456, "bfloat16", True, False)         # without wgmma in place
-    assert Skinny.suits(1, 8192, 4096, "bfloat16", True, True) and Skinny.suits(1, 8192, 4096, "bfloat16", False, False)
+    assert Skinny.suits(9, 3072, 2560, "bfloat16", True, False)         # without wgmma in place
     assert Skinny.suits(16, 4098, 4096, "float16", False) and not Skinny.suits(17, 4098, 4096, "float16", False)
     assert not Skinny.suits(8, 4096, 512, "bfloat16", False, True)
     # 16-bit: 3-64 rows against a k-contiguous weight (W.T), on the mma.m16n8k16 dot form.
