@@ -68,7 +68,11 @@ _SMS = 132
 # cuBLAS where the general tiles ran 0.38-0.95x (20 products of 17-128 rows); on 3-10 MB the
 # general tiles were faster on 5 of 8 (0.77-0.86x against 0.66-0.87x). Past 128 rows the two
 # ran level (8 products: 0.64-1.02x against 0.65-0.98x), so the fitted 256 stands
-# (docs/tensorcore.md, "Few rows").
+# (docs/tensorcore.md, "Few rows"). Below 16 MB the stream also runs where the general tiles,
+# before a K split, are fewer than half the SMs: with its K slices merged in clusters it ran
+# 1.02-1.46x faster than them on the 9 such products of 6-90 rows of a draw of weights under
+# 16 MB (device time, both storage orders, H100, seed 401), and 0.74-0.90x their speed on the
+# 2 where they were 81 and 105 tiles.
 STREAM_MAX_ROWS = 256
 STREAM_MIN_SIDE = 1024
 STREAM_MIN_BYTES = 16 << 20
@@ -77,7 +81,7 @@ STREAM_MIN_SLICE_K = 256
 # Products of one row tile (at most 64 rows) split K into clusters (split_merge="cluster"):
 # 2, 4 or 8 slices, the most whose clusters all run at once. CLUSTER_WAVE_BLOCKS[s]: blocks
 # of 222 KB that an H100 runs at once in clusters of s (cuOccupancyMaxActiveClusters: 66, 30
-# and 15 clusters). Their sums merge in the same launch, which took 1.5-3.6 µs off the
+# and 15 clusters). Their sums merge in the same launch, which took 1.3-3.8 µs off the
 # workspace's second kernel on 7 products of 2-59 rows (device time, H100, seed 312), and more
 # slices of a workspace did not beat fewer in clusters (12x1792x6016: 15.0 µs with 8 in a
 # workspace, 13.0 with 4 in clusters). Past one row tile the cluster merge ran slower (76 and
