@@ -17,7 +17,8 @@ needs no GPU), SET, the variants timed beside cuBLAS and kgen.matmul:
   small   the default beside stream_spec, and for at most 64 rows its 2, 4 and 8 slices in
           clusters, also with 64-column tiles;
   fill    at most 64 rows: 64-row tiles of every wgmma N with 1, 2, 4 and 8 slices in clusters;
-  tall    past one row tile: the general tiles and streaming tiles of 64 and 128 rows.
+  tall    past one row tile: the general tiles and streaming tiles of 64 and 128 rows, alone
+          and in pairs of row tiles sharing B's tile by TMA multicast (cluster=2).
 Output: $OUT/tensorcore16_stream_sweep.json."""
 import concurrent.futures as cf
 import functools
@@ -74,6 +75,12 @@ def variants(M, N, K, order):
                 out[f"{BM}x{BN}/{split}"] = base.replace(
                     tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(BM, BN),
                     split_k=split, split_merge="workspace", persistent=False)
+                # pairs of row tiles sharing B's tile by TMA multicast (cluster=2)
+                pairs = -(-M // (2 * BM)) * 2 * -(-N // BN)
+                split = max(s for s in STREAM_SPLITS if s == 1 or (K >= 256 * s and pairs * s <= 132))
+                out[f"{BM}x{BN}/{split}m"] = base.replace(
+                    tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(BM, BN),
+                    split_k=split, split_merge="workspace", persistent=False, cluster=2)
         return out
     if os.environ.get("SET") == "small":   # the streaming spec on any weight, beside the default
         stream = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=base.layout_b)
