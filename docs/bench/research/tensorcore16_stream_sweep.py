@@ -18,7 +18,8 @@ needs no GPU), SET, the variants timed beside cuBLAS and kgen.matmul:
           clusters, also with 64-column tiles;
   fill    at most 64 rows: 64-row tiles of every wgmma N with 1, 2, 4 and 8 slices in clusters;
   tall    past one row tile: the general tiles and streaming tiles of 64 and 128 rows, alone
-          and in pairs of row tiles sharing B's tile by TMA multicast (cluster=2).
+          and in pairs of row tiles sharing B's tile by TMA multicast (cluster=2);
+  stages  the streaming spec with rings of 2, 3, 4, 6 stages and its own.
 Output: $OUT/tensorcore16_stream_sweep.json."""
 import concurrent.futures as cf
 import functools
@@ -81,6 +82,14 @@ def variants(M, N, K, order):
                 out[f"{BM}x{BN}/{split}m"] = base.replace(
                     tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(BM, BN),
                     split_k=split, split_merge="workspace", persistent=False, cluster=2)
+        return out
+    if os.environ.get("SET") == "stages":   # the streaming spec with shallower rings
+        stream = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=base.layout_b)
+        for stages in (2, 3, 4, 6, stream.stages):
+            try:
+                out[f"stream/s{stages}"] = stream.replace(stages=stages)
+            except ValueError:   # too shallow for the cluster merge's sums
+                pass
         return out
     if os.environ.get("SET") == "small":   # the streaming spec on any weight, beside the default
         stream = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=base.layout_b)
