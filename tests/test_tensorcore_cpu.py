@@ -455,9 +455,11 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
             continue
         general = TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype)
         grid = general.launch_geometry(M, N, K)[0]
+        rows = -(-M // 64)
+        stream_tiles = rows * -(-N // (256 if rows * -(-N // 256) >= _SMS // 2 else 128))
         # A weight of 16 MB or more streams; a smaller one where the general tiles (before a
-        # K split) are fewer than half the SMs.
-        if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE or (
+        # K split) are fewer than half the SMs; neither where the stream's tiles pass one wave.
+        if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE or stream_tiles > _SMS or (
                 N * K * 2 < STREAM_MIN_BYTES and grid[0] >= _SMS // 2):
             assert not TensorMatmul.stream_suits(M, N, K, dtype) and s == general
             continue
@@ -498,7 +500,9 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
     assert tall.split_k == 4 and tall.split_merge == "workspace"
     wide = TensorMatmul.default_spec({"M": 4, "N": 16384, "K": 4096}, dtype)
     assert wide.tile[1] == 128 and wide.split_k == 1 and wide.stages == 9
-    assert TensorMatmul.default_spec({"M": 200, "N": 16384, "K": 4096}, dtype).tile[1] == 256
+    assert TensorMatmul.default_spec({"M": 200, "N": 8192, "K": 4096}, dtype).tile[:2] == (64, 256)
+    # Four row tiles of 64 x 256 past 132 tiles would run two waves: the general tiles instead.
+    assert TensorMatmul.default_spec({"M": 200, "N": 16384, "K": 4096}, dtype).tile[:2] == (128, 256)
 
 
 # ---- sm_90's float64 m16n8k16 shape ----

@@ -86,6 +86,10 @@ STREAM_MIN_SLICE_K = 256
 # slices of a workspace did not beat fewer in clusters (12x1792x6016: 15.0 µs with 8 in a
 # workspace, 13.0 with 4 in clusters). Past one row tile the cluster merge ran slower (76 and
 # 218 rows: +1.3 and +4.9 µs), and those keep the workspace.
+# The stream runs only where its tiles are at most one a SM (stream_suits); past that (3-4
+# row tiles of a wide weight) its second wave of blocks lost to the general tiles' single one
+# (217x10496x1088: 25.7 µs against 21.6; as users call it 235x11776x2496, 168x12416x4096 and
+# 206x10176x13696 ran 0.61-0.72x cuBLAS on the stream; H100).
 STREAM_CLUSTER_SPLITS = (1, 2, 4, 8)
 CLUSTER_WAVE_BLOCKS = {2: 132, 4: 120, 8: 120}
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
@@ -588,11 +592,13 @@ class TensorMatmul(Spec):
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether the default runs M x N x K as a streaming product (stream_spec): 16-bit
         inputs, at most STREAM_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE, more than
-        SMALL_PRODUCT_MACS multiply-adds (default_spec runs fewer as one mma.sync launch), and a
-        B of at least STREAM_MIN_BYTES or one whose general tiles (general_wgmma_spec, before
-        any K split) are fewer than half the SMs."""
+        SMALL_PRODUCT_MACS multiply-adds (default_spec runs fewer as one mma.sync launch), its
+        tiles at most one a SM, and a B of at least STREAM_MIN_BYTES or one whose
+        general tiles (general_wgmma_spec, before any K split) are fewer than half the SMs."""
         if not (dtype in ("float16", "bfloat16") and 1 <= M <= STREAM_MAX_ROWS and N >= STREAM_MIN_SIDE
                 and K >= STREAM_MIN_SIDE and M * N * K > SMALL_PRODUCT_MACS):
+            return False
+        if _stream_tiles(M, N)[1] > _SMS:
             return False
         if N * K * 2 >= STREAM_MIN_BYTES:
             return True
@@ -608,8 +614,7 @@ class TensorMatmul(Spec):
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"]
         rows = -(-M // 64)
-        BN = 256 if rows * -(-N // 256) >= _SMS // 2 else 128
-        tiles = rows * -(-N // BN)
+        BN, tiles = _stream_tiles(M, N)
         spec = cls(dtype=dtype, tile=(64, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
                    stages=wgmma_deepest_stages(64, BN), instruction="wgmma")
         if rows == 1:
@@ -908,6 +913,14 @@ def _wgmma_stage_bytes(BM: int, BN: int) -> int:
     aligned: the 128-byte swizzle repeats every 8 rows) and its two mbarriers. The ring also
     takes 1024 bytes to align the dynamic shared base."""
     return (BM + BN) * 128 + 16
+
+
+def _stream_tiles(M: int, N: int) -> tuple[int, int]:
+    """(BN, C tiles) of stream_spec's 64-row tiles: BN = 256 where 64 x 256 tiles fill half the
+    SMs, else 128."""
+    rows = -(-M // 64)
+    BN = 256 if rows * -(-N // 256) >= _SMS // 2 else 128
+    return BN, rows * -(-N // BN)
 
 
 def _partial_tile_bytes(BM: int, BN: int) -> int:
