@@ -52,6 +52,12 @@ def shapes():
     return [(M, N, K) for M, N, K in draw if N * K * 2 < most * 2 ** 20][:count]
 
 
+def ring(spec, BM, BN):
+    """spec with BM x BN tiles and the deepest ring that fits, K unsplit, one block a unit."""
+    return spec.replace(tile=(BM, BN, spec.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(BM, BN),
+                        split_k=1, split_merge="workspace", persistent=False)
+
+
 def variants(M, N, K, order):
     base = TensorMatmul.wgmma_default_spec({"M": M, "N": N, "K": K}, DTYPE).replace(
         layout_b="col" if order == "col" else "row")
@@ -60,8 +66,7 @@ def variants(M, N, K, order):
         return out
     if os.environ.get("SET") == "fill":   # one row tile: every wgmma N with 1, 2, 4, 8 slices in clusters
         for BN in (64, 128, 192, 256):
-            tile = base.replace(tile=(64, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(64, BN),
-                                split_k=1, split_merge="workspace", persistent=False)
+            tile = ring(base, 64, BN)
             for split in (1, 2, 4, 8):
                 if split == 1 or K >= 256 * split:
                     out[f"{BN}/c{split}"] = tile if split == 1 else tile.replace(split_k=split, split_merge="cluster")
@@ -73,15 +78,11 @@ def variants(M, N, K, order):
             for BN in (128, 256):
                 tiles = -(-M // BM) * -(-N // BN)
                 split = max(s for s in STREAM_SPLITS if s == 1 or (K >= 256 * s and tiles * s <= 132))
-                out[f"{BM}x{BN}/{split}"] = base.replace(
-                    tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(BM, BN),
-                    split_k=split, split_merge="workspace", persistent=False)
+                out[f"{BM}x{BN}/{split}"] = ring(base, BM, BN).replace(split_k=split)
                 # pairs of row tiles sharing B's tile by TMA multicast (cluster=2)
                 pairs = -(-M // (2 * BM)) * 2 * -(-N // BN)
                 split = max(s for s in STREAM_SPLITS if s == 1 or (K >= 256 * s and pairs * s <= 132))
-                out[f"{BM}x{BN}/{split}m"] = base.replace(
-                    tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=wgmma_deepest_stages(BM, BN),
-                    split_k=split, split_merge="workspace", persistent=False, cluster=2)
+                out[f"{BM}x{BN}/{split}m"] = ring(base, BM, BN).replace(split_k=split, cluster=2)
         return out
     if os.environ.get("SET") == "stages":   # the streaming spec with shallower rings
         stream = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=base.layout_b)
@@ -95,8 +96,7 @@ def variants(M, N, K, order):
         stream = TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=base.layout_b)
         out["stream"] = stream
         if M <= 64:
-            narrow = stream.replace(tile=(64, 64, stream.tile[2]), warp_tile=(64, 64), split_k=1,
-                                    split_merge="workspace", stages=wgmma_deepest_stages(64, 64))
+            narrow = ring(stream, 64, 64)
             out["stream64"] = narrow
             for split in (2, 4, 8):
                 if K >= 256 * split:
@@ -114,8 +114,7 @@ def variants(M, N, K, order):
         return out
     for BM in (64, 128) if M > 64 else (64,):
         for BN in TILES_N:
-            tile = base.replace(tile=(BM, BN, base.tile[2]), warp_tile=(64, BN), stages=2, split_k=1)
-            tile = tile.replace(stages=wgmma_deepest_stages(BM, BN))
+            tile = ring(base, BM, BN)
             for split in SPLITS:
                 if split > 1 and K < 256 * split:
                     continue
