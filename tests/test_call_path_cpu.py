@@ -58,9 +58,9 @@ class Tensor:
     def is_cuda(self):
         return self._device >= 0
 
-    def new_empty(self, shape):
+    def new_empty(self, shape, dtype=None):
         allocations.append(tuple(shape))
-        out = Tensor(0, 0x9000 + 0x10000 * len(allocations), self.dtype, self._device)
+        out = Tensor(0, 0x9000 + 0x10000 * len(allocations), dtype or self.dtype, self._device)
         out.shape = _Size(shape)
         return out
 

@@ -73,3 +73,40 @@ def test_repeat_calls_reuse_one_plan_and_stay_correct():
     ref = A3.double() @ B.double()
     assert float((C3.double() - ref).norm() / ref.norm()) < 1e-5
     assert np.isfinite(C3.cpu().numpy()).all()
+
+
+@pytest.mark.parametrize("dtype, M, N, K, order", [
+    ("bfloat16", 7, 4608, 2112, "col"),     # the tensor-core streaming kernel (sm_90) or the skinny forms
+    ("bfloat16", 2, 3136, 1472, "row"),     # the skinny forms
+    ("float32", 257, 129, 150, "row"),      # the tiled family
+    ("bfloat16", 100, 1000, 700, "col"),    # a general tensor-core product
+])
+def test_resolved_repeat_calls_are_right_with_fresh_tensors_and_after_a_release(dtype, M, N, K, order):
+    torch = _torch()
+    tdt = getattr(torch, dtype)
+
+    def operands():
+        A = torch.randn(M, K, device="cuda", dtype=tdt)
+        B = torch.randn(N, K, device="cuda", dtype=tdt).t() if order == "col" else torch.randn(K, N, device="cuda",
+                                                                                            dtype=tdt)
+        return A, B
+
+    tol = 1e-5 if dtype == "float32" else 8e-3
+    A, B = operands()
+    kgen.matmul(A, B)
+    key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, 0, 0, A.data_ptr() & 15, B.data_ptr() & 15,
+           False)
+    assert key in dispatch._repeat, "the first call resolved its repeat call"
+    kernel = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, False)]
+    kept = []
+    for i in range(12):
+        if i == 6:
+            kernel.release()   # the workspaces go: the next call plans afresh
+        A, B = operands()      # fresh data each call: a result left from an earlier call fails
+        C = kgen.matmul(A, B)
+        kept.append((C, A.double() @ B.double()))
+    # Every result is right and its own: no later call wrote over an earlier one.
+    assert len({C.data_ptr() for C, _ in kept}) == len(kept)
+    for C, ref in kept:
+        assert C.shape == (M, N) and C.dtype == tdt
+        assert float((C.double() - ref).norm() / ref.norm()) < tol

@@ -76,6 +76,31 @@ class Kernel:
         return f"<kgen {type(self).__name__} {self.spec.to_json()}>"
 
 
+class RepeatCall:
+    """A kernel's call k(A, B) on torch tensors of one signature, resolved once, for any later
+    tensors of the same signature: shapes, strides, dtypes, devices and the 16-byte alignment
+    class of each pointer (the caller keys it by them; kgen.matmul does). A call is the
+    current stream's handle, a result from the kernel's batches (runtime.TorchResults) and
+    `go(pa, pb, pc, alpha, stream)`, the kernel's launches. `live` is a one-element list the
+    kernel clears when it releases what the launches use (workspaces): the call then returns
+    None and the caller goes the long way, which plans afresh."""
+
+    __slots__ = ("_go", "_results", "_shape", "_dtype", "_device", "_live", "_stream")
+
+    def __init__(self, go, results: runtime.TorchResults, shape: tuple, dtype: Any, device: int, live: list):
+        self._go, self._results, self._shape, self._dtype = go, results, shape, dtype
+        self._device, self._live = device, live
+        self._stream = runtime.torch_stream
+
+    def __call__(self, A: Any, pa: int, pb: int, alpha: float) -> Any:
+        if not self._live[0]:
+            return None
+        h = self._stream(self._device)
+        out = self._results.new(A, self._shape, self._device, h, self._dtype)
+        self._go(pa, pb, out.data_ptr(), alpha, h)
+        return out
+
+
 def default_arch() -> str:
     """The arch to compile for: $KGEN_ARCH, else the GPU's, else sm_90."""
     env = os.environ.get("KGEN_ARCH")

@@ -365,39 +365,42 @@ def device_index() -> int:
 class TorchResults:
     """New torch tensors for the results of repeat calls, made in batches: one allocation and
     one unbind() give up to `most` results of one shape, dtype, device and stream (each
-    starting on a 16-byte boundary), so a call pays a list pop instead of new_empty (3-6 µs
-    of a 15-30 µs call on H100 hosts; docs/dispatch.md). Each result is the caller's alone,
-    but a batch's memory (at most `batch_bytes`) lives until its last result is freed, so only
-    shapes of which at least `least` fit in `batch_bytes` are batched. The stream is part of
-    the key and a batch is allocated while that stream is current: torch's caching allocator
-    then reuses the memory only in that stream's order, as it does for new_empty."""
+    starting on a 16-byte boundary), so a call pays a list pop instead of new_empty (2-7 µs
+    of a 15-30 µs call on H100 and H200 hosts; docs/dispatch.md). Each result is the caller's
+    alone, but a batch's memory (at most `batch_bytes`) lives until its last result is freed,
+    so only shapes of which at least `least` fit in `batch_bytes` are batched: a result kept
+    alone holds at most `least` times its own size (and at most `batch_bytes`). The stream
+    is part of the key and a batch is allocated while that stream is current: torch's
+    caching allocator then reuses the memory only in that stream's order, as it does for
+    new_empty. `dtype` (default: like's) is the results' torch dtype."""
 
-    def __init__(self, batch_bytes: int = 1 << 18, most: int = 256, least: int = 4):
+    def __init__(self, batch_bytes: int = 1 << 20, most: int = 256, least: int = 4):
         self._pools: dict[tuple, list] = {}
         self._batch_bytes, self._most, self._least = batch_bytes, most, least
 
-    def new(self, like: Any, shape: tuple, device: int, stream: int) -> Any:
-        key = (device, like.dtype, shape, stream)
+    def new(self, like: Any, shape: tuple, device: int, stream: int, dtype: Any = None) -> Any:
+        key = (device, like.dtype if dtype is None else dtype, shape, stream)
         pool = self._pools.get(key)
         if pool:
             return pool.pop()
         return self._refill(key, like, shape)
 
     def _refill(self, key: tuple, like: Any, shape: tuple) -> Any:
-        item = like.element_size()
+        dtype = key[1]
+        item = like.new_empty((), dtype=dtype).element_size() if dtype != like.dtype else like.element_size()
         n = 1
         for d in shape:
             n *= d
         span = -(-max(n, 1) * item // 16) * 16 // item    # elements from one result's start to the next
         count = min(self._most, self._batch_bytes // (span * item))
         if n == 0 or count < self._least:
-            return like.new_empty(shape)
+            return like.new_empty(shape, dtype=dtype)
         strides: list[int] = []
         step = 1
         for d in reversed(shape):
             strides.insert(0, step)
             step *= d
-        flat = like.new_empty((count * span,))
+        flat = like.new_empty((count * span,), dtype=dtype)
         views = list(flat.as_strided((count, *shape), (span, *strides)).unbind(0))
         if len(self._pools) >= 64:
             self._pools.clear()

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core import runtime
 from ..core.launch import Launch, LaunchError, ensure_context
-from ..core.kernel import Kernel
+from ..core.kernel import Kernel, RepeatCall
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 
@@ -650,6 +650,8 @@ class MatmulKernel(Kernel):
         self._plans: dict[tuple, tuple] = {}
         self._launch_plans: dict[tuple, tuple] = {}
         self._torch_calls: dict[tuple, tuple] = {}
+        self._torch_results = runtime.TorchResults()   # results of repeat torch calls, in batches
+        self._live = [True]   # cleared with the plans: the repeat calls made so far plan afresh
         self._slots: dict[str, int] = {}
 
     def _plan(self, M: int, N: int, K: int, entry: str) -> tuple:
@@ -707,6 +709,8 @@ class MatmulKernel(Kernel):
         return int(held[0])
 
     def _forget_plans(self) -> None:
+        self._live[0] = False
+        self._live = [True]
         self._launch_plans.clear()
         self._torch_calls.clear()
 
@@ -861,13 +865,34 @@ class MatmulKernel(Kernel):
         if hit is None:
             hit = self._torch_plan(A, B, out, key)
         shape, plan, device = hit
+        handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
         if out is None:
-            out = A.new_empty(shape)
+            # Small results come in batches on torch's current stream; stream= gets its own.
+            out = self._torch_results.new(A, shape, device, handle) if stream is None else A.new_empty(shape)
         if plan is not None:
-            handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
             ensure_context()
             self._run(plan, pa, pb, out.data_ptr(), alpha, beta, handle)
         return out
+
+    def repeat_call(self, A, B) -> RepeatCall | None:
+        """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
+        of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
+        pa, pb = A.data_ptr(), B.data_ptr()
+        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+               pa % 16 == 0, pb % 16 == 0, None)
+        hit = self._torch_calls.get(key)
+        if hit is None:
+            hit = self._torch_plan(A, B, None, key)
+        shape, plan, device = hit
+        if plan is None:
+            return None
+        run = self._run
+
+        def go(pa: int, pb: int, pc: int, alpha: float, stream: int) -> None:
+            ensure_context()
+            run(plan, pa, pb, pc, alpha, 0.0, stream)
+
+        return RepeatCall(go, self._torch_results, shape, None, device, self._live)
 
     def _torch_plan(self, A, B, out, key) -> tuple:
         """Check a torch call once through the generic views and remember its plan."""

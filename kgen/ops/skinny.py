@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import runtime
-from ..core.kernel import Kernel
+from ..core.kernel import Kernel, RepeatCall
 from ..core.launch import Launch, ensure_context, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
@@ -1155,6 +1155,24 @@ class SkinnyKernel(Kernel):
                 out = A.new_empty(plan.out_shape)
         self._go(plan, pa, pb, out.data_ptr(), alpha, beta, h)
         return out
+
+    def repeat_call(self, A, B) -> RepeatCall | None:
+        """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
+        of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
+        dev = A.get_device()
+        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.data_ptr() & 15, B.data_ptr() & 15, dev,
+               B.get_device())
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._torch_plan(key, A, B, None)
+        if not plan.launches:
+            return None
+        run = self._go
+
+        def go(pa: int, pb: int, pc: int, alpha: float, stream: int) -> None:
+            run(plan, pa, pb, pc, alpha, 0.0, stream)
+
+        return RepeatCall(go, self._torch_results, plan.out_shape, None, dev, [True])
 
     def _torch_plan(self, key, A, B, out) -> _Plan:
         if A.dim() != 2 or B.dim() != 2:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import runtime
-from ..core.kernel import Kernel
+from ..core.kernel import Kernel, RepeatCall
 from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
@@ -1007,9 +1007,13 @@ class TensorMatmulKernel(Kernel):
         self._retired: list[Any] = []  # outgrown workspaces, still named by older launch plans
         self._plans: dict[tuple, tuple] = {}
         self._torch_calls: dict[tuple, tuple] = {}
+        self._torch_results = runtime.TorchResults()   # results of repeat torch calls, in batches
+        self._live = [True]   # cleared by release(): the repeat calls made so far plan afresh
 
     def release(self) -> None:
         """Free the workspaces (split-K slices, repacked operands) and forget the plans that use them."""
+        self._live[0] = False
+        self._live = [True]
         self._plans.clear()
         self._torch_calls.clear()
         self._buffers.clear()
@@ -1186,12 +1190,33 @@ class TensorMatmulKernel(Kernel):
         if hit is None:
             hit = self._torch_plan(A, B, out, key)
         shape, out_dtype, plan, device = hit
+        handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
         if out is None:
-            out = A.new_empty(shape, dtype=out_dtype)
+            # Small results come in batches on torch's current stream; stream= gets its own.
+            out = (self._torch_results.new(A, shape, device, handle, out_dtype) if stream is None
+                   else A.new_empty(shape, dtype=out_dtype))
         if plan is not None:
-            handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
             self._go(plan, pa, pb, out.data_ptr(), alpha, beta, handle, *shape, A.shape[1])
         return out
+
+    def repeat_call(self, A, B) -> RepeatCall | None:
+        """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
+        of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
+        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+               A.data_ptr() % 16, B.data_ptr() % 16, None)
+        hit = self._torch_calls.get(key)
+        if hit is None:
+            hit = self._torch_plan(A, B, None, key)
+        shape, out_dtype, plan, device = hit
+        if plan is None:
+            return None
+        M, N, K = shape[0], shape[1], A.shape[1]
+        run = self._go
+
+        def go(pa: int, pb: int, pc: int, alpha: float, stream: int) -> None:
+            run(plan, pa, pb, pc, alpha, 0.0, stream, M, N, K)
+
+        return RepeatCall(go, self._torch_results, shape, out_dtype, device, self._live)
 
     def _torch_plan(self, A, B, out, key) -> tuple:
         import torch

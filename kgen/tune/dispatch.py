@@ -58,6 +58,9 @@ _device: list = []
 NEAR = 1.5
 
 _fast: dict[tuple, Any] = {}
+# torch calls with out=None on the current stream: (shapes, strides, dtypes, devices, each
+# pointer's 16-byte alignment class, allow_tf32) -> the kernel's RepeatCall.
+_repeat: dict[tuple, Any] = {}
 
 
 def forget() -> None:
@@ -66,6 +69,7 @@ def forget() -> None:
         _kernels.clear()
         _choices.clear()
         _fast.clear()
+        _repeat.clear()
 
 
 def _this_device():
@@ -257,12 +261,26 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     stream of the arrays' library (torch's for torch tensors).
     """
     tensor = runtime.torch_tensor_type()
-    fast = None
+    fast = repeat = None
     if tensor is not None and type(A) is tensor and type(B) is tensor and not tune:
+        if out is None and stream is None and beta == 0:
+            # The commonest call: one key of everything the launch depends on, then the
+            # kernel's resolved launches (kgen.core.kernel.RepeatCall).
+            pa, pb = A.data_ptr(), B.data_ptr()
+            repeat = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+                      pa & 15, pb & 15, allow_tf32)
+            call = _repeat.get(repeat)
+            if call is not None:
+                result = call(A, pa, pb, alpha)
+                if result is not None:
+                    return result
         fast = ("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, allow_tf32)
         k = _fast.get(fast)
         if k is not None:
-            return k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
+            result = k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
+            if repeat is not None:
+                _remember_repeat(repeat, k, A, B)
+            return result
     sa, da, dev_a = _shape_dtype(A, "A")
     sb, _, _ = _shape_dtype(B, "B")
     if len(sa) != 2 or len(sb) != 2:
@@ -300,6 +318,8 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     result = k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
     if fast is not None:
         _remember(fast, k)
+    if repeat is not None:
+        _remember_repeat(repeat, k, A, B)
     return result
 
 
@@ -420,6 +440,19 @@ def _remember(key: tuple, kernel: Any) -> None:
         if len(_fast) >= 4096:
             _fast.clear()
         _fast[key] = kernel
+
+
+def _remember_repeat(key: tuple, kernel: Any, A: Any, B: Any) -> None:
+    """Keep the kernel's resolved call for this signature (after a call succeeded), where
+    its family makes one (a `repeat_call` method)."""
+    bind = getattr(kernel, "repeat_call", None)
+    call = bind(A, B) if bind is not None else None
+    if call is None:
+        return
+    with _lock:
+        if len(_repeat) >= 4096:
+            _repeat.clear()
+        _repeat[key] = call
 
 
 def dot(x, y, out=None, *, tune: bool = False, stream=None):

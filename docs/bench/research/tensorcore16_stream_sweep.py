@@ -2,13 +2,14 @@
 streaming kernel: 64-row tiles (and 128-row ones above 64 rows), TMA rings as deep as shared
 memory holds, K split and the persistent schedule so that every SM streams the weight.
 Device time (every call over rotated operands, more bytes than L2 holds, captured in one CUDA
-graph and replayed), beside cuBLAS through torch and the route kgen.matmul takes; each
+graph and replayed; with WARM=1 the same operands every call, as a loop over one layer reads
+them, a weight under the L2's size then coming from L2), beside cuBLAS through torch and the route kgen.matmul takes; each
 variant's result checked against the float64 product. Shapes: COUNT drawn by `kgen bench
 calls`' generator (seed SEED, rows ROWS, N and K multiples of MULTIPLE).
 Env: DTYPE (bfloat16), COUNT (8), SEED (1), ROWS (17-256), MULTIPLE (64), ORDERS (col,row),
 TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), MAX_WEIGHT_MB (no bound: only
 products whose B is smaller), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes;
-several are each timed), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which
+several are each timed), WARM (0), FILL_SPLITS (1,2,4,8: the fill set's slices), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which
 needs no GPU), SET, the variants timed beside cuBLAS and kgen.matmul:
   sweep   row tiles x TILES_N x SPLITS x PERSISTENT, each with the deepest ring (default);
   rule    the shipped default alone;
@@ -39,6 +40,8 @@ SPLITS = [int(v) for v in os.environ.get("SPLITS", "1,2,3,4,6,8,12").split(",")]
 ORDERS = os.environ.get("ORDERS", "col,row").split(",")
 PERSISTENT = [v == "1" for v in os.environ.get("PERSISTENT", "0,1").split(",")]
 PROMOTIONS = [int(v) for v in os.environ.get("PROMOTIONS", "128").split(",")]
+FILL_SPLITS = [int(v) for v in os.environ.get("FILL_SPLITS", "1,2,4,8").split(",")]
+WARM = os.environ.get("WARM", "0") == "1"
 
 
 def shapes():
@@ -67,7 +70,7 @@ def variants(M, N, K, order):
     if os.environ.get("SET") == "fill":   # one row tile: every wgmma N with 1, 2, 4, 8 slices in clusters
         for BN in (64, 128, 192, 256):
             tile = ring(base, 64, BN)
-            for split in (1, 2, 4, 8):
+            for split in FILL_SPLITS:
                 if split == 1 or K >= 256 * split:
                     out[f"{BN}/c{split}"] = tile if split == 1 else tile.replace(split_k=split, split_merge="cluster")
         return out
@@ -191,6 +194,8 @@ def main():
                 torch.cuda.synchronize()
                 row["err"][name] = float((C.double() - ref).norm() / ref.norm())
                 calls = [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+                if WARM:   # one operand set, called as often: what L2 keeps of it stays
+                    calls = [calls[0]] * len(calls)
                 row["dev"][name] = time_graph(torch, calls, 15)
             except Exception as exc:  # noqa: BLE001 - a variant that cannot run is reported beside the others
                 row["errors"][name] = str(exc)[:200]
@@ -204,7 +209,7 @@ def main():
         del ops, ref
         torch.cuda.empty_cache()
     with open(os.path.join(os.environ.get("OUT", "."), "tensorcore16_stream_sweep.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "bandwidth": bw, "rows": rows}, f)
+        json.dump({"device": torch.cuda.get_device_name(), "bandwidth": bw, "warm": WARM, "rows": rows}, f)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,215 @@
+"""CPU checks of kgen.matmul's repeat path on torch tensors: after a first call, a call with
+the same signature (shapes, strides, dtypes, devices, 16-byte alignment class of each
+pointer, allow_tf32; out=None, the current stream, beta 0) goes straight to the kernel's
+resolved launches (kgen.core.kernel.RepeatCall) with its own pointers and a result of its
+own; anything else goes the long way; a kernel that releases its workspaces sends the next
+call the long way too. torch is replaced by a stand-in module, so this runs without torch
+and without a GPU (tests/test_launch_gpu.py runs the real thing)."""
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+import kgen
+from kgen.core import runtime
+from kgen.core.kernel import RepeatCall
+from kgen.ops import tensorcore
+from kgen.tune import dispatch
+
+
+class _Dtype:
+    def __init__(self, name, size):
+        self.name, self.size = name, size
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+BF16, F32 = _Dtype("bfloat16", 2), _Dtype("float32", 4)
+allocations: list = []
+
+
+class Tensor:
+    """The accessors kgen's torch path reads, for 0-2 dimensions."""
+
+    def __init__(self, shape, ptr, dtype=BF16, device=0, strides=None):
+        self.shape, self._ptr, self.dtype, self._device = tuple(shape), ptr, dtype, device
+        if strides is None:
+            strides = (shape[1], 1) if len(shape) == 2 else (1,) * len(shape)
+        self._strides = tuple(strides)
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self, dim=None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def dim(self):
+        return len(self.shape)
+
+    def get_device(self):
+        return self._device
+
+    def element_size(self):
+        return self.dtype.size
+
+    def new_empty(self, shape, dtype=None):
+        allocations.append((tuple(shape), (dtype or self.dtype).name))
+        return Tensor(shape, 0x100000 * len(allocations), dtype or self.dtype, self._device)
+
+    def as_strided(self, size, stride):
+        return Tensor(size, self._ptr, self.dtype, self._device, stride)
+
+    def unbind(self, dim=0):
+        step = self._strides[0] * self.element_size()
+        return tuple(Tensor(self.shape[1:], self._ptr + step * i, self.dtype, self._device)
+                     for i in range(self.shape[0]))
+
+
+Tensor.__module__ = "torch"
+
+
+class FakeKernel:
+    """A kernel whose long call and resolved call are both recorded."""
+
+    def __init__(self):
+        self.calls, self.launched, self.live = [], [], [True]
+        self.results = runtime.TorchResults()
+
+    def __call__(self, A, B, out=None, *, alpha=1.0, beta=0.0, stream=None):
+        self.calls.append((A.shape, out is not None, stream, beta))
+        return out if out is not None else A.new_empty((A.shape[0], B.shape[1]))
+
+    def repeat_call(self, A, B):
+        def go(pa, pb, pc, alpha, stream):
+            self.launched.append((pa, pb, pc, alpha, stream))
+        return RepeatCall(go, self.results, (A.shape[0], B.shape[1]), None, A.get_device(), self.live)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    torch = types.ModuleType("torch")
+    torch.Tensor = Tensor
+    torch.bfloat16, torch.float32 = BF16, F32
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(runtime, "_torch", {})
+    monkeypatch.setattr(runtime, "torch_stream", lambda device: 0x5000 + device)
+    monkeypatch.setattr(dispatch, "_fast", {})
+    monkeypatch.setattr(dispatch, "_repeat", {})
+    allocations.clear()
+    k = FakeKernel()
+
+    def first(A, B, allow_tf32=False):
+        dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, allow_tf32)] = k
+        return kgen.matmul(A, B, allow_tf32=allow_tf32)
+
+    return k, first
+
+
+def _pair(ptr_a=0x10000, ptr_b=0x800000, M=7, N=4608, K=2112, **kw):
+    return Tensor((M, K), ptr_a, **kw), Tensor((K, N), ptr_b, strides=(1, K), **kw)
+
+
+def test_a_repeat_call_takes_the_resolved_launches_with_its_own_pointers(fake):
+    k, first = fake
+    first(*_pair())
+    assert len(k.calls) == 1 and len(dispatch._repeat) == 1
+    outs = []
+    for i in range(1, 6):
+        A, B = _pair(0x10000 + 0x1000 * i, 0x800000 + 0x2000 * i)
+        outs.append(kgen.matmul(A, B, alpha=0.5))
+    assert len(k.calls) == 1, "no repeat call went the long way"
+    assert [(pa, pb, alpha, stream) for pa, pb, _, alpha, stream in k.launched] == \
+        [(0x10000 + 0x1000 * i, 0x800000 + 0x2000 * i, 0.5, 0x5000) for i in range(1, 6)]
+    # Each call wrote the result it returned, and every result is its own.
+    assert [pc for _, _, pc, _, _ in k.launched] == [o.data_ptr() for o in outs]
+    assert len({o.data_ptr() for o in outs}) == 5 and all(o.shape == (7, 4608) for o in outs)
+    # 7 x 4608 bfloat16 results (64.5 KB): 16 a batch of 1 MiB, one allocation for these five.
+    assert allocations[1:] == [((16 * 7 * 4608,), "bfloat16")]
+
+
+@pytest.mark.parametrize("change", ["shape", "strides", "dtype", "device", "alignment A", "alignment B", "tf32",
+                                    "out", "stream", "beta"])
+def test_anything_the_launch_depends_on_goes_the_long_way(fake, change):
+    k, first = fake
+    first(*_pair())
+    kw: dict = {}
+    A, B = _pair(0x20000, 0x900000)
+    if change == "shape":
+        A, B = _pair(M=8)
+    elif change == "strides":
+        B = Tensor((2112, 4608), 0x900000)   # row-major, not the transposed view
+    elif change == "dtype":
+        A, B = _pair(dtype=F32)
+    elif change == "device":
+        A, B = _pair(device=1)
+    elif change == "alignment A":
+        A, B = _pair(0x20004, 0x900000)
+    elif change == "alignment B":
+        A, B = _pair(0x20000, 0x900008)
+    elif change == "tf32":
+        kw["allow_tf32"] = True
+    elif change == "out":
+        kw["out"] = Tensor((7, 4608), 0x700000)
+    elif change == "stream":
+        kw["stream"] = 0x7777
+    else:
+        kw["out"], kw["beta"] = Tensor((7, 4608), 0x700000), 1.0
+    key = ("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, kw.get("allow_tf32", False))
+    dispatch._fast[key] = k
+    kgen.matmul(A, B, **kw)
+    assert len(k.calls) == 2 and k.launched == []
+
+
+def test_a_released_kernel_sends_the_next_call_the_long_way_once(fake):
+    k, first = fake
+    first(*_pair())
+    kgen.matmul(*_pair(0x30000, 0xa00000))
+    assert len(k.calls) == 1 and len(k.launched) == 1
+    k.live[0] = False          # what release() does to the calls resolved so far
+    k.live = [True]
+    kgen.matmul(*_pair(0x40000, 0xb00000))
+    assert len(k.calls) == 2 and len(k.launched) == 1
+    kgen.matmul(*_pair(0x50000, 0xc00000))   # resolved again after the long call
+    assert len(k.calls) == 2 and len(k.launched) == 2
+
+
+def test_forget_drops_the_resolved_calls(fake):
+    k, first = fake
+    first(*_pair())
+    assert dispatch._repeat
+    dispatch.forget()
+    assert not dispatch._repeat
+
+
+def test_tensor_kernel_resolves_its_plan_once_and_release_invalidates_it(fake, monkeypatch):
+    spec = tensorcore.TensorMatmul.stream_spec({"M": 7, "N": 4608, "K": 2112}, "bfloat16").replace(layout_b="col")
+    k = object.__new__(tensorcore.TensorMatmulKernel)
+    k.spec = spec
+    k._item, k._out_item = 2, 2
+    k._plans, k._torch_calls, k._buffers, k._retired = {}, {}, {}, []
+    k._torch_results, k._live = runtime.TorchResults(), [True]
+    planned, ran = [], []
+
+    def plan(*args):
+        planned.append(args)
+        return ("plan", len(planned))
+
+    monkeypatch.setattr(k, "_plan", plan)
+    monkeypatch.setattr(k, "_go", lambda *args: ran.append(args))
+    A, B = _pair()
+    call = k.repeat_call(A, B)
+    assert planned == [(7, 4608, 2112, 2112, 2112, 4608, True, True, True)]
+    out = call(A, 0x10000, 0x800000, 2.0)
+    assert out.shape == (7, 4608) and out.dtype is BF16
+    assert ran == [(("plan", 1), 0x10000, 0x800000, out.data_ptr(), 2.0, 0.0, 0x5000, 7, 4608, 2112)]
+    # The long call k(A, B) of the same signature finds the same plan.
+    k(A, B)
+    assert len(planned) == 1 and ran[-1][0] == ("plan", 1)
+    k.release()
+    assert call(A, 0x10000, 0x800000, 1.0) is None, "a released kernel's resolved call refuses"
+    again = k.repeat_call(A, B)
+    assert len(planned) == 2 and again(A, 0x10000, 0x800000, 1.0) is not None
+    assert ran[-1][0] == ("plan", 2)
