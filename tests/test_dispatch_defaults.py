@@ -107,18 +107,14 @@ def test_few_row_products_go_to_the_skinny_family_and_16_bit_to_tensor_cores():
             assert matmul_family(big[0], few, big[1], dtype, large_k_contiguous=True).kernel == "skinny"
             row_major = "skinny" if few <= 16 else "tensor_matmul"
             assert matmul_family(few, *big, dtype, large_k_contiguous=False).kernel == row_major
-            # Few rows against a weight that the wgmma kernel reads in place (aligned rows, sm_90)
-            # and streams (TensorMatmul.stream_suits), of 3072 columns or 40 MB: its streaming
-            # spec past the SIMT forms' 1-2 rows, in either storage order. Other weights, and few
-            # columns, keep the skinny forms' in-place bounds (16 rows of a k-contiguous weight,
-            # 8 of an n-contiguous one).
-            wide = big[0] >= 3072 or big[0] * big[1] * 2 >= 40 << 20
-            streams = TensorMatmul.stream_suits(few, *big, dtype) and wide
+            # Up to 64 rows against a weight that the wgmma kernel reads in place (aligned rows,
+            # sm_90; N and K of 1024 and more): A's rows as its N (TensorMatmul.swap_suits), from
+            # one row, in either storage order. Few columns keep the skinny forms' in-place
+            # bounds (16 rows of a k-contiguous weight, 8 of an n-contiguous one).
+            assert TensorMatmul.swap_suits(few, *big, dtype)
             for kc in (False, True):
-                want = "tensor_matmul" if streams or few > (16 if kc else 8) else "skinny"
-                assert matmul_family(few, *big, dtype, False, kc, wgmma_in_place=True).kernel == want
-                for one in (1, 2):
-                    assert matmul_family(one, *big, dtype, False, kc, wgmma_in_place=True).kernel == "skinny"
+                for rows in (1, 2, few):
+                    assert matmul_family(rows, *big, dtype, False, kc, wgmma_in_place=True).kernel == "tensor_matmul"
             in_place = "skinny" if few <= 8 else "tensor_matmul"
             assert matmul_family(big[0], few, big[1], dtype, False, False, wgmma_in_place=True).kernel == in_place
             assert matmul_family(65, *big, dtype, large_k_contiguous=True).kernel == "tensor_matmul"

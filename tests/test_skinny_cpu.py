@@ -175,6 +175,8 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                 if half and in_place and M <= N and TensorMatmul.stream_suits(M, N, K, dtype) and (
                         N >= TC16_STREAM_MIN_COLUMNS or N * K * 2 >= TC16_STREAM_MIN_BYTES):
                     want_suits = r <= SUITS_ROWS[dtype]   # the wgmma kernel streams few rows
+                if half and in_place and M <= N and TensorMatmul.swap_suits(M, N, K, dtype):
+                    want_suits = False   # A's rows as the wgmma N, from one row
                 assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits
     assert Skinny.suits(1, 4096, 4096, "float32") and Skinny.suits(4096, 8, 4096, "float32")
     assert Skinny.suits(1, 4096, 4096, "bfloat16") and Skinny.suits(4, 4096, 4096, "bfloat16")
@@ -182,28 +184,29 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
     # copy it first, up to 8 where wgmma reads it in place.
     assert Skinny.suits(4096, 8, 4096, "bfloat16", False, True)
     assert not Skinny.suits(4096, 9, 4096, "bfloat16", False, True)
-    assert Skinny.suits(8, 6720, 1088, "bfloat16", False, True) and Skinny.suits(8, 4096, 4096, "bfloat16", False)
+    assert Skinny.suits(8, 4096, 4096, "bfloat16", False)
+    # ... but up to 64 rows against an aligned weight (N and K of 1024 or more) run on sm_90
+    # with A's rows as the wgmma N (TensorMatmul.swap_suits), from one row, in either order.
+    for M, N, K in ((1, 4096, 4096), (2, 8192, 2048), (8, 6720, 1088), (9, 2048, 3456), (16, 8192, 2048),
+                    (64, 1024, 1024)):
+        for kc in (False, True):
+            assert not Skinny.suits(M, N, K, "bfloat16", kc, True), (M, N, K, kc)
+            assert Skinny.suits(M, N, K, "bfloat16", True, False), (M, N, K)   # not in place: the skinny forms
     assert not Skinny.suits(9, 6720, 1088, "bfloat16", False, True)
-    # ... but few rows against an aligned weight that TensorMatmul streams (16 MB and more, or
-    # one in fewer general tiles than half the SMs) run that on sm_90 past the SIMT forms' 1-2
-    # rows, where the weight has 3072 columns or more, or 40 MB.
-    assert not Skinny.suits(8, 8192, 4096, "bfloat16", False, True)
-    assert not Skinny.suits(3, 8192, 4096, "bfloat16", True, True)
-    assert not Skinny.suits(16, 8192, 2048, "bfloat16", True, True)    # 32 MB, 8192 columns
-    assert Skinny.suits(2, 8192, 2048, "bfloat16", False, True) and Skinny.suits(2, 8192, 2048, "bfloat16", True, True)
-    assert not Skinny.suits(9, 3072, 2560, "bfloat16", True, True)      # 15 MB in 48 general tiles
-    assert Skinny.suits(9, 2048, 3456, "bfloat16", True, True)          # 2048 columns, 14 MB
-    assert not Skinny.suits(9, 2048, 10240, "bfloat16", True, True)     # 2048 columns, 40 MB
-    assert Skinny.suits(9, 6720, 1088, "bfloat16", True, True)          # 14 MB in 105 general tiles
-    assert Skinny.suits(9, 3072, 2560, "bfloat16", True, False)         # without wgmma in place
+    # Short K or a narrow weight keep the bounds they had: the tiled tensor-core family for 8
+    # rows of K 512, the SIMT forms for 2 rows of 960 columns.
+    assert not TensorMatmul.swap_suits(8, 4096, 512, "bfloat16")
+    assert not TensorMatmul.swap_suits(2, 960, 4096, "bfloat16")
+    assert not Skinny.suits(8, 4096, 512, "bfloat16", True, True) and Skinny.suits(2, 960, 4096, "bfloat16", True, True)
     assert Skinny.suits(16, 4098, 4096, "float16", False) and not Skinny.suits(17, 4098, 4096, "float16", False)
     assert not Skinny.suits(8, 4096, 512, "bfloat16", False, True)
     # 16-bit: 3-64 rows against a k-contiguous weight (W.T), on the mma.m16n8k16 dot form.
     assert Skinny.suits(4, 4096, 4096, "float16", True) and Skinny.suits(64, 4096, 4096, "bfloat16", True)
     assert not Skinny.suits(65, 4096, 4096, "bfloat16", True) and not Skinny.suits(17, 4096, 512, "float16", True)
-    # ... up to 16 where the wgmma kernel reads the weight in place (aligned rows, sm_90).
-    assert Skinny.suits(16, 6720, 1088, "bfloat16", True, True) and Skinny.suits(4096, 3, 4096, "float16", True, True)
-    assert not Skinny.suits(17, 6720, 1088, "bfloat16", True, True) and Skinny.suits(17, 4096, 4096, "bfloat16", True)
+    # ... up to 16 where the wgmma kernel reads the weight in place (aligned rows, sm_90) and
+    # does not take the rows as its N: few columns.
+    assert Skinny.suits(4096, 16, 4096, "bfloat16", True, True) and Skinny.suits(4096, 3, 4096, "float16", True, True)
+    assert not Skinny.suits(4096, 17, 4096, "bfloat16", True, True) and Skinny.suits(17, 4096, 4096, "bfloat16", True)
     assert not Skinny.suits(4096, 4096, 4096, "float32") and not Skinny.suits(17, 4096, 4096, "float64")
     # float32: 13-96 rows in either storage order, up to 256 against a k-contiguous weight (W.T).
     assert Skinny.suits(17, 4096, 4096, "float32") and Skinny.suits(96, 4096, 4096, "float32", False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import shutil
 
 import pytest
 
@@ -324,10 +325,19 @@ def test_tf32_storage_that_needs_a_transposing_copy_of_a_large_operand_keeps_mma
         # A column-major A is copied instead: the columns of B decide.
         cc = spec.for_layouts(p, layout_a="col", layout_b="col")
         assert cc.wgmma == (N >= TF32_TRANSPOSE_MIN) and cc.layout_a == "col"
-    # 16-bit kernels read either order in place: nothing changes but the layouts.
-    p = {"M": 3, "N": 4096, "K": 4096}
+    # 16-bit kernels read either order in place: nothing changes but the layouts ...
+    p = {"M": 300, "N": 4096, "K": 4096}
     bf = TensorMatmul.default_spec(p, "bfloat16")
     assert bf.for_layouts(p, layout_a="col", layout_b="row") == bf.replace(layout_a="col")
+    # ... except that A's rows as the wgmma N read A K-major: a column-major A takes the
+    # streaming tiles (or the general ones) instead.
+    for p in ({"M": 3, "N": 4096, "K": 4096}, {"M": 3, "N": 1024, "K": 1024}):
+        few = TensorMatmul.default_spec(p, "bfloat16")
+        assert few.swap_ab and few.for_layouts(p, layout_b="col") == few.replace(layout_b="col")
+        col = few.for_layouts(p, layout_a="col", layout_b="row")
+        rule = (TensorMatmul.stream_spec(p, "bfloat16") if TensorMatmul.stream_suits(3, p["N"], p["K"], "bfloat16")
+                else TensorMatmul.general_wgmma_spec(p, "bfloat16"))
+        assert not col.swap_ab and col == rule.replace(layout_a="col")
 
 
 def test_dispatch_applies_the_call_layouts_through_the_family(monkeypatch):
@@ -417,6 +427,9 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
     for _ in range(300):
         M, N, K = (int(2 ** rng.uniform(0, 14)) for _ in range(3))
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
+        if dtype != "float32" and TensorMatmul.swap_suits(M, N, K, dtype):
+            assert s == TensorMatmul.swap_spec({"M": M, "N": N, "K": K}, dtype)   # A's rows as the wgmma N
+            continue
         if M * N * K <= SMALL_PRODUCT_MACS:
             # Small products: one launch of the mma.sync kernel with element loads.
             assert s == TensorMatmul.mma_default_spec({"M": M, "N": N, "K": K}, dtype).replace(repack=False)
@@ -436,7 +449,7 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
     BK = 128 // ITEMSIZE[dtype]
     assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).tile == (128, 256, BK)
     few = TensorMatmul.default_spec({"M": 17, "N": 4096, "K": 512}, dtype)
-    assert few.tile == (64, 64, BK) and few.split_k == 1
+    assert few.tile == (64, 64, BK) and few.split_k == 1 and not few.swap_ab   # K below 1024: not transposed
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -450,6 +463,13 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
         M = int(2 ** rng.uniform(0, 8.5))
         N, K = (int(2 ** rng.uniform(10, 14.2)) for _ in range(2))
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
+        if TensorMatmul.swap_suits(M, N, K, dtype):
+            # Up to 64 rows run transposed tiles; the streaming rule below serves them where A
+            # is column-major (for_layouts).
+            assert s == TensorMatmul.swap_spec({"M": M, "N": N, "K": K}, dtype)
+            if M * N * K <= SMALL_PRODUCT_MACS:
+                continue
+            s = s.for_layouts({"M": M, "N": N, "K": K}, layout_a="col").replace(layout_a="row")
         if M * N * K <= SMALL_PRODUCT_MACS:   # small products keep one element-load launch
             assert not s.wgmma and not TensorMatmul.stream_suits(M, N, K, dtype)
             continue
@@ -494,11 +514,11 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
     assert TensorMatmul.stream_suits(16, 2048, 4095, dtype) and TensorMatmul.stream_suits(19, 1088, 6400, dtype)
     # A narrow weight splits its K (12 tiles of 64 x 128, clusters of 8); a wide one streams
     # unsplit; two row tiles of a narrow one split in a workspace (24 tiles, 4 slices).
-    narrow = TensorMatmul.default_spec({"M": 4, "N": 1536, "K": 8192}, dtype)
+    narrow = TensorMatmul.stream_spec({"M": 4, "N": 1536, "K": 8192}, dtype)
     assert narrow.split_k == 8 and narrow.split_merge == "cluster"
     tall = TensorMatmul.default_spec({"M": 100, "N": 1536, "K": 8192}, dtype)
     assert tall.split_k == 4 and tall.split_merge == "workspace"
-    wide = TensorMatmul.default_spec({"M": 4, "N": 16384, "K": 4096}, dtype)
+    wide = TensorMatmul.stream_spec({"M": 4, "N": 16384, "K": 4096}, dtype)
     assert wide.tile[1] == 128 and wide.split_k == 1 and wide.stages == 9
     assert TensorMatmul.default_spec({"M": 200, "N": 8192, "K": 4096}, dtype).tile[:2] == (64, 256)
     # Four row tiles of 64 x 256 past 132 tiles would run two waves: the general tiles instead.
@@ -575,3 +595,84 @@ def test_float64_m16n8k8_large_warp_tiles_compile_for_sm90_without_spills():
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90").resources["kgen_tc_matmul"], specs))
     for spec, r in zip(specs, results):
         assert not (r["spill_stores"] or r["spill_loads"]), (spec.to_json(), r)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
+    """swap_spec on random few-row shapes: the rows rounded up to the next of SWAP_ROWS, 64
+    columns a block (128 past twice the SMs' tiles), the deepest ring one block an SM holds
+    (half of it for two blocks where the tiles pass the SMs), and the most K slices in
+    clusters that all run at once; each spec valid and within shared memory."""
+    from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, SM_SHARED_BYTES, STREAM_MIN_SIDE, STREAM_MIN_SLICE_K,
+                                     SWAP_MAX_ROWS, SWAP_ROWS, SWAP_SPLITS, _wgmma_stage_bytes)
+
+    rng = __import__("random").Random(17)
+    for _ in range(400):
+        M = int(2 ** rng.uniform(0, 6.5))
+        N, K = (int(2 ** rng.uniform(9.5, 15)) for _ in range(2))
+        suits = TensorMatmul.swap_suits(M, N, K, dtype)
+        assert suits == (M <= SWAP_MAX_ROWS and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE)
+        if not suits:
+            continue
+        s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
+        BM, BN, BK = s.tile
+        assert s.swap_ab and s.wgmma and s.layout_a == "row" and s.warp_tile == (BM, 64)
+        assert BM == min(b for b in SWAP_ROWS if b >= M) and BK * ITEMSIZE[dtype] == 128
+        assert BN == (64 if -(-N // 64) <= 2 * _SMS else 128)
+        tiles = -(-N // BN)
+        blocks = 2 if tiles > _SMS else 1
+        stage = _wgmma_stage_bytes(BM, BN)
+        # The deepest ring with which `blocks` blocks fit one SM: one stage more would not.
+        assert blocks * (s.shared_bytes + 1024) <= SM_SHARED_BYTES
+        assert s.stages == 16 or blocks * (s.shared_bytes + stage + 1024) > SM_SHARED_BYTES or \
+            s.shared_bytes + stage > LIMITS["max_shared_per_block_optin"]
+        ok = [x for x in SWAP_SPLITS
+              if x == 1 or (blocks == 1 and K >= STREAM_MIN_SLICE_K * x and tiles * x <= CLUSTER_WAVE_BLOCKS[x])]
+        assert s.split_k == max(ok) and s.split_merge == ("cluster" if s.split_k > 1 else "workspace")
+        assert s.launch_geometry(M, N, K)[0] == (tiles, 1, s.split_k)
+        assert s.threads == 128 * (BN // 64 + 1) and s.accumulator_registers == BM // 2
+    # 1 x 4096 x 4096 (a decode step's product): 8 rows, 64 tiles of 64 columns, 2 slices.
+    one = TensorMatmul.default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
+    assert one.tile[:2] == (8, 64) and one.split_k == 2 and one.split_merge == "cluster"
+    # 16384 columns: 256 tiles of 64, two blocks an SM, K whole.
+    wide = TensorMatmul.default_spec({"M": 30, "N": 16384, "K": 4096}, dtype)
+    assert wide.tile[:2] == (32, 64) and wide.split_k == 1 and 2 * (wide.shared_bytes + 1024) <= SM_SHARED_BYTES
+
+
+@pytest.mark.parametrize("fields, field", [
+    (dict(swap_ab=True, instruction="mma_sync", tile=(16, 64, 64), warp_tile=(16, 64)), "swap_ab"),
+    (dict(swap_ab=True, dtype="float32", tf32=True, tile=(16, 64, 32), warp_tile=(16, 64)), "swap_ab"),
+    (dict(swap_ab=True, tile=(12, 64, 64), warp_tile=(12, 64)), "tile[0] (BM)"),
+    (dict(swap_ab=True, tile=(264, 64, 64), warp_tile=(264, 64)), "tile[0]"),
+    (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(16, 64), layout_a="col"), "swap_ab"),
+    (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(16, 64), persistent=True), "swap_ab"),
+    (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(16, 64), cluster=2), "swap_ab"),
+    (dict(swap_ab=True, tile=(16, 96, 64), warp_tile=(16, 64)), "tile[1] (BN)"),
+    (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(64, 64)), "warp_tile"),
+])
+def test_swap_ab_field_rules_name_the_field(fields, field):
+    kw = dict(dtype="bfloat16", instruction="wgmma", stages=4)
+    kw.update(fields)
+    with pytest.raises(SpecError) as err:
+        TensorMatmul(**kw)
+    assert field in str(err.value)
+
+
+def test_swap_ab_renders_the_transposed_instruction_and_compiles_without_spills():
+    from kgen.core.render import render
+
+    spec = TensorMatmul(dtype="bfloat16", tile=(24, 128, 64), warp_tile=(24, 64), stages=8, instruction="wgmma",
+                        swap_ab=True, layout_b="row", split_k=4, split_merge="cluster")
+    src = render(spec)
+    # B's tile (N-major here) is the instruction's A, transposed; A's 24 rows are its N.
+    assert "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16" in src and "p, 1, 1, 1, 0;" in src
+    # Its sums go to shared memory one value at a time (a register pair holds two rows of C).
+    assert "st.shared.f32 [%0], %1;" in src and "st.shared.v2.f32" not in src
+    own = render(spec.replace(split_k=3, split_merge="workspace"))
+    assert "store_single(out, m, n, ldo, split_stride, z, flags, alpha, beta, v);" in own
+    assert "#define WG_N 24" in src and "#define CONSUMERS 2" in src
+    plain = render(spec.replace(swap_ab=False, tile=(64, 128, 64), warp_tile=(64, 128)))
+    assert "m64n128k16" in plain and "store_single" not in plain
+    if shutil.which("nvcc"):
+        res = kgen.compile(spec, "sm_90").resources["kgen_tc_wgmma"]
+        assert res["spill_stores"] == 0 and res["spill_loads"] == 0

@@ -68,6 +68,7 @@ def spec_pool() -> list[TensorMatmul]:
                    split_k=3, split_merge="cluster", out_dtype="float32"),
                  T(dtype="float32", tf32=True, split_tf32=True, tile=(128, 128, 32), warp_tile=(64, 128), stages=4,
                    instruction="wgmma", split_k=2, split_merge="cluster"),
+                 *swap_pool(),
             T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma"),
             T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 128), stages=6, instruction="wgmma",
               out_dtype="float32", raster="col"),
@@ -112,6 +113,26 @@ def spec_pool() -> list[TensorMatmul]:
     return pool
 
 
+def swap_pool() -> list[TensorMatmul]:
+    """swap_ab specs (A's rows as the wgmma N): 8 to 256 rows a tile, one and two consumer
+    warpgroups, whole K, K slices in a workspace and in clusters, a float32 output."""
+    T = TensorMatmul
+    return [T(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=8, instruction="wgmma", swap_ab=True),
+            T(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, instruction="wgmma", swap_ab=True,
+              split_k=3),
+            T(dtype="bfloat16", tile=(16, 128, 64), warp_tile=(16, 64), stages=8, instruction="wgmma", swap_ab=True,
+              split_k=4, split_merge="cluster"),
+            T(dtype="bfloat16", tile=(200, 64, 64), warp_tile=(200, 64), stages=4, instruction="wgmma", swap_ab=True,
+              split_k=2, split_merge="cluster", out_dtype="float32"),
+            T(dtype="float16", tile=(256, 128, 64), warp_tile=(256, 64), stages=3, instruction="wgmma", swap_ab=True,
+              raster="col")]
+
+
+def _layouts(spec, a: str, b: str) -> tuple[str, str]:
+    """The storage orders a test gives `spec`: swap_ab reads A K-major (row-major) only."""
+    return ("row" if spec.swap_ab else a), b
+
+
 def _hopper() -> bool:
     """Whether the GPU runs sm_90 code (the wgmma kernel's only target)."""
     try:
@@ -129,7 +150,7 @@ LAYOUTS = [(a, b) for a in ("row", "col") for b in ("row", "col")]
 @pytest.fixture(scope="module", autouse=True)
 def _prebuild():
     """Compile every spec in every layout up front, in parallel: nvcc dominates otherwise."""
-    specs = [s.replace(layout_a=a, layout_b=b) for s in POOL for a, b in LAYOUTS]
+    specs = list({s.replace(layout_a=a, layout_b=b) for s in POOL for a, b in (_layouts(s, *ab) for ab in LAYOUTS)})
     with cf.ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 2)) as ex:
         list(ex.map(kgen.compile, specs))
 
@@ -181,7 +202,8 @@ def _check(spec, A, B, C, C0, alpha, beta, label):
        beta=st.sampled_from([0.0, 0.0, 0.5]))
 def test_tensor_matmul_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
     torch = _torch()
-    spec = POOL[index].replace(layout_a=layouts[0], layout_b=layouts[1])
+    a_layout, b_layout = _layouts(POOL[index], *layouts)
+    spec = POOL[index].replace(layout_a=a_layout, layout_b=b_layout)
     k = kgen.build(spec)
     dt = getattr(torch, spec.dtype)
     odt = getattr(torch, spec.output_dtype)
@@ -214,6 +236,32 @@ def test_default_specs_on_benchmark_like_shapes(spec):
         assert C.dtype == getattr(torch, spec.output_dtype) and tuple(C.shape) == (M, N)
         torch.cuda.synchronize()
         _check(spec, A, B, C, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K}")
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_transposed_tiles_on_edge_and_model_like_shapes(index):
+    """swap_ab specs: every output of C (NaN-poisoned) from rows 1 to past one tile, columns
+    past the last 64, K of 1, primes and model sizes, both storage orders of B, alpha and beta."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    torch = _torch()
+    spec0 = swap_pool()[index]
+    for (M, N, K), order in itertools.product(((1, 1, 1), (1, 64, 64), (7, 129, 65), (8, 1000, 3001),
+                                               (9, 4100, 1000), (33, 777, 2049), (257, 300, 700)), ("col", "row")):
+        spec = spec0.replace(layout_b=order)
+        k = kgen.build(spec)
+        dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
+        A = _operand(torch, M, K, "row", 0, 0, dt)
+        B = _operand(torch, K, N, order, 0, 0, dt)
+        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
+        C = C0.clone()
+        k(A, B, out=C, alpha=-0.75, beta=0.5)
+        torch.cuda.synchronize()
+        _check(spec, A, B, C, C0, -0.75, 0.5, f"{spec.to_json()} {M}x{N}x{K}")
+        fresh = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
+        k(A, B, out=fresh)
+        torch.cuda.synchronize()
+        _check(spec, A, B, fresh, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K} beta=0")
 
 
 def test_streaming_spec_with_split_k_on_model_like_shapes():

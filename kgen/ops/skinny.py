@@ -584,10 +584,11 @@ class Skinny(Spec):
         TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned
         and the GPU runs the Hopper wgmma kernel, which wins from there up); with an
         n-contiguous one at most TC16_AXPY_ROWS[wgmma_in_place] (the mma.m16n8k16 axpy form).
-        Few rows (M <= N) with `wgmma_in_place` where TensorMatmul streams the weight
-        (TensorMatmul.stream_suits) and it has TC16_STREAM_MIN_COLUMNS columns or
-        TC16_STREAM_MIN_BYTES are the exception: past SUITS_ROWS they run its streaming spec,
-        which beat these forms there.
+        Few rows (M <= N) with `wgmma_in_place` are the exception: where TensorMatmul runs
+        them with A's rows as the wgmma N (TensorMatmul.swap_suits: up to 64 rows) they go
+        there, one row up; past that, where it streams the weight (stream_suits) and the weight
+        has TC16_STREAM_MIN_COLUMNS columns or TC16_STREAM_MIN_BYTES, past SUITS_ROWS they run
+        its streaming spec. Both beat these forms there.
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
         part off (split_tf32_enabled). `wgmma`: the GPU runs the Hopper forms (sm_90) and
@@ -595,6 +596,10 @@ class Skinny(Spec):
         (wgmma_suits)."""
         small, large = min(M, N), max(M, N)
         if small < 1:
+            return False
+        if dtype in ("float16", "bfloat16") and wgmma_in_place and M <= N and TensorMatmul.swap_suits(M, N, K, dtype):
+            # Few rows against an aligned weight on sm_90: the wgmma kernel with A's rows as
+            # its N (TensorMatmul.swap_spec) streams it faster than these forms.
             return False
         if (dtype in ("float16", "bfloat16") and wgmma_in_place and M <= N and TensorMatmul.stream_suits(M, N, K, dtype)
                 and (N >= TC16_STREAM_MIN_COLUMNS or N * K * 2 >= TC16_STREAM_MIN_BYTES)):

@@ -92,6 +92,23 @@ STREAM_MIN_SLICE_K = 256
 # 206x10176x13696 ran 0.61-0.72x cuBLAS on the stream; H100).
 STREAM_CLUSTER_SPLITS = (1, 2, 4, 8)
 CLUSTER_WAVE_BLOCKS = {2: 132, 4: 120, 8: 120}
+# float16/bfloat16 products of at most SWAP_MAX_ROWS rows (A row-major, N and K of at least
+# STREAM_MIN_SIDE) run with A's rows as the wgmma N (swap_ab, swap_spec): BM the first of
+# SWAP_ROWS that holds the rows, 64 columns a block (128 past 2 x 132 column tiles), the deepest
+# ring one block an SM holds, or two blocks an SM (a ring half as deep) where the tiles pass the
+# SMs, and K split into 2, 4 or 8 slices merged in clusters, the most whose clusters all run at
+# once. Fitted on 16 bfloat16 products of 2-59 rows (seed 701, weights under 40 MB, both storage
+# orders) against 24 variants each (64/128 columns x 1-8 slices x full/half rings), device time on
+# an H100: 1.03x (rotated operands) and 1.06x (the same operands every call, from L2) the fastest
+# variant, 0.93x and 0.90x cuBLAS's speed, where the 64-row streaming tiles and the skinny forms
+# ran 0.78x and 0.64x (docs/tensorcore.md, "A's rows as the wgmma N"). Past 64 rows the
+# transposed tile multiplies up to 256 of them per 64 columns of B and lost to the general tiles
+# on wide weights (186x9280x1536: 20.3 µs against 15.5), so those keep stream_spec's rule.
+SWAP_MAX_ROWS = 64
+SWAP_ROWS = (8, 16, 32, 64)
+SWAP_SPLITS = (1, 2, 4, 8)
+# Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
+SM_SHARED_BYTES = 228 * 1024
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
 # only shared memory bounds them (a 64 x 64 tile of 16-bit values takes 16 KB a stage).
 WGMMA_MAX_STAGES = 16
@@ -216,6 +233,11 @@ class TensorMatmul(Spec):
     cluster      1, or 2 (wgmma only, not persistent): thread block clusters of two blocks
                  computing C tiles (2i, j) and (2i + 1, j), each loading its own A tile and
                  half of the shared B tile for both (TMA multicast).
+    swap_ab      wgmma only: each consumer warpgroup computes its 64 columns of C's tile
+                 transposed, B's tile as the instruction's 64-row operand and A's BM rows as its
+                 N (wgmma.m64nBMk16), so a tile of few rows (BM any multiple of 8 from 8 to
+                 256) multiplies no padding; BN/64 consumer warpgroups, warp_tile = (BM, 64).
+                 16-bit inputs with A K-major (layout_a "row"); not persistent, cluster 1.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -241,6 +263,7 @@ class TensorMatmul(Spec):
     persistent: bool = False
     cluster: int = 1
     split_merge: str = "workspace"
+    swap_ab: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -271,6 +294,8 @@ class TensorMatmul(Spec):
             fail("out_dtype", self.out_dtype, "'' for float64 inputs (a float64 product is stored as float64)")
         if self.instruction not in INSTRUCTIONS:
             fail("instruction", self.instruction, f"one of {INSTRUCTIONS}")
+        if self.swap_ab and self.instruction != "wgmma":
+            fail("swap_ab", True, "False with instruction='mma_sync' (the transposed tile is the wgmma kernel's)")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
@@ -296,14 +321,14 @@ class TensorMatmul(Spec):
         BM, BN, BK = self.tile
         WM, WN = self.warp_tile
         for name, v in (("tile[0] (BM)", BM), ("tile[1] (BN)", BN)):
-            if v < 16 or v > 256 or v % 16:
+            if (v < 16 or v > 256 or v % 16) and not (self.swap_ab and name == "tile[0] (BM)"):
                 fail(name, v, "a multiple of 16 from 16 to 256")
         item = ITEMSIZE[self.dtype]
         if BK < mk or BK % mk or BK * item > 256:
             fail("tile[2] (BK)", BK, f"a multiple of {mk} (the MMA's K for {self.dtype}) of at most "
                  f"{256 // item} elements (256 bytes)")
         for name, v, block in (("warp_tile[0] (WM)", WM, BM), ("warp_tile[1] (WN)", WN, BN)):
-            if v < 16 or v % 16 or block % v:
+            if (v < 16 or v % 16 or block % v) and not self.swap_ab:   # swap_ab: (BM, 64), checked with wgmma's
                 fail(name, v, f"a multiple of 16 that divides the block tile's {block}")
         warps = (BM // WM) * (BN // WN)
         if warps > 16:
@@ -356,13 +381,28 @@ class TensorMatmul(Spec):
                  f"with split_merge='cluster' and tile {self.tile} (the {BM} x {BN} float32 sums are kept "
                  "over the stage ring)")
 
+    def _validate_swap(self) -> None:
+        """swap_ab: A's rows are the wgmma N, B's tile the instruction's 64-row operand."""
+        BM = self.tile[0]
+        if self.dtype not in ("float16", "bfloat16"):
+            fail("swap_ab", True, f"False for dtype={self.dtype!r} (the transposed tile is the 16-bit kernel's)")
+        if BM < 8 or BM > 256 or BM % 8:
+            fail("tile[0] (BM)", BM, "a multiple of 8 from 8 to 256 with swap_ab (the wgmma N)")
+        if self.layout_a != "row":
+            fail("swap_ab", True, "False with layout_a='col' (A's tile is the instruction's K-major operand; "
+                 "an M-major one needs 64-row boxes)")
+        if self.persistent or self.cluster > 1:
+            fail("swap_ab", True, "False with persistent=True or cluster=2")
+
     def _validate_wgmma(self) -> None:
         """The wgmma kernel's own rules (the shared ones are checked after)."""
         if self.dtype not in ("float16", "bfloat16", "float32"):
             fail("instruction", "wgmma", f"'mma_sync' for dtype={self.dtype!r} (the wgmma kernel takes float16, "
                  "bfloat16 and float32 as TF32)")
         BM, BN, BK = self.tile
-        if BM not in (64, 128):
+        if self.swap_ab:
+            self._validate_swap()
+        elif BM not in (64, 128):
             fail("tile[0] (BM)", BM, "64 or 128 with instruction='wgmma' (one or two consumer warpgroups of 64 rows)")
         if BN not in (64, 128, 192, 256):
             fail("tile[1] (BN)", BN, "64, 128, 192 or 256 with instruction='wgmma' (the wgmma N, in 64-wide TMA boxes)")
@@ -370,7 +410,10 @@ class TensorMatmul(Spec):
         if BK != row:
             fail("tile[2] (BK)", BK, f"{row} with instruction='wgmma' and dtype={self.dtype!r} (one 128-byte "
                  "swizzled row of k values)")
-        if self.warp_tile != (64, BN):
+        if self.swap_ab and self.warp_tile != (BM, 64):
+            fail("warp_tile", self.warp_tile, f"({BM}, 64) with swap_ab: each consumer warpgroup computes the "
+                 "block's BM rows of 64 columns")
+        if not self.swap_ab and self.warp_tile != (64, BN):
             fail("warp_tile", self.warp_tile, f"(64, {BN}) with instruction='wgmma': each consumer warpgroup "
                  "computes 64 rows of the block's BN columns")
         if self.smem_layout != "swizzle":
@@ -406,8 +449,8 @@ class TensorMatmul(Spec):
 
     @property
     def consumers(self) -> int:
-        """wgmma: consumer warpgroups, 64 rows of C each."""
-        return self.tile[0] // 64
+        """wgmma: consumer warpgroups, 64 rows of C each (64 columns with swap_ab)."""
+        return self.tile[1] // 64 if self.swap_ab else self.tile[0] // 64
 
     @property
     def threads(self) -> int:
@@ -427,8 +470,8 @@ class TensorMatmul(Spec):
 
     @property
     def accumulator_registers(self) -> int:
-        if self.wgmma:   # a 64 x BN tile over 128 threads
-            return self.tile[1] // 2
+        if self.wgmma:   # a 64 x BN tile over 128 threads (64 x BM with swap_ab)
+            return (self.tile[0] if self.swap_ab else self.tile[1]) // 2
         mm, mn, _ = self.mma_mnk
         WM, WN = self.warp_tile
         per_tile = mm * mn // 32  # accumulators a lane holds per MMA tile
@@ -528,7 +571,7 @@ class TensorMatmul(Spec):
             WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
             split3=self.split_tf32, PROMOTE_TILES=SPLIT_PROMOTE_TILES,
             persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
-            PART_STRIDE=BN + _PART_PAD)
+            PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -572,13 +615,14 @@ class TensorMatmul(Spec):
         """float16/bfloat16 and TF32: the wgmma kernel (wgmma_default_spec), which dispatch
         replaces by mma_default_spec on a GPU other than sm_90 (prune_reason rules it out
         there); products of at most SMALL_PRODUCT_MACS multiply-adds mma_default_spec with
-        element loads (one launch, no copies). float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
+        element loads (one launch, no copies), except few rows that swap_suits takes.
+        float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
         (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against
         0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch replaces by m8n8k4 below
         sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
             p = cls.normalize_problem(problem)
-            if p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS:
+            if p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS and not cls.swap_suits(p["M"], p["N"], p["K"], dtype):
                 return cls.mma_default_spec(p, dtype).replace(repack=False)
             return cls.wgmma_default_spec(problem, dtype)
         spec = cls.mma_default_spec(problem, dtype)
@@ -625,6 +669,35 @@ class TensorMatmul(Spec):
         return spec.replace(split_k=split)
 
     @classmethod
+    def swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether the default runs M x N x K with A's rows as the wgmma N (swap_spec): 16-bit
+        inputs, at most SWAP_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE (however few
+        the multiply-adds: 2x1728x1088 ran in 5.2 µs against the skinny forms' 7.7 and the
+        mma.sync default's more, device time on an H100)."""
+        return (dtype in ("float16", "bfloat16") and 1 <= M <= SWAP_MAX_ROWS and N >= STREAM_MIN_SIDE
+                and K >= STREAM_MIN_SIDE)
+
+    @classmethod
+    def swap_spec(cls, problem, dtype):
+        """The wgmma kernel with A's rows as the instruction's N for a product of few rows
+        (constants at SWAP_MAX_ROWS say how each field was chosen). Past SWAP_MAX_ROWS rows,
+        BM is the rows rounded up to 8 (at most 256)."""
+        cls._check_dtype_name(dtype)
+        p = cls.normalize_problem(problem)
+        M, N, K = p["M"], p["N"], p["K"]
+        BM = next((b for b in SWAP_ROWS if b >= M), min(256, -(-M // 8) * 8))
+        BN = 64 if -(-N // 64) <= 2 * _SMS else 128
+        tiles = -(-N // BN)
+        two = tiles > _SMS   # two blocks an SM, each with half the ring
+        spec = cls(dtype=dtype, tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
+                   stages=wgmma_ring_stages(BM, BN, 2 if two else 1), instruction="wgmma", swap_ab=True)
+        if two:
+            return spec
+        split = max(s for s in SWAP_SPLITS
+                    if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= CLUSTER_WAVE_BLOCKS[s]))
+        return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
+
+    @classmethod
     def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
         """The Hopper kernel for any shape: a 16-bit product of few rows streams (stream_spec);
         otherwise the block tile minimises waves x (BM + BN): the
@@ -636,6 +709,8 @@ class TensorMatmul(Spec):
         among the tiles that hold its second set of accumulators (SPLIT_MAX_BN), on 3K."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
+        if cls.swap_suits(p["M"], p["N"], p["K"], dtype):
+            return cls.swap_spec(p, dtype)
         if cls.stream_suits(p["M"], p["N"], p["K"], dtype):
             return cls.stream_spec(p, dtype)
         return cls.general_wgmma_spec(p, dtype, split_tf32)
@@ -760,6 +835,16 @@ class TensorMatmul(Spec):
                             if split > 1:
                                 add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
                                     instruction="wgmma", split_merge="cluster")
+        if dtype in ("float16", "bfloat16") and p["M"] <= 256:
+            # A's rows as the wgmma N: the rows rounded up to 8, 64 or 128 columns, the ring of
+            # one or two blocks an SM, 1-8 K slices merged in clusters.
+            BM = -(-p["M"] // 8) * 8
+            for BN in (64, 128):
+                for blocks in (1, 2):
+                    for split in (1, 2, 4, 8) if p["K"] >= 512 else (1,):
+                        add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN, blocks),
+                            instruction="wgmma", swap_ab=True, split_k=split,
+                            split_merge="cluster" if split > 1 else "workspace")
         return specs
 
     def for_layouts(self, problem, **layouts):
@@ -770,6 +855,11 @@ class TensorMatmul(Spec):
         itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
         gives way to wgmma_default_spec(split_tf32=True)."""
         p = self.normalize_problem(problem)
+        if self.swap_ab and layouts.get("layout_a") == "col":
+            # The transposed tile reads A K-major: a column-major A takes the 64-row tiles.
+            fallback = (self.stream_spec(p, self.dtype) if self.stream_suits(p["M"], p["N"], p["K"], self.dtype)
+                        else self.general_wgmma_spec(p, self.dtype))
+            return fallback.replace(**layouts)
         if layouts.get("split_tf32") and not self.split_tf32:
             # A TF32 spec (tuned with allow_tf32, or the rule's) may not hold the split's
             # accumulators: the split's own default instead.
@@ -932,6 +1022,13 @@ def _partial_tile_bytes(BM: int, BN: int) -> int:
 def wgmma_deepest_stages(BM: int, BN: int) -> int:
     """The most stages of a BM x BN wgmma ring that fit shared memory (at most WGMMA_MAX_STAGES)."""
     return min(WGMMA_MAX_STAGES, (MAX_SHARED_BYTES - 1024) // _wgmma_stage_bytes(BM, BN))
+
+
+def wgmma_ring_stages(BM: int, BN: int, blocks_per_sm: int = 1) -> int:
+    """The most stages of a BM x BN wgmma ring with which `blocks_per_sm` blocks fit one SM's
+    shared memory (at most WGMMA_MAX_STAGES)."""
+    per_block = min(MAX_SHARED_BYTES, (SM_SHARED_BYTES - 1024 * blocks_per_sm) // blocks_per_sm)
+    return min(WGMMA_MAX_STAGES, (per_block - 1024) // _wgmma_stage_bytes(BM, BN))
 
 
 class _TensorMaps:

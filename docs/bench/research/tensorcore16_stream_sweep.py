@@ -1,16 +1,17 @@
-"""float16/bfloat16 products of few rows (1-256) on TensorMatmul's wgmma kernel run as a
-streaming kernel: 64-row tiles (and 128-row ones above 64 rows), TMA rings as deep as shared
-memory holds, K split and the persistent schedule so that every SM streams the weight.
-Device time (every call over rotated operands, more bytes than L2 holds, captured in one CUDA
-graph and replayed; with WARM=1 the same operands every call, as a loop over one layer reads
-them, a weight under the L2's size then coming from L2), beside cuBLAS through torch and the route kgen.matmul takes; each
-variant's result checked against the float64 product. Shapes: COUNT drawn by `kgen bench
-calls`' generator (seed SEED, rows ROWS, N and K multiples of MULTIPLE).
+"""float16/bfloat16 products of few rows (1-256) on TensorMatmul's wgmma kernel run as a streaming
+kernel: 64-row tiles (and 128-row ones above 64 rows), TMA rings as deep as shared memory
+holds, K split and the persistent schedule so that every SM streams the weight. Device time
+(every call over rotated operands, more bytes than L2 holds, captured in one CUDA graph and
+replayed; with WARM=1 the same operands every call, as a loop over one layer reads them, a
+weight under the L2's size then coming from L2), beside cuBLAS through torch and the route
+kgen.matmul takes; each variant's result checked against the float64 product. Shapes: COUNT
+drawn by `kgen bench calls`' generator (seed SEED, rows ROWS, N and K multiples of MULTIPLE).
 Env: DTYPE (bfloat16), COUNT (8), SEED (1), ROWS (17-256), MULTIPLE (64), ORDERS (col,row),
 TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), MAX_WEIGHT_MB (no bound: only
 products whose B is smaller), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes;
-several are each timed), WARM (0), FILL_SPLITS (1,2,4,8: the fill set's slices), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which
-needs no GPU), SET, the variants timed beside cuBLAS and kgen.matmul:
+several are each timed), WARM (0), FILL_SPLITS (1,2,4,8: the fill set's slices), COMPILE_ONLY
+(0; 1 compiles every variant of the draw and stops, which needs no GPU), SET, the variants
+timed beside cuBLAS and kgen.matmul:
   sweep   row tiles x TILES_N x SPLITS x PERSISTENT, each with the deepest ring (default);
   rule    the shipped default alone;
   merge   the default, the one-wave split of STREAM_SPLITS in a workspace, and 2, 4 and 8
@@ -20,7 +21,10 @@ needs no GPU), SET, the variants timed beside cuBLAS and kgen.matmul:
   fill    at most 64 rows: 64-row tiles of every wgmma N with 1, 2, 4 and 8 slices in clusters;
   tall    past one row tile: the general tiles and streaming tiles of 64 and 128 rows, alone
           and in pairs of row tiles sharing B's tile by TMA multicast (cluster=2);
-  stages  the streaming spec with rings of 2, 3, 4, 6 stages and its own.
+  stages  the streaming spec with rings of 2, 3, 4, 6 stages and its own;
+  swap    A's rows as the wgmma N (swap_ab, BM the next of 8, 16, 32, 64, 96, 128, 192, 256), 64 and 128
+          columns, 1-8 slices (2, 4, 8 in clusters, 3 and 6 in a workspace); SWAP_HALF=1 adds each
+          with a ring half as deep (two blocks an SM).
 Output: $OUT/tensorcore16_stream_sweep.json."""
 import concurrent.futures as cf
 import functools
@@ -31,7 +35,8 @@ import os
 from kgen.bench.calls import random_matmul_shapes
 from kgen.bench.skinny import time_graph
 from kgen.core import tma
-from kgen.ops.tensorcore import STREAM_SPLITS, TensorMatmul, wgmma_deepest_stages
+from kgen.core.spec import SpecError
+from kgen.ops.tensorcore import MAX_SHARED_BYTES, STREAM_SPLITS, TensorMatmul, wgmma_deepest_stages
 from kgen.tune import dispatch
 
 DTYPE = os.environ.get("DTYPE", "bfloat16")
@@ -42,6 +47,8 @@ PERSISTENT = [v == "1" for v in os.environ.get("PERSISTENT", "0,1").split(",")]
 PROMOTIONS = [int(v) for v in os.environ.get("PROMOTIONS", "128").split(",")]
 FILL_SPLITS = [int(v) for v in os.environ.get("FILL_SPLITS", "1,2,4,8").split(",")]
 WARM = os.environ.get("WARM", "0") == "1"
+SWAP_ROWS = (8, 16, 32, 64, 96, 128, 192, 256)
+SWAP_HALF = os.environ.get("SWAP_HALF", "0") == "1"
 
 
 def shapes():
@@ -105,6 +112,28 @@ def variants(M, N, K, order):
                 if K >= 256 * split:
                     out[f"stream/c{split}"] = stream.replace(split_k=split, split_merge="cluster")
                     out[f"stream64/c{split}"] = narrow.replace(split_k=split, split_merge="cluster")
+        return out
+    if os.environ.get("SET") == "swap" and order in ("col", "row"):   # A's rows as the wgmma N: no padding rows
+        BM = next(b for b in SWAP_ROWS if b >= M)
+        for BN in (64, 128):
+            tile = base.replace(tile=(BM, BN, base.tile[2]), warp_tile=(BM, 64), swap_ab=True, split_k=1,
+                                split_merge="workspace", persistent=False, cluster=1,
+                                stages=wgmma_deepest_stages(BM, BN))
+            rings = {"": tile}
+            if SWAP_HALF:   # a ring half as deep: two blocks an SM
+                half = (MAX_SHARED_BYTES // 2 - 2048) // (tile.shared_bytes // tile.stages)
+                if half >= 2:
+                    rings["h"] = tile.replace(stages=min(half, tile.stages))
+            for ring_name, ring_spec in rings.items():
+                for split in (1, 2, 3, 4, 6, 8):
+                    if split > 1 and K < 256 * split:
+                        continue
+                    merge = "cluster" if split in (2, 4, 8) else "workspace"
+                    try:
+                        out[f"s{BN}{ring_name}/{split}{merge[0]}"] = ring_spec.replace(
+                            split_k=split, split_merge=merge if split > 1 else "workspace")
+                    except SpecError:   # a ring too shallow to keep the cluster's sums
+                        pass
         return out
     if os.environ.get("SET") == "merge":   # the one-wave split in a workspace, and 2, 4, 8 in clusters
         tiles = -(-M // 64) * -(-N // base.tile[1])
