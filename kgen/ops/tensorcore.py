@@ -101,11 +101,15 @@ CLUSTER_WAVE_BLOCKS = {2: 132, 4: 120, 8: 120}
 # orders) against 24 variants each (64/128 columns x 1-8 slices x full/half rings), device time on
 # an H100: 1.03x (rotated operands) and 1.06x (the same operands every call, from L2) the fastest
 # variant, 0.93x and 0.90x cuBLAS's speed, where the 64-row streaming tiles and the skinny forms
-# ran 0.78x and 0.64x (docs/tensorcore.md, "A's rows as the wgmma N"). Past 64 rows the
-# transposed tile multiplies up to 256 of them per 64 columns of B and lost to the general tiles
-# on wide weights (186x9280x1536: 20.3 µs against 15.5), so those keep stream_spec's rule.
+# ran 0.78x and 0.64x (docs/tensorcore.md, "A's rows as the wgmma N"). Past 64 rows (up to
+# SWAP_NARROW_MAX_ROWS) only a narrow weight, of at most SWAP_NARROW_TILES 64-column tiles, runs
+# transposed: on 6 products of 76-249 rows it won where the weight had 21-56 such tiles
+# (90x1344x5824: 9.5 µs against 12.3, 76x3584x4608: 17.1 against 22.0) and lost where it had
+# 123-159 (186x9280x1536: 20.3 µs against the general tiles' 15.5), H100, seed 702.
 SWAP_MAX_ROWS = 64
-SWAP_ROWS = (8, 16, 32, 64)
+SWAP_NARROW_MAX_ROWS = 256
+SWAP_NARROW_TILES = 66
+SWAP_ROWS = (8, 16, 32, 64, 96, 128, 192, 256)
 SWAP_SPLITS = (1, 2, 4, 8)
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024
@@ -671,21 +675,22 @@ class TensorMatmul(Spec):
     @classmethod
     def swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether the default runs M x N x K with A's rows as the wgmma N (swap_spec): 16-bit
-        inputs, at most SWAP_MAX_ROWS rows, N and K of at least STREAM_MIN_SIDE (however few
-        the multiply-adds: 2x1728x1088 ran in 5.2 µs against the skinny forms' 7.7 and the
-        mma.sync default's more, device time on an H100)."""
-        return (dtype in ("float16", "bfloat16") and 1 <= M <= SWAP_MAX_ROWS and N >= STREAM_MIN_SIDE
-                and K >= STREAM_MIN_SIDE)
+        inputs, N and K of at least STREAM_MIN_SIDE, and at most SWAP_MAX_ROWS rows (however
+        few the multiply-adds: 2x1728x1088 ran in 5.2 µs against the skinny forms' 7.7, device
+        time on an H100), or at most SWAP_NARROW_MAX_ROWS against at most SWAP_NARROW_TILES
+        64-column tiles."""
+        return (dtype in ("float16", "bfloat16") and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE
+                and 1 <= M <= (SWAP_NARROW_MAX_ROWS if -(-N // 64) <= SWAP_NARROW_TILES else SWAP_MAX_ROWS))
 
     @classmethod
     def swap_spec(cls, problem, dtype):
         """The wgmma kernel with A's rows as the instruction's N for a product of few rows
-        (constants at SWAP_MAX_ROWS say how each field was chosen). Past SWAP_MAX_ROWS rows,
-        BM is the rows rounded up to 8 (at most 256)."""
+        (constants at SWAP_MAX_ROWS say how each field was chosen). Past 256 rows, BM is 256
+        (several row tiles)."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"]
-        BM = next((b for b in SWAP_ROWS if b >= M), min(256, -(-M // 8) * 8))
+        BM = next((b for b in SWAP_ROWS if b >= M), SWAP_ROWS[-1])
         BN = 64 if -(-N // 64) <= 2 * _SMS else 128
         tiles = -(-N // BN)
         two = tiles > _SMS   # two blocks an SM, each with half the ring

@@ -1,6 +1,7 @@
 """TensorMatmul's streaming specs of few 16-bit rows (TensorMatmul.stream_spec: 64-row tiles,
 TMA rings of 9 and 5 stages, K split with its workspace or merged in a thread block cluster,
-the persistent schedule) on edge
+the persistent schedule; TensorMatmul.swap_spec: A's rows as the wgmma N, 8-256 rows a tile,
+one or two consumer warpgroups, K slices in clusters or a workspace, two blocks an SM) on edge
 shapes: 1 row and several row tiles, K of 1, K past a slice and not a multiple of 64, N past
 a tile and odd, odd element offsets (the repacking copy), both storage orders of B, alpha and
 beta; each result checked against float64. Run it under `compute-sanitizer --tool memcheck`
@@ -20,11 +21,17 @@ specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
          TensorMatmul.stream_spec({"M": 3, "N": 1536, "K": 8192}, DTYPE).replace(persistent=True,
                                                                                split_merge="workspace"),
          TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE).replace(split_merge="cluster"),
-         TensorMatmul.stream_spec({"M": 200, "N": 1024, "K": 4096}, DTYPE).replace(split_merge="cluster")]
+         TensorMatmul.stream_spec({"M": 200, "N": 1024, "K": 4096}, DTYPE).replace(split_merge="cluster"),
+         TensorMatmul.swap_spec({"M": 1, "N": 4096, "K": 4096}, DTYPE),
+         TensorMatmul.swap_spec({"M": 30, "N": 16384, "K": 4096}, DTYPE),
+         TensorMatmul.swap_spec({"M": 100, "N": 1344, "K": 5824}, DTYPE),
+         TensorMatmul.swap_spec({"M": 20, "N": 4096, "K": 2048}, DTYPE).replace(tile=(24, 128, 64), warp_tile=(24, 64),
+                                                                               stages=8, split_k=3,
+                                                                               split_merge="workspace")]
 shapes = ((1, 1, 1), (1, 130, 1031), (7, 300, 2049), (70, 257, 1100), (129, 67, 700), (16, 1024, 4096))
 bad = cases = 0
 for spec in specs:
-    assert spec.stages >= 5
+    assert spec.stages >= 5 or spec.swap_ab
     for lb in ("row", "col"):
         k = kgen.build(spec.replace(layout_b=lb))
         for M, N, K in shapes:
