@@ -671,6 +671,10 @@ def tensor_pool() -> list[TensorMatmul]:
         # K slices merged in a thread block cluster (the wgmma kernel; sm_90 only)
         TensorMatmul(tile=(64, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma", split_k=4,
                      split_merge="cluster", layout_b="col"),
+        # A's rows as the wgmma N: K slices in clusters (K-major B) and in a workspace (N-major B)
+        TensorMatmul(tile=(16, 64, 64), warp_tile=(16, 64), stages=4, instruction="wgmma", swap_ab=True, split_k=4,
+                     split_merge="cluster", layout_b="col"),
+        TensorMatmul(tile=(40, 128, 64), warp_tile=(40, 64), stages=3, instruction="wgmma", swap_ab=True, split_k=3),
     ]
     pool = {s.key: s for s in must}
     for dtype in ("float16", "float32", "float64"):
