@@ -18,7 +18,7 @@ import kgen.ops.skinny as skinny_module
 from kgen.ops.tensorcore import TensorMatmul
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SMALL_SIMT_MIN_K,
                               SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS,
-                              TC16_STREAM_MIN_BYTES, TC16_STREAM_MIN_COLUMNS, TC16_SUITS_ROWS, TC_MIN_DIM,
+                              TC16_SUITS_ROWS, TC_MIN_DIM,
                               TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -172,9 +172,6 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                               or (half and big and r <= rows16)
                               or (dtype == "float32" and not big and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
                                   and (max(M, N) < TC_MIN_DIM or r <= SMALL_SIMT_WIDE_ROWS)))
-                if half and in_place and M <= N and TensorMatmul.stream_suits(M, N, K, dtype) and (
-                        N >= TC16_STREAM_MIN_COLUMNS or N * K * 2 >= TC16_STREAM_MIN_BYTES):
-                    want_suits = r <= SUITS_ROWS[dtype]   # the wgmma kernel streams few rows
                 if half and in_place and M <= N and TensorMatmul.swap_suits(M, N, K, dtype):
                     want_suits = False   # A's rows as the wgmma N, from one row
                 assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits

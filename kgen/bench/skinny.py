@@ -12,7 +12,11 @@ same run (torch clone of a 1 GiB buffer, bytes read + written over time):
   single     one public call (`k(A, B)`, output allocated, host included) between CUDA
              events after a synchronisation, median over repeats, for kgen and torch.matmul;
   pipelined  public calls back to back, events around the batch, per call;
-  cuBLAS device  torch.matmul replayed from a CUDA graph (its device time alone).
+  cuBLAS device  torch.matmul replayed from a CUDA graph (its device time alone);
+  route      what kgen.matmul runs for the call (the family dispatch picks: on an H100 or H200
+             16-bit few rows go to the tensor-core kernel with A's rows as the wgmma N), its
+             device time from a CUDA graph, its % of the bound and one public call beside
+             torch.matmul's.
 Inputs rotate through enough copies that their footprint is at least 3 L2s, so no
 contender reads a warm L2. B is the weight as torch's Linear holds it (B = W.T, W stored
 N x K) unless --layout row. TF32 is off for cuBLAS (torch.backends.cuda.matmul.allow_tf32).
@@ -292,7 +296,8 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
     except Exception as exc:  # noqa: BLE001 - a capture failure only loses this column
         print(f"  (cuBLAS graph timing failed: {exc})", flush=True)
         tm_device = float("nan")
-    return {
+    route = bench_route(torch, ops, dtype, args, bound_us, tm_single)
+    return {**route,
         "M": M, "N": N, "K": K, "dtype": dtype, "layout": layout, "spec": spec.to_dict(),
         "form": plan.form, "width": plan.width, "splits": plan.splits, "mode": plan.mode,
         "grid": [list(launch.grid) for kind, launch, _ in plan.launches if kind == "main"],
@@ -303,6 +308,30 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
         "speedup_single": tm_single / kg_single, "speedup_pipelined": tm_pipe / kg_pipe,
         "cublas_pct_bound": bound_us / tm_device if tm_device == tm_device else float("nan"),
     }
+
+
+def bench_route(torch, ops: Operands, dtype: str, args, bound_us: float, tm_single: float) -> dict[str, Any]:
+    """kgen.matmul as users call it on these operands: the family dispatch picks, its result
+    against float64, its device time (calls with out= replayed from a CUDA graph) and one call."""
+    import kgen
+    from ..ops.skinny import tolerance
+    from ..tune.dispatch import call_family
+
+    family = call_family(ops.A[0], ops.B[0], dtype).kernel
+    C = kgen.matmul(ops.A[0], ops.B[0])
+    ref = ops.A[0].double() @ ops.B[0].double()
+    err = float((C.double() - ref).norm() / ref.norm().clamp_min(1e-300))
+    calls = [(lambda a=a, b=b, c=c: kgen.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+    try:
+        device = time_graph(torch, calls, args.repeats)
+    except Exception as exc:  # noqa: BLE001 - a capture failure only loses this column
+        print(f"  (kgen.matmul graph timing failed: {exc})", flush=True)
+        device = float("nan")
+    single = time_single(torch, [(lambda a=a, b=b: kgen.matmul(a, b)) for a, b in zip(ops.A, ops.B)],
+                         args.repeats * 2)
+    return {"route": family, "route_error": err, "route_ok": bool(math.isfinite(err) and err <= tolerance(dtype,
+            ops.A[0].shape[1])), "route_device_us": device, "route_pct_bound": bound_us / device,
+            "route_single_us": single, "route_speedup_single": tm_single / single}
 
 
 def sweep_shape(torch, M, N, K, dtype, layout, args, bw, l2) -> list[dict[str, Any]]:
@@ -398,7 +427,9 @@ def run(args) -> dict[str, Any]:
                   f"{r['kgen_device_us']:7.1f} {100 * r['pct_bound']:5.0f}% {r['kgen_single_us']:7.1f} "
                   f"{r['cublas_single_us']:7.1f} {r['speedup_single']:5.2f} {r['kgen_pipelined_us']:7.1f} "
                   f"{r['cublas_pipelined_us']:7.1f} {r['speedup_pipelined']:5.2f} {r['cublas_device_us']:7.1f} "
-                  f"{r['error']:8.1e}{'' if r['ok'] else ' WRONG'}", flush=True)
+                  f"{r['error']:8.1e}{'' if r['ok'] else ' WRONG'} | kgen.matmul: {r['route']} "
+                  f"{r['route_device_us']:7.1f} {100 * r['route_pct_bound']:5.0f}% {r['route_single_us']:7.1f} "
+                  f"{r['route_speedup_single']:5.2f}x{'' if r['route_ok'] else ' WRONG'}", flush=True)
             torch.cuda.empty_cache()
     summary = {}
     for d in (dtypes if table else []):
@@ -411,7 +442,10 @@ def run(args) -> dict[str, Any]:
             "small_rows_min_single": min((r["speedup_single"] for r in low), default=float("nan")),
             "mid_rows_geomean_single": geomean(r["speedup_single"] for r in mid),
             "mid_rows_min_single": min((r["speedup_single"] for r in mid), default=float("nan")),
-            "all_correct": all(r["ok"] for r in rows),
+            "route_small_rows_min_pct_bound": min((r["route_pct_bound"] for r in low), default=float("nan")),
+            "route_small_rows_geomean_single": geomean(r["route_speedup_single"] for r in low),
+            "route_mid_rows_geomean_single": geomean(r["route_speedup_single"] for r in mid),
+            "all_correct": all(r["ok"] and r["route_ok"] for r in rows),
         }
         print(f"{d}: {json.dumps(summary[d])}", flush=True)
     result["summary"] = summary
@@ -438,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(tmp, "w") as fh:
             json.dump(result, fh, indent=1)
         os.replace(tmp, args.json)
-    return 0 if all(r["ok"] for r in result["rows"]) and all(r["ok"] for r in result["sweep"]) else 1
+    return 0 if all(r["ok"] and r["route_ok"] for r in result["rows"]) and all(r["ok"] for r in result["sweep"]) else 1
 
 
 if __name__ == "__main__":

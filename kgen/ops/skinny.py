@@ -585,10 +585,8 @@ class Skinny(Spec):
         and the GPU runs the Hopper wgmma kernel, which wins from there up); with an
         n-contiguous one at most TC16_AXPY_ROWS[wgmma_in_place] (the mma.m16n8k16 axpy form).
         Few rows (M <= N) with `wgmma_in_place` are the exception: where TensorMatmul runs
-        them with A's rows as the wgmma N (TensorMatmul.swap_suits: up to 64 rows) they go
-        there, one row up; past that, where it streams the weight (stream_suits) and the weight
-        has TC16_STREAM_MIN_COLUMNS columns or TC16_STREAM_MIN_BYTES, past SUITS_ROWS they run
-        its streaming spec. Both beat these forms there.
+        them with A's rows as the wgmma N (TensorMatmul.swap_suits: 1-64 rows, N and K of at
+        least TC_MIN_DIM) they go there, which beat these forms.
         `k_contiguous`: whether the large operand is stored k-contiguous (a weight N x K
         passed as W.T); None counts as not. KGEN_SPLIT_TF32=0 turns the float32 tensor-core
         part off (split_tf32_enabled). `wgmma`: the GPU runs the Hopper forms (sm_90) and
@@ -601,11 +599,6 @@ class Skinny(Spec):
             # Few rows against an aligned weight on sm_90: the wgmma kernel with A's rows as
             # its N (TensorMatmul.swap_spec) streams it faster than these forms.
             return False
-        if (dtype in ("float16", "bfloat16") and wgmma_in_place and M <= N and TensorMatmul.stream_suits(M, N, K, dtype)
-                and (N >= TC16_STREAM_MIN_COLUMNS or N * K * 2 >= TC16_STREAM_MIN_BYTES)):
-            # Few rows against an aligned weight on sm_90 that the wgmma kernel streams
-            # (TensorMatmul.stream_spec), past the SIMT forms' 1-2 rows.
-            return small <= SUITS_ROWS[dtype]
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
         if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):
@@ -922,16 +915,11 @@ TC16_SUITS_ROWS = 64
 # at 2-16 rows, the wgmma default 0.72-0.79x; at 24 rows level (0.76x / 0.79x); from 32 rows
 # the wgmma default 0.81-0.83x, this form 0.72x falling to 0.47x at 64.
 TC16_ALIGNED_ROWS = 16
-# ... except that few rows (M <= N) against an aligned weight that TensorMatmul streams
-# (stream_suits) run its streaming spec past SUITS_ROWS where the weight has at least
-# TC16_STREAM_MIN_COLUMNS columns or TC16_STREAM_MIN_BYTES. Public calls between events on an
-# H100 (bfloat16 and float16, 3-16 rows, N and K multiples of 64, draws 4244-4247,
-# docs/tensorcore.md "Few rows"): the stream ran faster on the 7 weights under 40 MB with
-# 3456-14592 columns (e.g. 0.67x -> 0.82x cuBLAS at 16x6272x2624) and slower on the 4 with
-# 1600-2176 (0.93-1.04x -> 0.83-0.87x at 3x1600x8768), whose 13-17 column tiles it must split
-# 8 ways; from 40 MB it won on 9 of 11 (0.73-0.98x against 0.61-0.97x, an earlier draw).
-TC16_STREAM_MIN_COLUMNS = 3072
-TC16_STREAM_MIN_BYTES = 40 << 20
+# ... except that few rows (M <= N, 1-64) against an aligned weight with N and K of 1024 or more
+# run TensorMatmul with A's rows as the wgmma N (TensorMatmul.swap_suits): on an H100 it ran
+# 0.90x / 0.93x cuBLAS in device time (from L2 / from HBM) over 16 products of 2-59 rows where
+# these forms and the 64-row streaming tiles ran 0.64x / 0.78x (docs/tensorcore.md, "A's rows as
+# the wgmma N").
 # float16/bfloat16 beyond SUITS_ROWS with an n-contiguous large operand (B row-major K x N): the
 # mma.m16n8k16 axpy form up to TC16_AXPY_ROWS[the wgmma kernel reads that operand in place?] rows.
 # Measured on an H100 (bfloat16, device time, docs/matmul.md): where wgmma must first copy the
