@@ -604,16 +604,16 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     (half of it for two blocks where the tiles pass the SMs), and the most K slices in
     clusters that all run at once; each spec valid and within shared memory."""
     from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, SM_SHARED_BYTES, STREAM_MIN_SIDE, STREAM_MIN_SLICE_K,
-                                     SWAP_MAX_ROWS, SWAP_NARROW_MAX_ROWS, SWAP_NARROW_TILES, SWAP_ROWS, SWAP_SPLITS,
-                                     _wgmma_stage_bytes)
+                                     SWAP_MAX_ROWS, SWAP_ROWS, SWAP_SPLITS, _wgmma_stage_bytes)
 
     rng = __import__("random").Random(17)
     for _ in range(600):
         M = int(2 ** rng.uniform(0, 8.5))
         N, K = (int(2 ** rng.uniform(9.5, 15)) for _ in range(2))
         suits = TensorMatmul.swap_suits(M, N, K, dtype)
-        # Up to 64 rows; up to 256 against a narrow weight (at most 66 tiles of 64 columns).
-        rows = SWAP_NARROW_MAX_ROWS if -(-N // 64) <= SWAP_NARROW_TILES else SWAP_MAX_ROWS
+        # Up to 64 rows; up to 128 against at most 66 tiles of 64 columns, 256 against 24.
+        tiles = -(-N // 64)
+        rows = 256 if tiles <= 24 else 128 if tiles <= 66 else SWAP_MAX_ROWS
         assert suits == (M <= rows and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE)
         if not suits:
             continue
@@ -637,9 +637,12 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     # 1 x 4096 x 4096 (a decode step's product): 8 rows, 64 tiles of 64 columns, 2 slices.
     one = TensorMatmul.default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
     assert one.tile[:2] == (8, 64) and one.split_k == 2 and one.split_merge == "cluster"
-    # 100 rows: transposed against 4224 columns (66 tiles), not against 4288.
+    # 100 rows: transposed against 4224 columns (66 tiles), not against 4288; 200 rows against
+    # 1536 (24 tiles), not against 1600.
     assert TensorMatmul.default_spec({"M": 100, "N": 4224, "K": 4096}, dtype).tile[:2] == (128, 64)
     assert not TensorMatmul.default_spec({"M": 100, "N": 4288, "K": 4096}, dtype).swap_ab
+    assert TensorMatmul.default_spec({"M": 200, "N": 1536, "K": 4096}, dtype).tile[:2] == (256, 64)
+    assert not TensorMatmul.default_spec({"M": 200, "N": 1600, "K": 4096}, dtype).swap_ab
     # 16384 columns: 256 tiles of 64, two blocks an SM, K whole.
     wide = TensorMatmul.default_spec({"M": 30, "N": 16384, "K": 4096}, dtype)
     assert wide.tile[:2] == (32, 64) and wide.split_k == 1 and 2 * (wide.shared_bytes + 1024) <= SM_SHARED_BYTES

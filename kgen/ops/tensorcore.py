@@ -101,14 +101,15 @@ CLUSTER_WAVE_BLOCKS = {2: 132, 4: 120, 8: 120}
 # orders) against 24 variants each (64/128 columns x 1-8 slices x full/half rings), device time on
 # an H100: 1.03x (rotated operands) and 1.06x (the same operands every call, from L2) the fastest
 # variant, 0.93x and 0.90x cuBLAS's speed, where the 64-row streaming tiles and the skinny forms
-# ran 0.78x and 0.64x (docs/tensorcore.md, "A's rows as the wgmma N"). Past 64 rows (up to
-# SWAP_NARROW_MAX_ROWS) only a narrow weight, of at most SWAP_NARROW_TILES 64-column tiles, runs
-# transposed: on 6 products of 76-249 rows it won where the weight had 21-56 such tiles
-# (90x1344x5824: 9.5 µs against 12.3, 76x3584x4608: 17.1 against 22.0) and lost where it had
-# 123-159 (186x9280x1536: 20.3 µs against the general tiles' 15.5), H100, seed 702.
+# ran 0.78x and 0.64x (docs/tensorcore.md, "A's rows as the wgmma N"). Past 64 rows only narrow
+# weights run transposed (SWAP_NARROW_ROWS: at most so many 64-column tiles, at most so many
+# rows), device time on an H100 against the streaming and general tiles over 26 products of
+# 65-256 rows: 65-128 rows won against 21-66 tiles (96x4096x4096: 13.8 µs from L2 against 20.2,
+# 128x4096x4096: 15.2 against 17.6), lost against 123-159 (116x10176x1280: 14.2 against 13.4);
+# 129-256 rows won against 22-24 tiles (240x1536x6144: 15.9 against 18.8) and lost from 32
+# (200x2048x8192: 32.0 against the streaming tiles' 24.9; 256x4096x4096: 22.1 against 20.1).
 SWAP_MAX_ROWS = 64
-SWAP_NARROW_MAX_ROWS = 256
-SWAP_NARROW_TILES = 66
+SWAP_NARROW_ROWS = ((66, 128), (24, 256))
 SWAP_ROWS = (8, 16, 32, 64, 96, 128, 192, 256)
 SWAP_SPLITS = (1, 2, 4, 8)
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
@@ -677,10 +678,10 @@ class TensorMatmul(Spec):
         """Whether the default runs M x N x K with A's rows as the wgmma N (swap_spec): 16-bit
         inputs, N and K of at least STREAM_MIN_SIDE, and at most SWAP_MAX_ROWS rows (however
         few the multiply-adds: 2x1728x1088 ran in 5.2 µs against the skinny forms' 7.7, device
-        time on an H100), or at most SWAP_NARROW_MAX_ROWS against at most SWAP_NARROW_TILES
-        64-column tiles."""
-        return (dtype in ("float16", "bfloat16") and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE
-                and 1 <= M <= (SWAP_NARROW_MAX_ROWS if -(-N // 64) <= SWAP_NARROW_TILES else SWAP_MAX_ROWS))
+        time on an H100), or more against a narrow weight (SWAP_NARROW_ROWS)."""
+        tiles = -(-N // 64)
+        most = max([SWAP_MAX_ROWS] + [rows for bound, rows in SWAP_NARROW_ROWS if tiles <= bound])
+        return dtype in ("float16", "bfloat16") and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE and 1 <= M <= most
 
     @classmethod
     def swap_spec(cls, problem, dtype):
