@@ -110,3 +110,27 @@ def test_resolved_repeat_calls_are_right_with_fresh_tensors_and_after_a_release(
     for C, ref in kept:
         assert C.shape == (M, N) and C.dtype == tdt
         assert float((C.double() - ref).norm() / ref.norm()) < tol
+
+
+def test_few_rows_of_a_transposed_a_run_right_without_the_transposed_tiles():
+    """A few-row product whose A is a transposed view (column-major): A's rows as the wgmma N
+    read A K-major, so dispatch gives such calls the row tiles; the result is right either way."""
+    torch = _torch()
+    from kgen.core import runtime
+
+    for M, N, K in ((7, 4608, 2112), (40, 2048, 1536)):
+        A = torch.randn(K, M, device="cuda", dtype=torch.bfloat16).t()
+        B = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t()
+        C = kgen.matmul(A, B)
+        ref = A.double() @ B.double()
+        assert float((C.double() - ref).norm() / ref.norm()) < 8e-3
+        kernel = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, False)]
+        if runtime.device_arch() == "sm_90":
+            assert kernel.spec.kernel == "tensor_matmul" and not kernel.spec.swap_ab and kernel.spec.layout_a == "col"
+        # The same product with a row-major A does run transposed tiles on sm_90.
+        A2 = A.contiguous()
+        C2 = kgen.matmul(A2, B)
+        assert float((C2.double() - ref).norm() / ref.norm()) < 8e-3
+        k2 = dispatch._fast[("matmul", A2.shape, A2.stride(), B.shape, B.stride(), A2.dtype, False)]
+        if runtime.device_arch() == "sm_90":
+            assert k2.spec.swap_ab
