@@ -291,13 +291,9 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
     kg_pipe = time_batched(torch, kg_calls, args.repeats, inner)
     tm_pipe = time_batched(torch, tm_calls, args.repeats, inner)
     tm_out = [(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
-    try:
-        tm_device = time_graph(torch, tm_out, args.repeats)
-    except Exception as exc:  # noqa: BLE001 - a capture failure only loses this column
-        print(f"  (cuBLAS graph timing failed: {exc})", flush=True)
-        tm_device = float("nan")
-    route = bench_route(torch, ops, dtype, args, bound_us, tm_single)
-    return {**route,
+    tm_device = _graph_us(torch, tm_out, args.repeats, "cuBLAS")
+    return {
+        **bench_route(torch, ops, dtype, args, bound_us, tm_single),
         "M": M, "N": N, "K": K, "dtype": dtype, "layout": layout, "spec": spec.to_dict(),
         "form": plan.form, "width": plan.width, "splits": plan.splits, "mode": plan.mode,
         "grid": [list(launch.grid) for kind, launch, _ in plan.launches if kind == "main"],
@@ -310,6 +306,15 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
     }
 
 
+def _graph_us(torch, calls, repeats: int, what: str) -> float:
+    """time_graph of the calls, or NaN where the capture fails (that column alone is lost)."""
+    try:
+        return time_graph(torch, calls, repeats)
+    except Exception as exc:  # noqa: BLE001 - reported, the run goes on
+        print(f"  ({what} graph timing failed: {exc})", flush=True)
+        return float("nan")
+
+
 def bench_route(torch, ops: Operands, dtype: str, args, bound_us: float, tm_single: float) -> dict[str, Any]:
     """kgen.matmul as users call it on these operands: the family dispatch picks, its result
     against float64, its device time (calls with out= replayed from a CUDA graph) and one call."""
@@ -318,15 +323,9 @@ def bench_route(torch, ops: Operands, dtype: str, args, bound_us: float, tm_sing
     from ..tune.dispatch import call_family
 
     family = call_family(ops.A[0], ops.B[0], dtype).kernel
-    C = kgen.matmul(ops.A[0], ops.B[0])
-    ref = ops.A[0].double() @ ops.B[0].double()
-    err = float((C.double() - ref).norm() / ref.norm().clamp_min(1e-300))
+    err = _check(torch, kgen.matmul, ops, dtype)
     calls = [(lambda a=a, b=b, c=c: kgen.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
-    try:
-        device = time_graph(torch, calls, args.repeats)
-    except Exception as exc:  # noqa: BLE001 - a capture failure only loses this column
-        print(f"  (kgen.matmul graph timing failed: {exc})", flush=True)
-        device = float("nan")
+    device = _graph_us(torch, calls, args.repeats, "kgen.matmul")
     single = time_single(torch, [(lambda a=a, b=b: kgen.matmul(a, b)) for a, b in zip(ops.A, ops.B)],
                          args.repeats * 2)
     return {"route": family, "route_error": err, "route_ok": bool(math.isfinite(err) and err <= tolerance(dtype,
