@@ -9,8 +9,9 @@ drawn by `kgen bench calls`' generator (seed SEED, rows ROWS, N and K multiples 
 Env: DTYPE (bfloat16), COUNT (8), SEED (1), ROWS (17-256), MULTIPLE (64), ORDERS (col,row),
 TILES_N (64,128,256), SPLITS (1,2,3,4,6,8,12), PERSISTENT (0,1), MAX_WEIGHT_MB (no bound: only
 products whose B is smaller), PROMOTIONS (128: the TMA descriptors' L2 promotion in bytes;
-several are each timed), WARM (0), FILL_SPLITS (1,2,4,8: the fill set's slices), COMPILE_ONLY
-(0; 1 compiles every variant of the draw and stops, which needs no GPU), SET, the variants
+several are each timed), WARM (0), N_RANGE (lo-hi: only such N), FILL_SPLITS (1,2,4,8: the fill
+set's slices), COMPILE_ONLY (0; 1 compiles every variant of the draw and stops, which needs no
+GPU), SET, the variants
 timed beside cuBLAS and kgen.matmul:
   sweep   row tiles x TILES_N x SPLITS x PERSISTENT, each with the deepest ring (default);
   rule    the shipped default alone;
@@ -55,6 +56,10 @@ def shapes():
     lo, hi = (int(v) for v in os.environ.get("ROWS", "17-256").split("-"))
     count, seed, multiple = (int(os.environ.get(k, d)) for k, d in (("COUNT", "8"), ("SEED", "1"), ("MULTIPLE", "64")))
     most = float(os.environ.get("MAX_WEIGHT_MB", "inf"))
+    if "N_RANGE" in os.environ:   # only products whose N lies in N_RANGE (lo-hi): the first `count` of a longer draw
+        n_lo, n_hi = (int(v) for v in os.environ["N_RANGE"].split("-"))
+        draw = random_matmul_shapes(count * 40, seed, (lo, hi), multiple)
+        return [(M, N, K) for M, N, K in draw if n_lo <= N <= n_hi and N * K * 2 < most * 2 ** 20][:count]
     if most == math.inf:
         return random_matmul_shapes(count, seed, (lo, hi), multiple)
     # Only weights (N x K) below MAX_WEIGHT_MB: the first `count` such of a longer draw.
