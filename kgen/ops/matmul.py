@@ -614,6 +614,14 @@ class Matmul(Spec):
         return product_bucket(problem)
 
 
+def _torch_key(A, B, pa: int, pb: int, out) -> tuple:
+    """What a torch call's launch plan depends on: shapes, strides, dtypes and devices, whether
+    each pointer allows 16-byte copies, and the output's (or None for a new one)."""
+    return (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+            pa % 16 == 0, pb % 16 == 0,
+            None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16 == 0))
+
+
 class MatmulKernel(Kernel):
     """k(A, B, out=None, alpha=1.0, beta=0.0) -> C = alpha * A @ B + beta * out.
 
@@ -857,10 +865,7 @@ class MatmulKernel(Kernel):
         """torch tensors: their own accessors, and one memo per shape, strides and alignment
         class, so a repeat call is a dictionary lookup and the launches."""
         pa, pb = A.data_ptr(), B.data_ptr()
-        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
-               pa % 16 == 0, pb % 16 == 0,
-               None if out is None else
-               (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16 == 0))
+        key = _torch_key(A, B, pa, pb, out)
         hit = self._torch_calls.get(key)
         if hit is None:
             hit = self._torch_plan(A, B, out, key)
@@ -878,8 +883,7 @@ class MatmulKernel(Kernel):
         """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
         of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
         pa, pb = A.data_ptr(), B.data_ptr()
-        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
-               pa % 16 == 0, pb % 16 == 0, None)
+        key = _torch_key(A, B, pa, pb, None)
         hit = self._torch_calls.get(key)
         if hit is None:
             hit = self._torch_plan(A, B, None, key)

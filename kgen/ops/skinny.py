@@ -1047,6 +1047,15 @@ _TORCH_DTYPE_NAMES = {"torch.float32": "float32", "torch.float64": "float64", "t
                       "torch.bfloat16": "bfloat16"}
 
 
+def _torch_key(A, B, pa: int, pb: int, dev: int, out) -> tuple:
+    """What a torch call's launch plan depends on: shapes, strides, dtypes and devices, each
+    pointer's 16-byte offset, and the output's shape, strides, dtype and device where given."""
+    if out is None:
+        return A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, pa & 15, pb & 15, dev, B.get_device()
+    return (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, pa & 15, pb & 15, dev, B.get_device(),
+            out.shape, out.stride(), out.dtype, out.get_device())
+
+
 class SkinnyKernel(Kernel):
     """k(A, B, out=None, alpha=1.0, beta=0.0, stream=None) -> C = alpha * A @ B + beta * out.
 
@@ -1130,11 +1139,7 @@ class SkinnyKernel(Kernel):
             raise ArrayError("A is a torch tensor, so B (and out) must be torch tensors too")
         pa, pb = A.data_ptr(), B.data_ptr()
         dev = A.get_device()
-        if out is None:
-            key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, pa & 15, pb & 15, dev, B.get_device())
-        else:
-            key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, pa & 15, pb & 15, dev, B.get_device(),
-                   out.shape, out.stride(), out.dtype, out.get_device())
+        key = _torch_key(A, B, pa, pb, dev, out)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._torch_plan(key, A, B, out)
@@ -1153,8 +1158,7 @@ class SkinnyKernel(Kernel):
         """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
         of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
         dev = A.get_device()
-        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.data_ptr() & 15, B.data_ptr() & 15, dev,
-               B.get_device())
+        key = _torch_key(A, B, A.data_ptr(), B.data_ptr(), dev, None)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._torch_plan(key, A, B, None)
@@ -1364,9 +1368,7 @@ class SkinnyKernel(Kernel):
             raise ArrayError("bind() takes torch CUDA tensors A, B and out")
         dev = A.get_device()
         self(A, B, out, alpha=alpha, beta=beta, stream=stream)   # checks everything, makes the plan
-        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.data_ptr() & 15, B.data_ptr() & 15,
-               dev, B.get_device(), out.shape, out.stride(), out.dtype, out.get_device())
-        plan = self._plans[key]
+        plan = self._plans[_torch_key(A, B, A.data_ptr(), B.data_ptr(), dev, out)]
         h = runtime.torch_stream(dev) if stream is None else runtime.stream_handle(stream)
         launches = self._arguments(plan, A.data_ptr(), B.data_ptr(), out.data_ptr(), alpha, beta, h)
 

@@ -1073,6 +1073,14 @@ class _TensorMaps:
         return hit
 
 
+def _torch_key(A, B, pa: int, pb: int, out) -> tuple:
+    """What a torch call's launch plan depends on: shapes, strides, dtypes and devices, each
+    pointer's 16-byte offset, and the output's (or None for a new one)."""
+    return (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+            pa % 16, pb % 16,
+            None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16))
+
+
 class TensorMatmulKernel(Kernel):
     """k(A, B, out=None, alpha=1.0, beta=0.0, stream=None) -> C = alpha * A @ B + beta * out.
 
@@ -1286,9 +1294,7 @@ class TensorMatmulKernel(Kernel):
         __cuda_array_interface__), with one memo per shape, strides, dtype and alignment
         class: a repeat call is a dictionary lookup and the launches."""
         pa, pb = A.data_ptr(), B.data_ptr()
-        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
-               pa % 16, pb % 16,
-               None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16))
+        key = _torch_key(A, B, pa, pb, out)
         hit = self._torch_calls.get(key)
         if hit is None:
             hit = self._torch_plan(A, B, out, key)
@@ -1305,8 +1311,7 @@ class TensorMatmulKernel(Kernel):
     def repeat_call(self, A, B) -> RepeatCall | None:
         """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
         of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
-        key = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
-               A.data_ptr() % 16, B.data_ptr() % 16, None)
+        key = _torch_key(A, B, A.data_ptr(), B.data_ptr(), None)
         hit = self._torch_calls.get(key)
         if hit is None:
             hit = self._torch_plan(A, B, None, key)
