@@ -865,11 +865,7 @@ class MatmulKernel(Kernel):
         """torch tensors: their own accessors, and one memo per shape, strides and alignment
         class, so a repeat call is a dictionary lookup and the launches."""
         pa, pb = A.data_ptr(), B.data_ptr()
-        key = _torch_key(A, B, pa, pb, out)
-        hit = self._torch_calls.get(key)
-        if hit is None:
-            hit = self._torch_plan(A, B, out, key)
-        shape, plan, device = hit
+        shape, plan, device = self._torch_hit(A, B, pa, pb, out)
         handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
         if out is None:
             # Small results come in batches on torch's current stream; stream= gets its own.
@@ -879,15 +875,16 @@ class MatmulKernel(Kernel):
             self._run(plan, pa, pb, out.data_ptr(), alpha, beta, handle)
         return out
 
+    def _torch_hit(self, A, B, pa: int, pb: int, out) -> tuple:
+        """The memo of a torch call's signature (_torch_key), planned on its first call."""
+        key = _torch_key(A, B, pa, pb, out)
+        hit = self._torch_calls.get(key)
+        return hit if hit is not None else self._torch_plan(A, B, out, key)
+
     def repeat_call(self, A, B) -> RepeatCall | None:
         """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
         of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
-        pa, pb = A.data_ptr(), B.data_ptr()
-        key = _torch_key(A, B, pa, pb, None)
-        hit = self._torch_calls.get(key)
-        if hit is None:
-            hit = self._torch_plan(A, B, None, key)
-        shape, plan, device = hit
+        shape, plan, device = self._torch_hit(A, B, A.data_ptr(), B.data_ptr(), None)
         if plan is None:
             return None
         run = self._run

@@ -1294,11 +1294,7 @@ class TensorMatmulKernel(Kernel):
         __cuda_array_interface__), with one memo per shape, strides, dtype and alignment
         class: a repeat call is a dictionary lookup and the launches."""
         pa, pb = A.data_ptr(), B.data_ptr()
-        key = _torch_key(A, B, pa, pb, out)
-        hit = self._torch_calls.get(key)
-        if hit is None:
-            hit = self._torch_plan(A, B, out, key)
-        shape, out_dtype, plan, device = hit
+        shape, out_dtype, plan, device = self._torch_hit(A, B, pa, pb, out)
         handle = runtime.torch_stream(device) if stream is None else runtime.stream_handle(stream)
         if out is None:
             # Small results come in batches on torch's current stream; stream= gets its own.
@@ -1308,14 +1304,16 @@ class TensorMatmulKernel(Kernel):
             self._go(plan, pa, pb, out.data_ptr(), alpha, beta, handle, *shape, A.shape[1])
         return out
 
+    def _torch_hit(self, A, B, pa: int, pb: int, out) -> tuple:
+        """The memo of a torch call's signature (_torch_key), planned on its first call."""
+        key = _torch_key(A, B, pa, pb, out)
+        hit = self._torch_calls.get(key)
+        return hit if hit is not None else self._torch_plan(A, B, out, key)
+
     def repeat_call(self, A, B) -> RepeatCall | None:
         """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B
         of this signature (kgen.core.kernel.RepeatCall); None where it launches nothing."""
-        key = _torch_key(A, B, A.data_ptr(), B.data_ptr(), None)
-        hit = self._torch_calls.get(key)
-        if hit is None:
-            hit = self._torch_plan(A, B, None, key)
-        shape, out_dtype, plan, device = hit
+        shape, out_dtype, plan, device = self._torch_hit(A, B, A.data_ptr(), B.data_ptr(), None)
         if plan is None:
             return None
         M, N, K = shape[0], shape[1], A.shape[1]
