@@ -52,3 +52,19 @@ def test_build_ways_reports_a_variant_that_does_not_build_and_keeps_the_others()
     assert list(ways) == ["a"] and "rows=129" in row["b_error"]
     row.update(a_dev=12.34, a_one=20.0)
     assert format_ways(row, ["a", "b"]) == "a   12.3/  20.0  b    nan/   nan"
+
+
+def test_fresh_inputs_reach_the_benchmark(monkeypatch):
+    import kgen.bench.calls as calls
+
+    seen = {}
+
+    def fake(shapes, dtype, tf32, weights, fresh):
+        seen.update(shapes=shapes, fresh=fresh, weights=weights)
+        return {"summary": {}, "rows": []}
+
+    monkeypatch.setattr(calls, "bench_matmul", fake)
+    assert main(["matmul", "--shapes", "3x4096x4096", "--weights", "--fresh-inputs"]) == 0
+    assert seen == {"shapes": [(3, 4096, 4096)], "fresh": True, "weights": True}
+    assert main(["matmul", "--shapes", "3x4096x4096"]) == 0
+    assert seen["fresh"] is False

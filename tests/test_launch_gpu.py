@@ -134,3 +134,22 @@ def test_few_rows_of_a_transposed_a_run_right_without_the_transposed_tiles():
         k2 = dispatch._fast[("matmul", A2.shape, A2.stride(), B.shape, B.stride(), A2.dtype, False)]
         if runtime.device_arch() == "sm_90":
             assert k2.spec.swap_ab
+
+
+def test_tensor_maps_for_new_addresses_equal_the_drivers_own():
+    """kgen.core.tma.TiledMap patches the base address into a descriptor it learned the layout
+    of (or encodes each address where that layout does not fit): either way its bytes equal
+    cuTensorMapEncodeTiled's for real allocations and scattered addresses, over geometries of
+    the wgmma kernel's operands."""
+    torch = _torch()
+    from kgen.core import tma
+
+    rng = np.random.default_rng(7)
+    tensors = [torch.empty(n, device="cuda", dtype=torch.bfloat16) for n in (8, 4096, 1 << 20, 12345 * 8)]
+    geometries = [("bfloat16", 4096, 7, 4096, (64, 8)), ("float16", 2112, 4608, 2112, (64, 64)),
+                  ("bfloat16", 4608, 2112, 4608, (64, 64)), ("float32", 1000, 3000, 1024, (32, 128))]
+    for dtype, inner, outer, ld, box in geometries:
+        m = tma.TiledMap(dtype, inner, outer, ld, box)
+        addresses = [t.data_ptr() for t in tensors] + [int(a) * 16 for a in rng.integers(1, 1 << 44, 64)]
+        for p in addresses:
+            assert m.at(p) == tma.encode_tiled_2d(dtype, p, inner, outer, ld, box), (dtype, hex(p), m.patches)

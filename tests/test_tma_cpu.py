@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import types
 
 import pytest
 
@@ -87,3 +88,88 @@ def test_a_launch_passes_pointer_sized_handles_and_the_packed_arguments(monkeypa
     assert geom == (5, 2, 1, 256, 1, 1, 1024) and params is None
     assert packed == struct.pack("@Pif", 0x7000_0000_0010, -3, 1.5)
     assert packed0 == struct.pack("@Pif", 0x10, 7, 0.25)
+
+
+class _Encoder:
+    """A stand-in for encode_tiled_2d with a format of its own: `where(ptr)` gives the address
+    words; every other byte comes from the geometry. It counts its calls."""
+
+    def __init__(self, where):
+        self.where, self.calls = where, 0
+
+    def __call__(self, dtype, ptr, inner, outer, ld, box, swizzle_bytes=128):
+        why = tma.check_tiled_2d(dtype, ptr, inner, outer, ld, box, swizzle_bytes)
+        if why:
+            raise ValueError(f"cannot be made: {why}")
+        self.calls += 1
+        words = [(inner * 31 + outer * 7 + ld + box[0] * 3 + box[1] + i) % (1 << 64) for i in range(16)]
+        for i, value in self.where(ptr).items():
+            words[i] = value
+        return b"".join(w.to_bytes(8, "little") for w in words)
+
+
+def _fresh(monkeypatch, encoder):
+    monkeypatch.setattr(tma, "encode_tiled_2d", encoder)
+    return tma.TiledMap("bfloat16", 4096, 300, 4096, (64, 64))
+
+
+def test_tiled_map_patches_the_address_word_it_learned(monkeypatch):
+    # The address shifted right by 4 in word 2, with flags in the word's top bits.
+    encoder = _Encoder(lambda p: {2: (p >> 4) | (0b101 << 60)})
+    m = _fresh(monkeypatch, encoder)
+    assert m.patches
+    made = encoder.calls
+    addresses = [0x7F12_3456_7890, 0x10, 0x1_0000_0000, 0x2A0_0000_1230] + [16 * i + 0x9000_0000 for i in range(40)]
+    for p in addresses:
+        assert m.at(p) == encoder("bfloat16", p, 4096, 300, 4096, (64, 64))
+    encoder.calls -= len(addresses)
+    assert encoder.calls == made   # no address past creation went to the encoder
+
+
+def test_tiled_map_encodes_each_address_where_the_format_does_not_fit(monkeypatch):
+    # The address in two words (no single word to patch): every new address is encoded.
+    encoder = _Encoder(lambda p: {0: p, 5: p ^ 0xFFFF})
+    m = _fresh(monkeypatch, encoder)
+    assert not m.patches
+    made = encoder.calls
+    for p in (0x1000, 0x2000, 0x1000, 0x3000):
+        assert m.at(p)[:8] == p.to_bytes(8, "little")
+    assert encoder.calls == made + 3   # the repeat of 0x1000 came from the memo
+
+
+def test_tiled_map_encodes_where_patching_disagrees_with_the_driver(monkeypatch):
+    # The word looks like the address at the probes but carries a bit of it elsewhere: the
+    # check against the driver's own descriptors turns patching off.
+    encoder = _Encoder(lambda p: {3: p | ((p >> 45) & 1) << 60})
+    m = _fresh(monkeypatch, encoder)
+    assert not m.patches
+    p = (1 << 45) + 0x100
+    assert m.at(p) == encoder("bfloat16", p, 4096, 300, 4096, (64, 64))
+
+
+def test_tiled_map_refuses_bad_geometry_and_misaligned_addresses(monkeypatch):
+    encoder = _Encoder(lambda p: {0: p})
+    monkeypatch.setattr(tma, "encode_tiled_2d", encoder)
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        tma.TiledMap("bfloat16", 4096, 300, 1001, (64, 64))
+    m = tma.TiledMap("bfloat16", 4096, 300, 4096, (64, 64))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        m.at(0x1008)
+
+
+def test_tiled_map_through_the_driver_call(monkeypatch):
+    """The whole path to cuTensorMapEncodeTiled (argument arrays, the encoder's first lookup
+    under its lock) with a stand-in driver that writes the address into word 0."""
+
+    def encode(out, dtype, rank, ptr, dims, strides, box, elem, *modes):
+        words = [ptr or 0] + [int(dims[0]) + i for i in range(15)]
+        ctypes.memmove(out, b"".join(w.to_bytes(8, "little") for w in words), 128)
+        return 0
+
+    driver = types.SimpleNamespace(cuTensorMapEncodeTiled=encode)   # the encoder's argtypes are set on it
+    monkeypatch.setattr(tma, "_libcuda", lambda: driver)
+    monkeypatch.setattr(tma, "_encode", [])
+    m = tma.TiledMap("float16", 2112, 4608, 2112, (64, 64))
+    assert m.patches
+    assert m.at(0x7000_0000_0100)[:8] == (0x7000_0000_0100).to_bytes(8, "little")
+    assert m.at(0x7000_0000_0100)[8:16] == (2112).to_bytes(8, "little")

@@ -2,6 +2,7 @@
 
     kgen bench calls matmul --shapes 1x4096x4096,513x513x513 [--dtype float32] [--json FILE]
     kgen bench calls matmul --random 40 --seed 123          # shapes drawn at run time
+    kgen bench calls matmul --random 12 --rows 1-16 --weights --fresh-inputs   # a model's loop
     kgen bench calls reduce --lengths 1048576,33554433 [--json FILE]
 
 Each problem is timed as a user calls it: torch tensors in, `kgen.matmul(A, B)` (or
@@ -83,8 +84,13 @@ def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = N
     return shapes
 
 
+# --fresh-inputs: how many A tensors a call rotates over, at most, and their bytes at most.
+FRESH_INPUTS = 32
+FRESH_INPUT_BYTES = 512 << 20
+
+
 def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf32: bool = False,
-                 weights: bool = False) -> dict[str, Any]:
+                 weights: bool = False, fresh: bool = False) -> dict[str, Any]:
     import torch
 
     import kgen
@@ -111,11 +117,13 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
         first_s = time.perf_counter() - t0
         ref = A.double() @ B.double()
         err = float((C.double() - ref).norm() / max(float(ref.norm()), 1e-30))
-        def kg(A: Any = A, B: Any = B) -> Any:
-            return kgen.matmul(A, B, allow_tf32=tf32)
-
-        def peer(A: Any = A, B: Any = B) -> Any:
-            return torch.matmul(A, B)
+        inputs = []
+        if fresh:
+            # A new activation each call, as a model's layers pass them: each call takes the
+            # next of several A tensors (kgen and torch alike), so nothing keyed by address repeats.
+            count = max(2, min(FRESH_INPUTS, FRESH_INPUT_BYTES // max(1, A.numel() * A.element_size())))
+            inputs = [A] + [torch.randn(M, K, device="cuda", dtype=tdt) for _ in range(count - 1)]
+        kg, peer, next_a = _callers(kgen.matmul, torch.matmul, A, B, tf32, inputs)
 
         t = _time_pair(kg, peer)
         flops = 2.0 * M * N * K
@@ -131,7 +139,9 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
             try:
                 triton_mm(A, B)  # autotunes on the first call of a shape class
                 torch.cuda.synchronize()
-                tt = _time_pair(kg, partial(triton_mm, A, B))
+                triton_call: Callable[[], Any] = (partial(triton_mm, A, B) if next_a is None
+                                                  else partial(_fresh_call, triton_mm, next_a, B))
+                tt = _time_pair(kg, triton_call)
                 row.update(triton_ms=tt["peer_single"], triton_speed_x=tt["peer_single"] / tt["kgen_single"])
             except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, not fatal
                 row["triton_error"] = f"{type(exc).__name__}: {exc}"[:200]
@@ -139,10 +149,30 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
         print(f"{M:6d}x{N:6d}x{K:6d}  kgen {row['kgen_ms']:9.4f} ms  cuBLAS {row['cublas_ms']:9.4f} ms  "
               f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)  err {err:.1e}  "
               f"first {first_s:.2f}s", flush=True)
-        del A, B, C, ref
+        del A, B, C, ref, kg, peer, next_a, inputs
         torch.cuda.empty_cache()
     return {"device": runtime.device().name(), "dtype": dtype, "tf32": tf32, "b_storage": "N x K, transposed view"
-            if weights else "K x N, row-major", "rows": rows, "summary": summarize(rows)}
+            if weights else "K x N, row-major", "inputs": "a new A each call" if fresh else "the same A each call",
+            "rows": rows, "summary": summarize(rows)}
+
+
+def _fresh_call(fn: Callable[[Any, Any], Any], next_a: Callable[[], Any], B: Any) -> Any:
+    return fn(next_a(), B)
+
+
+def _callers(matmul: Callable[..., Any], peer: Callable[..., Any], A: Any, B: Any, tf32: bool,
+             inputs: list[Any]) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any] | None]:
+    """kgen's call and the peer's on A and B, and with `inputs` (several A tensors) each call
+    takes the next of them as A (the third item gives it)."""
+    if not inputs:
+        return (lambda: matmul(A, B, allow_tf32=tf32)), (lambda: peer(A, B)), None
+    turn = [0]
+
+    def next_a() -> Any:
+        turn[0] = (turn[0] + 1) % len(inputs)
+        return inputs[turn[0]]
+
+    return (lambda: matmul(next_a(), B, allow_tf32=tf32)), (lambda: peer(next_a(), B)), next_a
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -233,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights", action="store_true",
                     help="matmul: B is the transposed view of an N x K tensor (how torch.nn.Linear stores a "
                          "weight) instead of a K x N row-major one")
+    ap.add_argument("--fresh-inputs", action="store_true",
+                    help="matmul: each call takes the next of up to 32 A tensors (new activations, as a model's "
+                         "layers pass them) instead of the same one; kgen and torch alike")
     ap.add_argument("--lengths", help="reduce: comma-separated lengths")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64", "float16", "bfloat16"))
     ap.add_argument("--tf32", action="store_true",
@@ -257,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("give --shapes or --random N")
         if args.tf32 and args.dtype != "float32":
             raise SystemExit("--tf32 applies to --dtype float32")
-        result = bench_matmul(shapes, args.dtype, args.tf32, args.weights)
+        result = bench_matmul(shapes, args.dtype, args.tf32, args.weights, args.fresh_inputs)
         if args.random:
             result["seed"] = seed
             result["multiple"] = args.multiple

@@ -1039,11 +1039,11 @@ def wgmma_ring_stages(BM: int, BN: int, blocks_per_sm: int = 1) -> int:
 
 class _TensorMaps:
     """The TMA descriptors of A and B for one launch plan of the wgmma kernel: geometry fixed
-    by the plan, base addresses per call (the last few of each operand are kept, since a loop
-    passes the same tensors again). Boxes: a K-major operand is read BM (BN) rows of 64 k at a time, an
-    M/N-major one as 64 x 64 boxes."""
+    by the plan, base addresses per call (kgen.core.tma.TiledMap: a model's loop passes one
+    weight with ever new activations). Boxes: a K-major operand is read BM (BN) rows of 64 k at
+    a time, an M/N-major one as 64 x 64 boxes."""
 
-    __slots__ = ("dtype", "a", "b", "zero", "_memo")
+    __slots__ = ("dtype", "a", "b", "zero", "_maps")
 
     def __init__(self, spec: "TensorMatmul", M: int, N: int, K: int, lda: int, ldb: int):
         BM, BN, BK = spec.tile
@@ -1052,25 +1052,17 @@ class _TensorMaps:
         half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
         self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
         self.zero = K == 0   # nothing is read: the maps are never used
-        # Per operand: a model's loop passes one weight with ever new activations.
-        self._memo: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {})
+        self._maps: tuple[Any, Any] | None = None   # made on the first launch (they ask the driver)
 
     def encoded(self, pa: int, pb: int) -> tuple[bytes, bytes]:
         if self.zero:
             return bytes(128), bytes(128)
-        return self._map(0, pa, self.a), self._map(1, pb, self.b)
+        maps = self._maps
+        if maps is None:
+            from ..core.tma import TiledMap
 
-    def _map(self, which: int, ptr: int, geometry: tuple) -> bytes:
-        memo = self._memo[which]
-        hit = memo.get(ptr)
-        if hit is None:
-            from ..core.tma import encode_tiled_2d
-
-            hit = encode_tiled_2d(self.dtype, ptr, *geometry)
-            if len(memo) >= 16:
-                memo.clear()
-            memo[ptr] = hit
-        return hit
+            maps = self._maps = (TiledMap(self.dtype, *self.a), TiledMap(self.dtype, *self.b))
+        return maps[0].at(pa), maps[1].at(pb)
 
 
 def _torch_key(A, B, pa: int, pb: int, out) -> tuple:

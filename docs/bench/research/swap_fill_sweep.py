@@ -1,0 +1,95 @@
+"""How many K slices (and blocks an SM) the transposed 16-bit tiles (TensorMatmul.swap_ab) want:
+bfloat16 products drawn at random (env SEED, ROWS "lo-hi", COUNT; N and K multiples of 64), both
+storage orders of B, against cuBLAS, the default spec and the general tiles. Variants: A's rows
+in the SWAP_ROWS bucket, 64 columns a block (and 128), the deepest ring for one or two blocks an
+SM, and K in 1-8 slices merged in a cluster, wherever the blocks fit two waves.
+Device time from a CUDA graph with the same operands every call (from L2, what a loop over one
+layer reads) and with operands rotated past L2 (from HBM); each result checked against float64
+first. Output: $OUT/swap_fill_<SEED>_<ROWS>.json. `python swap_fill_sweep.py --specs` prints how
+many specs the draw needs and compiles them (no GPU; KGEN_ARCH=sm_90)."""
+import concurrent.futures as cf
+import json
+import os
+import sys
+
+import kgen
+from kgen.bench.calls import random_matmul_shapes
+from kgen.ops.tensorcore import SWAP_ROWS, TensorMatmul as T, wgmma_ring_stages
+
+SEED = int(os.environ.get("SEED", "9001"))
+ROWS = tuple(int(r) for r in os.environ.get("ROWS", "17-256").split("-"))
+COUNT = int(os.environ.get("COUNT", "12"))
+SMS = 132
+
+
+def variants(M, N, K, order):
+    p = {"M": M, "N": N, "K": K}
+    out = {"default": T.default_spec(p, "bfloat16").replace(layout_b=order),
+           "general": T.general_wgmma_spec(p, "bfloat16").replace(layout_b=order)}
+    BM = next((b for b in SWAP_ROWS if b >= M), SWAP_ROWS[-1])
+    for BN in (64, 128):
+        tiles = -(-N // BN)
+        for per_sm in (1, 2):
+            base = T(dtype="bfloat16", tile=(BM, BN, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN, per_sm),
+                     instruction="wgmma", swap_ab=True, layout_b=order)
+            for s in range(1, 9):
+                if (s > 1 and K < 256 * s) or tiles * s > 2 * SMS * per_sm:
+                    continue
+                try:
+                    spec = base if s == 1 else base.replace(split_k=s, split_merge="cluster")
+                except ValueError:
+                    continue
+                out[f"swap{BN}/{per_sm}/{s}"] = spec
+    return out
+
+
+def cases():
+    return [((M, N, K), order, variants(M, N, K, order))
+            for M, N, K in random_matmul_shapes(COUNT, SEED, ROWS, 64) for order in ("col", "row")]
+
+
+def main():
+    import torch
+
+    from kgen.bench.skinny import Operands, time_graph
+
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    todo = cases()
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(kgen.compile, {s.key: s for _, _, v in todo for s in v.values()}.values()))
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    rows = []
+    for (M, N, K), order, v in todo:
+        ops = Operands(torch, M, N, K, "bfloat16", order, l2)
+        ref = ops.A[0].double() @ ops.B[0].double()
+        row = {"shape": [M, N, K], "order": order, "specs": {n: s.to_json() for n, s in v.items()}}
+        ways = {"cublas": torch.matmul, **{n: kgen.build(s) for n, s in v.items()}}
+        for n, fn in ways.items():
+            for c in ops.C:
+                c.fill_(float("nan"))
+            C = fn(ops.A[0], ops.B[0])
+            torch.cuda.synchronize()
+            row[n + "_err"] = float((C.double() - ref).norm() / ref.norm())
+            calls = [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+            row[n + "_cold"] = time_graph(torch, calls, 10)
+            row[n + "_warm"] = time_graph(torch, [calls[0]] * len(calls), 10)
+        rows.append(row)
+        best = min((n for n in ways if n != "cublas"), key=lambda n: row[n + "_warm"])
+        print(f"{M}x{N}x{K} {order}: cublas {row['cublas_warm']:.1f}/{row['cublas_cold']:.1f} default "
+              f"{row['default_warm']:.1f}/{row['default_cold']:.1f} best {best} {row[best + '_warm']:.1f}/"
+              f"{row[best + '_cold']:.1f} err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
+        del ops
+        torch.cuda.empty_cache()
+        name = f"swap_fill_{SEED}_{ROWS[0]}-{ROWS[1]}.json"   # after each product: a cut-off run keeps its rows
+        with open(os.path.join(os.environ.get("OUT", "."), name), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "seed": SEED, "rows_range": ROWS, "rows": rows}, f)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--specs"]:
+        specs = {s.key: s for _, _, v in cases() for s in v.values()}
+        print(len(specs), "specs", flush=True)
+        with cf.ThreadPoolExecutor(2) as ex:
+            list(ex.map(lambda s: kgen.compile(s, os.environ.get("KGEN_ARCH", "sm_90")), specs.values()))
+    else:
+        main()
