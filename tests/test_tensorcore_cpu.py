@@ -655,8 +655,7 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     (dict(swap_ab=True, tile=(264, 64, 64), warp_tile=(264, 64)), "tile[0]"),
     (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(16, 64), layout_a="col"), "swap_ab"),
     (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(16, 64), persistent=True), "swap_ab"),
-    (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(16, 64), cluster=2, split_k=2, split_merge="cluster"),
-     "split_merge"),
+    (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(16, 64), cluster=2), "swap_ab"),
     (dict(swap_ab=True, tile=(16, 96, 64), warp_tile=(16, 64)), "tile[1] (BN)"),
     (dict(swap_ab=True, tile=(16, 64, 64), warp_tile=(64, 64)), "warp_tile"),
 ])

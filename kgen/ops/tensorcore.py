@@ -237,15 +237,12 @@ class TensorMatmul(Spec):
                  turn, its stage ring running on across them, instead of one block a unit.
     cluster      1, or 2 (wgmma only, not persistent): thread block clusters of two blocks
                  computing C tiles (2i, j) and (2i + 1, j), each loading its own A tile and
-                 half of the shared B tile for both (TMA multicast). With swap_ab the pair
-                 shares A instead: C tiles (i, 2j) and (i, 2j + 1), each loading its own B tile,
-                 the first block A's tile for both (A's rows are read once a pair, not once a
-                 column tile).
+                 half of the shared B tile for both (TMA multicast).
     swap_ab      wgmma only: each consumer warpgroup computes its 64 columns of C's tile
                  transposed, B's tile as the instruction's 64-row operand and A's BM rows as its
                  N (wgmma.m64nBMk16), so a tile of few rows (BM any multiple of 8 from 8 to
                  256) multiplies no padding; BN/64 consumer warpgroups, warp_tile = (BM, 64).
-                 16-bit inputs with A K-major (layout_a "row"); not persistent.
+                 16-bit inputs with A K-major (layout_a "row"); not persistent, cluster 1.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -399,8 +396,8 @@ class TensorMatmul(Spec):
         if self.layout_a != "row":
             fail("swap_ab", True, "False with layout_a='col' (A's tile is the instruction's K-major operand; "
                  "an M-major one needs 64-row boxes)")
-        if self.persistent:
-            fail("swap_ab", True, "False with persistent=True")
+        if self.persistent or self.cluster > 1:
+            fail("swap_ab", True, "False with persistent=True or cluster=2")
 
     def _validate_wgmma(self) -> None:
         """The wgmma kernel's own rules (the shared ones are checked after)."""
@@ -601,9 +598,7 @@ class TensorMatmul(Spec):
         tiles = -(-M // BM) * -(-N // BN)
         if self.persistent:
             return (max(1, min(tiles * splits, sms)), 1, 1), (self.threads, 1, 1), self.shared_bytes
-        if self.cluster > 1 and self.swap_ab:   # pairs of tile columns: a rank-1 block past N stores nothing
-            tiles = -(-M // BM) * ((-(-N // BN) + 1) // 2 * 2)
-        elif self.cluster > 1:   # pairs of tile rows: a rank-1 block past M computes nothing it stores
+        if self.cluster > 1:   # pairs of tile rows: a rank-1 block past M computes nothing it stores
             tile_rows = -(-M // BM)
             tiles = (tile_rows + 1) // 2 * 2 * -(-N // BN)
         if self.split_merge == "cluster":   # whole clusters: a block past the last slice adds zeros
@@ -1054,9 +1049,7 @@ class _TensorMaps:
         BM, BN, BK = spec.tile
         self.dtype = spec.dtype
         self.a = (K, M, lda, (BK, BM)) if spec.kernel_k_major("A") else (M, K, lda, (64, BK))
-        # Clusters: each block loads half of B's box for both (multicast); with swap_ab the pair
-        # shares A's whole box instead, and each block loads all of its own B.
-        half = 1 if spec.swap_ab else spec.cluster
+        half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
         self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
         self.zero = K == 0   # nothing is read: the maps are never used
         self._maps: tuple[Any, Any] | None = None   # made on the first launch (they ask the driver)

@@ -1,13 +1,12 @@
 """TensorMatmul's streaming specs of few 16-bit rows (TensorMatmul.stream_spec: 64-row tiles,
 TMA rings of 9 and 5 stages, K split with its workspace or merged in a thread block cluster,
 the persistent schedule; TensorMatmul.swap_spec: A's rows as the wgmma N, 8-256 rows a tile,
-one or two consumer warpgroups, K slices in clusters or a workspace, two blocks an SM, pairs
-of column tiles sharing A's tile) on edge
+one or two consumer warpgroups, K slices in clusters or a workspace, two blocks an SM) on edge
 shapes: 1 row and several row tiles, K of 1, K past a slice and not a multiple of 64, N past
 a tile and odd, odd element offsets (the repacking copy), both storage orders of B, alpha and
 beta; each result checked against float64. Run it under `compute-sanitizer --tool memcheck`
 (and racecheck) with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that a read past a buffer is a read
-past an allocation. Env: DTYPE (bfloat16), ONLY=pair (the pair specs alone)."""
+past an allocation. Env: DTYPE (bfloat16)."""
 import os
 
 import torch
@@ -28,17 +27,7 @@ specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
          TensorMatmul.swap_spec({"M": 100, "N": 1344, "K": 5824}, DTYPE),
          TensorMatmul.swap_spec({"M": 20, "N": 4096, "K": 2048}, DTYPE).replace(tile=(24, 128, 64), warp_tile=(24, 64),
                                                                                stages=8, split_k=3,
-                                                                               split_merge="workspace"),
-         # Pairs of column tiles sharing A's tile (cluster=2): 1 and 100 rows, K in a workspace.
-         TensorMatmul.swap_spec({"M": 1, "N": 16384, "K": 4096}, DTYPE).replace(cluster=2),
-         TensorMatmul.swap_spec({"M": 100, "N": 1344, "K": 5824}, DTYPE).replace(cluster=2, split_k=2,
-                                                                                split_merge="workspace"),
-         TensorMatmul.swap_spec({"M": 40, "N": 1344, "K": 5824}, DTYPE).replace(tile=(192, 128, 64),
-                                                                               warp_tile=(192, 64), stages=4,
-                                                                               cluster=2, split_k=1,
                                                                                split_merge="workspace")]
-if os.environ.get("ONLY") == "pair":
-    specs = [s for s in specs if s.cluster > 1]
 shapes = ((1, 1, 1), (1, 130, 1031), (7, 300, 2049), (70, 257, 1100), (129, 67, 700), (16, 1024, 4096))
 bad = cases = 0
 for spec in specs:

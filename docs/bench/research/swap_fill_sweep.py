@@ -2,8 +2,7 @@
 bfloat16 products drawn at random (env SEED, ROWS "lo-hi", COUNT; N and K multiples of 64), both
 storage orders of B, against cuBLAS, the default spec and the general tiles. Variants: A's rows
 in the SWAP_ROWS bucket, 64 columns a block (and 128), the deepest ring for one or two blocks an
-SM, and K in 1-8 slices merged in a cluster, wherever the blocks fit two waves; and pairs of
-column tiles that share A's tile (cluster=2, "pair"), K in 1-3 slices in a workspace.
+SM, and K in 1-8 slices merged in a cluster, wherever the blocks fit two waves.
 Device time from a CUDA graph with the same operands every call (from L2, what a loop over one
 layer reads) and with operands rotated past L2 (from HBM); each result checked against float64
 first. Output: $OUT/swap_fill_<SEED>_<ROWS>.json. `python swap_fill_sweep.py --specs` prints how
@@ -41,12 +40,6 @@ def variants(M, N, K, order):
                 except ValueError:
                     continue
                 out[f"swap{BN}/{per_sm}/{s}"] = spec
-            # Pairs of column tiles sharing A's tile (cluster=2), K slices in a workspace.
-            for s in (1, 2, 3):
-                if (s > 1 and K < 256 * s) or -(-tiles // 2) * 2 * s > 2 * SMS * per_sm:
-                    continue
-                pair = base.replace(cluster=2)
-                out[f"pair{BN}/{per_sm}/{s}"] = pair if s == 1 else pair.replace(split_k=s)
     return out
 
 
