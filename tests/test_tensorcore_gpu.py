@@ -114,8 +114,9 @@ def spec_pool() -> list[TensorMatmul]:
 
 
 def swap_pool() -> list[TensorMatmul]:
-    """swap_ab specs (A's rows as the wgmma N): 8 to 256 rows a tile, one and two consumer
-    warpgroups, whole K, K slices in a workspace and in clusters, a float32 output."""
+    """swap_ab specs (A's rows as the wgmma N): 8 to 256 rows a tile (multiples of 8 that are not
+    powers of two among them), one and two consumer warpgroups, whole K, K slices in a workspace
+    and in clusters of 2-4, a float32 output."""
     T = TensorMatmul
     return [T(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=8, instruction="wgmma", swap_ab=True),
             T(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, instruction="wgmma", swap_ab=True,
@@ -125,7 +126,10 @@ def swap_pool() -> list[TensorMatmul]:
             T(dtype="bfloat16", tile=(200, 64, 64), warp_tile=(200, 64), stages=4, instruction="wgmma", swap_ab=True,
               split_k=2, split_merge="cluster", out_dtype="float32"),
             T(dtype="float16", tile=(256, 128, 64), warp_tile=(256, 64), stages=3, instruction="wgmma", swap_ab=True,
-              raster="col")]
+              raster="col"),
+            # The rule's tiles of a multiple of 8 rows: 40 rows, K in 3 slices merged in a cluster.
+            T(dtype="bfloat16", tile=(40, 64, 64), warp_tile=(40, 64), stages=12, instruction="wgmma", swap_ab=True,
+              split_k=3, split_merge="cluster")]
 
 
 def _layouts(spec, a: str, b: str) -> tuple[str, str]:
@@ -238,7 +242,7 @@ def test_default_specs_on_benchmark_like_shapes(spec):
         _check(spec, A, B, C, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K}")
 
 
-@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("index", range(len(swap_pool())))
 def test_transposed_tiles_on_edge_and_model_like_shapes(index):
     """swap_ab specs: every output of C (NaN-poisoned) from rows 1 to past one tile, columns
     past the last 64, K of 1, primes and model sizes, both storage orders of B, alpha and beta."""

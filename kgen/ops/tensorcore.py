@@ -108,9 +108,14 @@ CLUSTER_WAVE_BLOCKS = {2: 132, 4: 120, 8: 120}
 # 128x4096x4096: 15.2 against 17.6), lost against 123-159 (116x10176x1280: 14.2 against 13.4);
 # 129-256 rows won against 22-24 tiles (240x1536x6144: 15.9 against 18.8) and lost from 32
 # (200x2048x8192: 32.0 against the streaming tiles' 24.9; 256x4096x4096: 22.1 against 20.1).
+# Up to 64 rows BM is the next multiple of 8: against the tiles of 8/16/32/64 rows, over 80
+# bfloat16 products of 17-64 rows (seeds 9001, 9002, 9004, 9005, both storage orders; device time,
+# H100, docs/bench/swap16/swap_fill_*_17-64_fine_h100.json) it ran 1.058x as fast from L2 and
+# 1.023x from HBM, most where the rows just pass a power of two (39x4288x1088: 6.2 µs against
+# 7.5; 36x5568x1280: 6.8 against 9.1), with no product slower past run-to-run noise.
 SWAP_MAX_ROWS = 64
 SWAP_NARROW_ROWS = ((66, 128), (24, 256))
-SWAP_ROWS = (8, 16, 32, 64, 96, 128, 192, 256)
+SWAP_ROWS = (8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 192, 256)
 SWAP_SPLITS = (1, 2, 4, 8)
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024

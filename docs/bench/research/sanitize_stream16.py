@@ -25,6 +25,7 @@ specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
          TensorMatmul.swap_spec({"M": 1, "N": 4096, "K": 4096}, DTYPE),
          TensorMatmul.swap_spec({"M": 30, "N": 16384, "K": 4096}, DTYPE),
          TensorMatmul.swap_spec({"M": 100, "N": 1344, "K": 5824}, DTYPE),
+         TensorMatmul.swap_spec({"M": 38, "N": 1344, "K": 5824}, DTYPE),   # 40 rows, K slices in a cluster
          TensorMatmul.swap_spec({"M": 20, "N": 4096, "K": 2048}, DTYPE).replace(tile=(24, 128, 64), warp_tile=(24, 64),
                                                                                stages=8, split_k=3,
                                                                                split_merge="workspace")]

@@ -2,7 +2,10 @@
 bfloat16 products drawn at random (env SEED, ROWS "lo-hi", COUNT; N and K multiples of 64), both
 storage orders of B, against cuBLAS, the default spec and the general tiles. Variants: A's rows
 in the SWAP_ROWS bucket, 64 columns a block (and 128), the deepest ring for one or two blocks an
-SM, and K in 1-8 slices merged in a cluster, wherever the blocks fit two waves.
+SM, and K in 1-8 slices merged in a cluster, wherever the blocks fit two waves. ROW_TILES=1:
+instead, A's rows in several tiles of 16 or 32 (rows{BM}/{blocks an SM}/{slices}), 1-4 slices
+where the clusters all run at once. FINE=1: instead, the rule's spec with A's rows in a tile of the
+next multiple of 8 (fine8) or of 16 (fine16) up to 64.
 Device time from a CUDA graph with the same operands every call (from L2, what a loop over one
 layer reads) and with operands rotated past L2 (from HBM); each result checked against float64
 first. Output: $OUT/swap_fill_<SEED>_<ROWS>.json. `python swap_fill_sweep.py --specs` prints how
@@ -20,6 +23,12 @@ SEED = int(os.environ.get("SEED", "9001"))
 ROWS = tuple(int(r) for r in os.environ.get("ROWS", "17-256").split("-"))
 COUNT = int(os.environ.get("COUNT", "12"))
 SMS = 132
+ROW_TILES = os.environ.get("ROW_TILES", "0") == "1"
+FINE = os.environ.get("FINE", "0") == "1"
+# Blocks in clusters of s that an H100 runs at once (cuOccupancyMaxActiveClusters x s) with one
+# and two blocks an SM (docs/bench/swap16/cluster_capacity_h100.json).
+CLUSTER_CAPACITY = {1: {2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120},
+                    2: {2: 264, 3: 237, 4: 248, 5: 235, 6: 234, 7: 224, 8: 240}}
 
 
 def variants(M, N, K, order):
@@ -27,6 +36,31 @@ def variants(M, N, K, order):
     out = {"default": T.default_spec(p, "bfloat16").replace(layout_b=order),
            "general": T.general_wgmma_spec(p, "bfloat16").replace(layout_b=order)}
     BM = next((b for b in SWAP_ROWS if b >= M), SWAP_ROWS[-1])
+    if FINE:   # the rule's spec with A's rows in a tile of the next multiple of 8 (and of 16)
+        import kgen.ops.tensorcore as tc
+
+        coarse = tc.SWAP_ROWS
+        for name, rows in (("fine8", tuple(range(8, 65, 8)) + coarse[4:]), ("fine16", (8, 16, 32, 48, 64) + coarse[4:])):
+            tc.SWAP_ROWS = rows
+            try:
+                if T.swap_suits(M, N, K, "bfloat16"):
+                    out[name] = T.swap_spec(p, "bfloat16").replace(layout_b=order)
+            finally:
+                tc.SWAP_ROWS = coarse
+        return out
+    if ROW_TILES:   # A's rows in several tiles of 16 or 32 (each tile reads the weight again, from L2)
+        for bm in (16, 32):
+            if bm >= BM:
+                continue
+            tiles = -(-M // bm) * -(-N // 64)
+            for per_sm in (1, 2):
+                base = T(dtype="bfloat16", tile=(bm, 64, 64), warp_tile=(bm, 64), stages=wgmma_ring_stages(bm, 64, per_sm),
+                         instruction="wgmma", swap_ab=True, layout_b=order)
+                for s in (1, 2, 3, 4):
+                    if (s > 1 and (K < 256 * s or tiles * s > CLUSTER_CAPACITY[per_sm][s])) or tiles * s > 2 * SMS * per_sm:
+                        continue
+                    out[f"rows{bm}/{per_sm}/{s}"] = base if s == 1 else base.replace(split_k=s, split_merge="cluster")
+        return out
     for BN in (64, 128):
         tiles = -(-N // BN)
         for per_sm in (1, 2):
@@ -80,7 +114,7 @@ def main():
               f"{row[best + '_cold']:.1f} err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
         del ops
         torch.cuda.empty_cache()
-        name = f"swap_fill_{SEED}_{ROWS[0]}-{ROWS[1]}.json"   # after each product: a cut-off run keeps its rows
+        name = f"swap_fill_{SEED}_{ROWS[0]}-{ROWS[1]}{'_rowtiles' if ROW_TILES else '_fine' if FINE else ''}.json"   # after each product: a cut-off run keeps its rows
         with open(os.path.join(os.environ.get("OUT", "."), name), "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "seed": SEED, "rows_range": ROWS, "rows": rows}, f)
 
