@@ -520,7 +520,9 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
     assert tall.split_k == 4 and tall.split_merge == "workspace"
     wide = TensorMatmul.stream_spec({"M": 4, "N": 16384, "K": 4096}, dtype)
     assert wide.tile[1] == 128 and wide.split_k == 1 and wide.stages == 9
-    assert TensorMatmul.default_spec({"M": 200, "N": 8192, "K": 4096}, dtype).tile[:2] == (64, 256)
+    # 200 rows against 128 tiles of 64 columns run transposed; against 256, the stream or the
+    # general tiles.
+    assert TensorMatmul.default_spec({"M": 200, "N": 8192, "K": 4096}, dtype).tile[:2] == (200, 64)
     # Four row tiles of 64 x 256 past 132 tiles would run two waves: the general tiles instead.
     assert TensorMatmul.default_spec({"M": 200, "N": 16384, "K": 4096}, dtype).tile[:2] == (128, 256)
 
@@ -599,28 +601,27 @@ def test_float64_m16n8k8_large_warp_tiles_compile_for_sm90_without_spills():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
-    """swap_spec on random few-row shapes: the rows rounded up to the next of SWAP_ROWS, 64
+    """swap_spec on random few-row shapes: the rows rounded up to a multiple of 8, 64
     columns a block (128 past twice the SMs' tiles), the deepest ring one block an SM holds
     (half of it for two blocks where the tiles pass the SMs), and the most K slices in
     clusters that all run at once; each spec valid and within shared memory."""
     from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, SM_SHARED_BYTES, STREAM_MIN_SIDE, STREAM_MIN_SLICE_K,
-                                     SWAP_MAX_ROWS, SWAP_ROWS, SWAP_SPLITS, _wgmma_stage_bytes)
+                                     SWAP_MAX_ROWS, SWAP_SPLITS, SWAP_WIDE_ROWS, _wgmma_stage_bytes)
 
     rng = __import__("random").Random(17)
     for _ in range(600):
         M = int(2 ** rng.uniform(0, 8.5))
         N, K = (int(2 ** rng.uniform(9.5, 15)) for _ in range(2))
         suits = TensorMatmul.swap_suits(M, N, K, dtype)
-        # Up to 64 rows; up to 128 against at most 66 tiles of 64 columns, 256 against 24.
-        tiles = -(-N // 64)
-        rows = 256 if tiles <= 24 else 128 if tiles <= 66 else SWAP_MAX_ROWS
-        assert suits == (M <= rows and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE)
+        # Up to 64 rows against any weight; up to 256 against one wave of 64-column tiles.
+        wide = M <= SWAP_WIDE_ROWS == 64 or -(-N // 64) <= _SMS
+        assert suits == (M <= SWAP_MAX_ROWS == 256 and wide and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE)
         if not suits:
             continue
         s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
         BM, BN, BK = s.tile
         assert s.swap_ab and s.wgmma and s.layout_a == "row" and s.warp_tile == (BM, 64)
-        assert BM == min(b for b in SWAP_ROWS if b >= M) and BK * ITEMSIZE[dtype] == 128
+        assert BM % 8 == 0 and M <= BM < M + 8 and BK * ITEMSIZE[dtype] == 128
         assert BN == (64 if -(-N // 64) <= 2 * _SMS else 128)
         tiles = -(-N // BN)
         blocks = 2 if tiles > _SMS else 1
@@ -637,12 +638,16 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     # 1 x 4096 x 4096 (a decode step's product): 8 rows, 64 tiles of 64 columns, 2 slices.
     one = TensorMatmul.default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
     assert one.tile[:2] == (8, 64) and one.split_k == 2 and one.split_merge == "cluster"
-    # 100 rows: transposed against 4224 columns (66 tiles), not against 4288; 200 rows against
-    # 1536 (24 tiles), not against 1600.
-    assert TensorMatmul.default_spec({"M": 100, "N": 4224, "K": 4096}, dtype).tile[:2] == (128, 64)
-    assert not TensorMatmul.default_spec({"M": 100, "N": 4288, "K": 4096}, dtype).swap_ab
-    assert TensorMatmul.default_spec({"M": 200, "N": 1536, "K": 4096}, dtype).tile[:2] == (256, 64)
-    assert not TensorMatmul.default_spec({"M": 200, "N": 1600, "K": 4096}, dtype).swap_ab
+    # 195 rows against 3840 columns: 60 tiles of 200 rows, K in 2 slices (3 would be 180
+    # blocks, past the 117 that clusters of 3 run at once); 17 tiles of 1088 columns take 6.
+    tall = TensorMatmul.default_spec({"M": 195, "N": 3840, "K": 15936}, dtype)
+    assert tall.tile[:2] == (200, 64) and tall.split_k == 2 and tall.split_merge == "cluster"
+    assert TensorMatmul.default_spec({"M": 158, "N": 1088, "K": 2816}, dtype).split_k == 6
+    # Past 256 rows the transposed tiles stop, and past 64 rows against more than 132 tiles.
+    assert not TensorMatmul.default_spec({"M": 257, "N": 4096, "K": 4096}, dtype).swap_ab
+    assert TensorMatmul.default_spec({"M": 65, "N": 8448, "K": 4096}, dtype).swap_ab
+    assert not TensorMatmul.default_spec({"M": 65, "N": 8512, "K": 4096}, dtype).swap_ab
+    assert TensorMatmul.default_spec({"M": 64, "N": 8512, "K": 4096}, dtype).swap_ab
     # 16384 columns: 256 tiles of 64, two blocks an SM, K whole.
     wide = TensorMatmul.default_spec({"M": 30, "N": 16384, "K": 4096}, dtype)
     assert wide.tile[:2] == (32, 64) and wide.split_k == 1 and 2 * (wide.shared_bytes + 1024) <= SM_SHARED_BYTES

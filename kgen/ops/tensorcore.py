@@ -79,44 +79,47 @@ STREAM_MIN_BYTES = 16 << 20
 STREAM_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 STREAM_MIN_SLICE_K = 256
 # Products of one row tile (at most 64 rows) split K into clusters (split_merge="cluster"):
-# 2, 4 or 8 slices, the most whose clusters all run at once. CLUSTER_WAVE_BLOCKS[s]: blocks
-# of 222 KB that an H100 runs at once in clusters of s (cuOccupancyMaxActiveClusters: 66, 30
-# and 15 clusters). Their sums merge in the same launch, which took 1.3-3.8 µs off the
-# workspace's second kernel on 7 products of 2-59 rows (device time, H100, seed 312), and more
-# slices of a workspace did not beat fewer in clusters (12x1792x6016: 15.0 µs with 8 in a
-# workspace, 13.0 with 4 in clusters). Past one row tile the cluster merge ran slower (76 and
-# 218 rows: +1.3 and +4.9 µs), and those keep the workspace.
+# 2, 4 or 8 slices, the most whose clusters all run at once. Their sums merge in the same
+# launch, which took 1.3-3.8 µs off the workspace's second kernel on 7 products of 2-59 rows
+# (device time, H100, seed 312), and more slices of a workspace did not beat fewer in clusters
+# (12x1792x6016: 15.0 µs with 8 in a workspace, 13.0 with 4 in clusters). Past one row tile
+# the cluster merge ran slower (76 and 218 rows: +1.3 and +4.9 µs), and those keep the workspace.
 # The stream runs only where its tiles are at most one a SM (stream_suits); past that (3-4
 # row tiles of a wide weight) its second wave of blocks lost to the general tiles' single one
 # (217x10496x1088: 25.7 µs against 21.6; as users call it 235x11776x2496, 168x12416x4096 and
 # 206x10176x13696 ran 0.61-0.72x cuBLAS on the stream; H100).
 STREAM_CLUSTER_SPLITS = (1, 2, 4, 8)
-CLUSTER_WAVE_BLOCKS = {2: 132, 4: 120, 8: 120}
+# CLUSTER_WAVE_BLOCKS[s]: blocks of the wgmma kernel, one an SM (198-230 KB of shared memory),
+# that an H100 runs at once in clusters of s: cuOccupancyMaxActiveClusters x s, the same for
+# every transposed tile measured (8-192 rows, 64 and 128 columns;
+# docs/bench/swap16/cluster_capacity_h100.json).
+CLUSTER_WAVE_BLOCKS = {2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120}
 # float16/bfloat16 products of at most SWAP_MAX_ROWS rows (A row-major, N and K of at least
-# STREAM_MIN_SIDE) run with A's rows as the wgmma N (swap_ab, swap_spec): BM the first of
-# SWAP_ROWS that holds the rows, 64 columns a block (128 past 2 x 132 column tiles), the deepest
-# ring one block an SM holds, or two blocks an SM (a ring half as deep) where the tiles pass the
-# SMs, and K split into 2, 4 or 8 slices merged in clusters, the most whose clusters all run at
-# once. Fitted on 16 bfloat16 products of 2-59 rows (seed 701, weights under 40 MB, both storage
-# orders) against 24 variants each (64/128 columns x 1-8 slices x full/half rings), device time on
-# an H100: 1.03x (rotated operands) and 1.06x (the same operands every call, from L2) the fastest
-# variant, 0.93x and 0.90x cuBLAS's speed, where the 64-row streaming tiles and the skinny forms
-# ran 0.78x and 0.64x (docs/tensorcore.md, "A's rows as the wgmma N"). Past 64 rows only narrow
-# weights run transposed (SWAP_NARROW_ROWS: at most so many 64-column tiles, at most so many
-# rows), device time on an H100 against the streaming and general tiles over 26 products of
-# 65-256 rows: 65-128 rows won against 21-66 tiles (96x4096x4096: 13.8 µs from L2 against 20.2,
-# 128x4096x4096: 15.2 against 17.6), lost against 123-159 (116x10176x1280: 14.2 against 13.4);
-# 129-256 rows won against 22-24 tiles (240x1536x6144: 15.9 against 18.8) and lost from 32
-# (200x2048x8192: 32.0 against the streaming tiles' 24.9; 256x4096x4096: 22.1 against 20.1).
-# Up to 64 rows BM is the next multiple of 8: against the tiles of 8/16/32/64 rows, over 80
-# bfloat16 products of 17-64 rows (seeds 9001, 9002, 9004, 9005, both storage orders; device time,
-# H100, docs/bench/swap16/swap_fill_*_17-64_fine_h100.json) it ran 1.058x as fast from L2 and
-# 1.023x from HBM, most where the rows just pass a power of two (39x4288x1088: 6.2 µs against
-# 7.5; 36x5568x1280: 6.8 against 9.1), with no product slower past run-to-run noise.
-SWAP_MAX_ROWS = 64
-SWAP_NARROW_ROWS = ((66, 128), (24, 256))
-SWAP_ROWS = (8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 192, 256)
-SWAP_SPLITS = (1, 2, 4, 8)
+# STREAM_MIN_SIDE) run with A's rows as the wgmma N (swap_ab, swap_spec): BM the rows rounded up
+# to a multiple of 8 (the instruction's N steps by 8: no row padded past that), 64 columns a
+# block (128 past 2 x 132 column tiles), the deepest ring one block an SM holds, or two blocks an
+# SM (a ring half as deep) where the tiles pass the SMs, and K split into 2-8 slices merged in
+# clusters, the most whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
+# STREAM_MIN_SLICE_K deep. Device time on an H100, from L2 / from HBM (docs/tensorcore.md, "A's
+# rows as the wgmma N"):
+# - 1-64 rows, fitted on 16 bfloat16 products of 2-59 rows (seed 701, both storage orders)
+#   against 24 variants each: 1.06x / 1.03x the fastest variant's time, 0.90x / 0.93x cuBLAS's
+#   speed, where the 64-row streaming tiles and the skinny forms ran 0.64x / 0.78x;
+# - rows rounded to 8 rather than to 8/16/32/64: 1.058x / 1.023x as fast over 80 products of
+#   17-64 rows (seeds 9001, 9002, 9004, 9005), most where the rows just pass a power of two
+#   (36x5568x1280: 6.8 µs against 9.1);
+# - 65-256 rows against at most one wave of 64-column tiles (SWAP_WIDE_ROWS), before only against
+#   narrow weights (the streaming and general tiles elsewhere): 1.10x / 1.07x as fast over 40
+#   products of 65-256 rows (seeds 9006, 9007; the 10 wider ones kept their tiles, against
+#   which the transposed tiles ran 0.95-1.03x, 0.90x at 165x11904x2304), 0.90x / 0.92x cuBLAS's speed,
+#   0.98x the fastest of the 64/128-column, 1-8 slice variants; lowest 0.91x (254x5952x12032,
+#   85.0 µs against the general tiles' 77.5); 195x3840x15936: 59.1 µs against 105.4 on the
+#   streaming tiles (cuBLAS 59.6);
+# - slices of 3, 5, 6 and 7 (the clusters' measured capacities) beside 2, 4 and 8: 1.00-1.03x
+#   over the 1-64 row products above.
+SWAP_MAX_ROWS = 256
+SWAP_WIDE_ROWS = 64
+SWAP_SPLITS = (1, 2, 3, 4, 5, 6, 7, 8)
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
@@ -681,12 +684,11 @@ class TensorMatmul(Spec):
     @classmethod
     def swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether the default runs M x N x K with A's rows as the wgmma N (swap_spec): 16-bit
-        inputs, N and K of at least STREAM_MIN_SIDE, and at most SWAP_MAX_ROWS rows (however
+        inputs, N and K of at least STREAM_MIN_SIDE, and at most SWAP_WIDE_ROWS rows (however
         few the multiply-adds: 2x1728x1088 ran in 5.2 µs against the skinny forms' 7.7, device
-        time on an H100), or more against a narrow weight (SWAP_NARROW_ROWS)."""
-        tiles = -(-N // 64)
-        most = max([SWAP_MAX_ROWS] + [rows for bound, rows in SWAP_NARROW_ROWS if tiles <= bound])
-        return dtype in ("float16", "bfloat16") and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE and 1 <= M <= most
+        time on an H100), or at most SWAP_MAX_ROWS against one wave of 64-column tiles."""
+        return dtype in ("float16", "bfloat16") and N >= STREAM_MIN_SIDE and K >= STREAM_MIN_SIDE and \
+            1 <= M <= SWAP_MAX_ROWS and (M <= SWAP_WIDE_ROWS or -(-N // 64) <= _SMS)
 
     @classmethod
     def swap_spec(cls, problem, dtype):
@@ -696,7 +698,7 @@ class TensorMatmul(Spec):
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"]
-        BM = next((b for b in SWAP_ROWS if b >= M), SWAP_ROWS[-1])
+        BM = min(SWAP_MAX_ROWS, -(-M // 8) * 8)
         BN = 64 if -(-N // 64) <= 2 * _SMS else 128
         tiles = -(-N // BN)
         two = tiles > _SMS   # two blocks an SM, each with half the ring

@@ -26,6 +26,8 @@ specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
          TensorMatmul.swap_spec({"M": 30, "N": 16384, "K": 4096}, DTYPE),
          TensorMatmul.swap_spec({"M": 100, "N": 1344, "K": 5824}, DTYPE),
          TensorMatmul.swap_spec({"M": 38, "N": 1344, "K": 5824}, DTYPE),   # 40 rows, K slices in a cluster
+         TensorMatmul.swap_spec({"M": 195, "N": 3840, "K": 15936}, DTYPE),  # 200 rows, 2 slices
+         TensorMatmul.swap_spec({"M": 158, "N": 1088, "K": 2816}, DTYPE),   # 160 rows, clusters of 6
          TensorMatmul.swap_spec({"M": 20, "N": 4096, "K": 2048}, DTYPE).replace(tile=(24, 128, 64), warp_tile=(24, 64),
                                                                                stages=8, split_k=3,
                                                                                split_merge="workspace")]

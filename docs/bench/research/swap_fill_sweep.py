@@ -5,7 +5,9 @@ in the SWAP_ROWS bucket, 64 columns a block (and 128), the deepest ring for one 
 SM, and K in 1-8 slices merged in a cluster, wherever the blocks fit two waves. ROW_TILES=1:
 instead, A's rows in several tiles of 16 or 32 (rows{BM}/{blocks an SM}/{slices}), 1-4 slices
 where the clusters all run at once. FINE=1: instead, the rule's spec with A's rows in a tile of the
-next multiple of 8 (fine8) or of 16 (fine16) up to 64.
+next multiple of 8 (fine8) or of 16 (fine16) up to 64. FINE_TALL=1: instead, the streaming spec
+and A's rows in one tile of the next multiple of 8 past 64 too (tall{BN}/{blocks an SM}/{slices}),
+64 or 128 columns, 1-8 slices where the clusters all run at once.
 Device time from a CUDA graph with the same operands every call (from L2, what a loop over one
 layer reads) and with operands rotated past L2 (from HBM); each result checked against float64
 first. Output: $OUT/swap_fill_<SEED>_<ROWS>.json. `python swap_fill_sweep.py --specs` prints how
@@ -25,6 +27,7 @@ COUNT = int(os.environ.get("COUNT", "12"))
 SMS = 132
 ROW_TILES = os.environ.get("ROW_TILES", "0") == "1"
 FINE = os.environ.get("FINE", "0") == "1"
+FINE_TALL = os.environ.get("FINE_TALL", "0") == "1"
 # Blocks in clusters of s that an H100 runs at once (cuOccupancyMaxActiveClusters x s) with one
 # and two blocks an SM (docs/bench/swap16/cluster_capacity_h100.json).
 CLUSTER_CAPACITY = {1: {2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120},
@@ -36,6 +39,25 @@ def variants(M, N, K, order):
     out = {"default": T.default_spec(p, "bfloat16").replace(layout_b=order),
            "general": T.general_wgmma_spec(p, "bfloat16").replace(layout_b=order)}
     BM = next((b for b in SWAP_ROWS if b >= M), SWAP_ROWS[-1])
+    if FINE_TALL:   # A's rows in one tile of the next multiple of 8, 64 or 128 columns, 1-8 slices
+        out["stream"] = T.stream_spec(p, "bfloat16").replace(layout_b=order)
+        bm = -(-M // 8) * 8
+        for BN in (64, 128):
+            tiles = -(-N // BN)
+            per_sm = 2 if tiles > SMS else 1
+            try:
+                base = T(dtype="bfloat16", tile=(bm, BN, 64), warp_tile=(bm, 64), stages=wgmma_ring_stages(bm, BN, per_sm),
+                         instruction="wgmma", swap_ab=True, layout_b=order)
+            except ValueError:
+                continue
+            for s in range(1, 9):
+                if s > 1 and (per_sm > 1 or K < 256 * s or tiles * s > CLUSTER_CAPACITY[1][s]):
+                    continue
+                try:
+                    out[f"tall{BN}/{per_sm}/{s}"] = base if s == 1 else base.replace(split_k=s, split_merge="cluster")
+                except ValueError:
+                    continue
+        return out
     if FINE:   # the rule's spec with A's rows in a tile of the next multiple of 8 (and of 16)
         import kgen.ops.tensorcore as tc
 
@@ -114,7 +136,7 @@ def main():
               f"{row[best + '_cold']:.1f} err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
         del ops
         torch.cuda.empty_cache()
-        name = f"swap_fill_{SEED}_{ROWS[0]}-{ROWS[1]}{'_rowtiles' if ROW_TILES else '_fine' if FINE else ''}.json"   # after each product: a cut-off run keeps its rows
+        name = f"swap_fill_{SEED}_{ROWS[0]}-{ROWS[1]}{'_rowtiles' if ROW_TILES else '_fine' if FINE else '_tall' if FINE_TALL else ''}.json"   # after each product: a cut-off run keeps its rows
         with open(os.path.join(os.environ.get("OUT", "."), name), "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "seed": SEED, "rows_range": ROWS, "rows": rows}, f)
 
