@@ -4,8 +4,9 @@ storage orders of B, against cuBLAS, the default spec and the general tiles. Var
 in the SWAP_ROWS bucket, 64 columns a block (and 128), the deepest ring for one or two blocks an
 SM, and K in 1-8 slices merged in a cluster, wherever the blocks fit two waves. ROW_TILES=1:
 instead, A's rows in several tiles of 16 or 32 (rows{BM}/{blocks an SM}/{slices}), 1-4 slices
-where the clusters all run at once. FINE=1: instead, the rule's spec with A's rows in a tile of the
-next multiple of 8 (fine8) or of 16 (fine16) up to 64. FINE_TALL=1: instead, the streaming spec
+where the clusters all run at once. FINE=1 (17-64 rows): instead, the rule's spec with A's rows in
+a tile of the next multiple of 8 (fine8), of 16 (fine16) or of a power of two (pow2); in the
+recorded runs (before commit 4142072) the rule itself still took the power of two ("default"). FINE_TALL=1: instead, the streaming spec
 and A's rows in one tile of the next multiple of 8 past 64 too (tall{BN}/{blocks an SM}/{slices}),
 64 or 128 columns, 1-8 slices where the clusters all run at once.
 Device time from a CUDA graph with the same operands every call (from L2, what a loop over one
@@ -19,12 +20,16 @@ import sys
 
 import kgen
 from kgen.bench.calls import random_matmul_shapes
-from kgen.ops.tensorcore import SWAP_ROWS, TensorMatmul as T, wgmma_ring_stages
+from kgen.ops.tensorcore import TensorMatmul as T
+from kgen.ops.tensorcore import wgmma_ring_stages
 
 SEED = int(os.environ.get("SEED", "9001"))
 ROWS = tuple(int(r) for r in os.environ.get("ROWS", "17-256").split("-"))
 COUNT = int(os.environ.get("COUNT", "12"))
 SMS = 132
+# The rule's row tiles before rows were rounded to 8 (tree 7afc7e0): the recorded sweeps' "swap"
+# variants take A's rows in the first of these that holds them.
+POW2_ROWS = (8, 16, 32, 64, 96, 128, 192, 256)
 ROW_TILES = os.environ.get("ROW_TILES", "0") == "1"
 FINE = os.environ.get("FINE", "0") == "1"
 FINE_TALL = os.environ.get("FINE_TALL", "0") == "1"
@@ -38,7 +43,7 @@ def variants(M, N, K, order):
     p = {"M": M, "N": N, "K": K}
     out = {"default": T.default_spec(p, "bfloat16").replace(layout_b=order),
            "general": T.general_wgmma_spec(p, "bfloat16").replace(layout_b=order)}
-    BM = next((b for b in SWAP_ROWS if b >= M), SWAP_ROWS[-1])
+    BM = next((b for b in POW2_ROWS if b >= M), POW2_ROWS[-1])
     if FINE_TALL:   # A's rows in one tile of the next multiple of 8, 64 or 128 columns, 1-8 slices
         out["stream"] = T.stream_spec(p, "bfloat16").replace(layout_b=order)
         bm = -(-M // 8) * 8
@@ -58,17 +63,14 @@ def variants(M, N, K, order):
                 except ValueError:
                     continue
         return out
-    if FINE:   # the rule's spec with A's rows in a tile of the next multiple of 8 (and of 16)
-        import kgen.ops.tensorcore as tc
-
-        coarse = tc.SWAP_ROWS
-        for name, rows in (("fine8", tuple(range(8, 65, 8)) + coarse[4:]), ("fine16", (8, 16, 32, 48, 64) + coarse[4:])):
-            tc.SWAP_ROWS = rows
-            try:
-                if T.swap_suits(M, N, K, "bfloat16"):
-                    out[name] = T.swap_spec(p, "bfloat16").replace(layout_b=order)
-            finally:
-                tc.SWAP_ROWS = coarse
+    if FINE:   # the rule's spec with A's rows in a tile of the next multiple of 8, of 16, of a power of two
+        if T.swap_suits(M, N, K, "bfloat16"):
+            rule = T.swap_spec(p, "bfloat16").replace(layout_b=order)
+            BN = rule.tile[1]
+            per_sm = 2 if -(-N // BN) > SMS else 1
+            for name, bm in (("fine8", -(-M // 8) * 8), ("fine16", next(b for b in (8, 16, 32, 48, 64) if b >= M)),
+                             ("pow2", next(b for b in POW2_ROWS if b >= M))):
+                out[name] = rule.replace(tile=(bm, BN, 64), warp_tile=(bm, 64), stages=wgmma_ring_stages(bm, BN, per_sm))
         return out
     if ROW_TILES:   # A's rows in several tiles of 16 or 32 (each tile reads the weight again, from L2)
         for bm in (16, 32):
@@ -104,10 +106,29 @@ def cases():
             for M, N, K in random_matmul_shapes(COUNT, SEED, ROWS, 64) for order in ("col", "row")]
 
 
+def time_ways(torch, ops, ways: dict, repeats: int) -> dict:
+    """Each way's relative error against float64 (outputs NaN-poisoned first) and its device time
+    from a CUDA graph, operands rotated past L2 ("_cold") and the same every call ("_warm")."""
+    from kgen.bench.skinny import time_graph
+
+    ref = ops.A[0].double() @ ops.B[0].double()
+    row = {}
+    for n, fn in ways.items():
+        for c in ops.C:
+            c.fill_(float("nan"))
+        C = fn(ops.A[0], ops.B[0])
+        torch.cuda.synchronize()
+        row[n + "_err"] = float((C.double() - ref).norm() / ref.norm())
+        calls = [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+        row[n + "_cold"] = time_graph(torch, calls, repeats)
+        row[n + "_warm"] = time_graph(torch, [calls[0]] * len(calls), repeats)
+    return row
+
+
 def main():
     import torch
 
-    from kgen.bench.skinny import Operands, time_graph
+    from kgen.bench.skinny import Operands
 
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     todo = cases()
@@ -117,18 +138,9 @@ def main():
     rows = []
     for (M, N, K), order, v in todo:
         ops = Operands(torch, M, N, K, "bfloat16", order, l2)
-        ref = ops.A[0].double() @ ops.B[0].double()
         row = {"shape": [M, N, K], "order": order, "specs": {n: s.to_json() for n, s in v.items()}}
         ways = {"cublas": torch.matmul, **{n: kgen.build(s) for n, s in v.items()}}
-        for n, fn in ways.items():
-            for c in ops.C:
-                c.fill_(float("nan"))
-            C = fn(ops.A[0], ops.B[0])
-            torch.cuda.synchronize()
-            row[n + "_err"] = float((C.double() - ref).norm() / ref.norm())
-            calls = [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
-            row[n + "_cold"] = time_graph(torch, calls, 10)
-            row[n + "_warm"] = time_graph(torch, [calls[0]] * len(calls), 10)
+        row.update(time_ways(torch, ops, ways, 10))
         rows.append(row)
         best = min((n for n in ways if n != "cublas"), key=lambda n: row[n + "_warm"])
         print(f"{M}x{N}x{K} {order}: cublas {row['cublas_warm']:.1f}/{row['cublas_cold']:.1f} default "

@@ -12,9 +12,10 @@ import json
 import os
 
 import torch
+from swap_fill_sweep import time_ways  # this folder: the scripts run from it or with it on the path
 
 import kgen
-from kgen.bench.skinny import Operands, time_graph
+from kgen.bench.skinny import Operands
 from kgen.ops.tensorcore import TensorMatmul as T
 from kgen.ops.tensorcore import wgmma_ring_stages
 
@@ -51,16 +52,9 @@ def main():
     rows = []
     for (M, N, K), order, v in cases:
         ops = Operands(torch, M, N, K, "bfloat16", order, l2)
-        ref = ops.A[0].double() @ ops.B[0].double()
         row = {"shape": [M, N, K], "order": order, "specs": {n: s.to_json() for n, s in v.items()}}
         ways = {"cublas": torch.matmul, **{n: kgen.build(s) for n, s in v.items()}}
-        for n, fn in ways.items():
-            C = fn(ops.A[0], ops.B[0])
-            torch.cuda.synchronize()
-            row[n + "_err"] = float((C.double() - ref).norm() / ref.norm())
-            calls = [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
-            row[n + "_cold"] = time_graph(torch, calls, 15)
-            row[n + "_warm"] = time_graph(torch, [calls[0]] * len(calls), 15)
+        row.update(time_ways(torch, ops, ways, 15))
         rows.append(row)
         print(f"{M}x{N}x{K} {order}: " + "  ".join(f"{n} {row[n + '_warm']:.1f}/{row[n + '_cold']:.1f}" for n in ways)
               + f"  err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
