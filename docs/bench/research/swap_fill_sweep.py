@@ -125,31 +125,39 @@ def time_ways(torch, ops, ways: dict, repeats: int) -> dict:
     return row
 
 
-def main():
-    import torch
-
+def sweep(torch, todo: list, repeats: int):
+    """Compile every spec of `todo` (((M, N, K), order of B, {name: spec}) items), then for each
+    product yield its row (time_ways of cuBLAS and every spec, bfloat16) and the ways' names."""
     from kgen.bench.skinny import Operands
 
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-    todo = cases()
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(kgen.compile, {s.key: s for _, _, v in todo for s in v.values()}.values()))
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    rows = []
     for (M, N, K), order, v in todo:
         ops = Operands(torch, M, N, K, "bfloat16", order, l2)
         row = {"shape": [M, N, K], "order": order, "specs": {n: s.to_json() for n, s in v.items()}}
         ways = {"cublas": torch.matmul, **{n: kgen.build(s) for n, s in v.items()}}
-        row.update(time_ways(torch, ops, ways, 10))
+        row.update(time_ways(torch, ops, ways, repeats))
+        del ops
+        torch.cuda.empty_cache()
+        yield row, list(ways)
+
+
+def main():
+    import torch
+
+    rows = []
+    suffix = "_rowtiles" if ROW_TILES else "_fine" if FINE else "_tall" if FINE_TALL else ""
+    for row, ways in sweep(torch, cases(), 10):
         rows.append(row)
+        (M, N, K), order = row["shape"], row["order"]
         best = min((n for n in ways if n != "cublas"), key=lambda n: row[n + "_warm"])
         print(f"{M}x{N}x{K} {order}: cublas {row['cublas_warm']:.1f}/{row['cublas_cold']:.1f} default "
               f"{row['default_warm']:.1f}/{row['default_cold']:.1f} best {best} {row[best + '_warm']:.1f}/"
               f"{row[best + '_cold']:.1f} err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
-        del ops
-        torch.cuda.empty_cache()
-        name = f"swap_fill_{SEED}_{ROWS[0]}-{ROWS[1]}{'_rowtiles' if ROW_TILES else '_fine' if FINE else '_tall' if FINE_TALL else ''}.json"   # after each product: a cut-off run keeps its rows
-        with open(os.path.join(os.environ.get("OUT", "."), name), "w") as f:
+        # After each product: a cut-off run keeps its rows.
+        with open(os.path.join(os.environ.get("OUT", "."), f"swap_fill_{SEED}_{ROWS[0]}-{ROWS[1]}{suffix}.json"), "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "seed": SEED, "rows_range": ROWS, "rows": rows}, f)
 
 

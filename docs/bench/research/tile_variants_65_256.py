@@ -7,15 +7,12 @@ TensorMatmul.stream_spec, general_wgmma_spec and cuBLAS, and per SET:
           $OUT/tall2.json.
 Device time from a CUDA graph with the same operands every call (from L2) and with operands
 rotated past L2 (from HBM); each result checked against float64 first."""
-import concurrent.futures as cf
 import json
 import os
 
 import torch
-from swap_fill_sweep import time_ways  # this folder: the scripts run from it or with it on the path
+from swap_fill_sweep import sweep  # this folder: the scripts run from it or with it on the path
 
-import kgen
-from kgen.bench.skinny import Operands
 from kgen.ops.tensorcore import TensorMatmul as T
 from kgen.ops.tensorcore import wgmma_ring_stages
 
@@ -44,22 +41,13 @@ def variants(M, N, K, order):
 
 
 def main():
-    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     cases = [((M, N, K), order, variants(M, N, K, order)) for M, N, K in SHAPES for order in ("col", "row")]
-    with cf.ThreadPoolExecutor(16) as ex:
-        list(ex.map(kgen.compile, {s.key: s for _, _, v in cases for s in v.values()}.values()))
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     rows = []
-    for (M, N, K), order, v in cases:
-        ops = Operands(torch, M, N, K, "bfloat16", order, l2)
-        row = {"shape": [M, N, K], "order": order, "specs": {n: s.to_json() for n, s in v.items()}}
-        ways = {"cublas": torch.matmul, **{n: kgen.build(s) for n, s in v.items()}}
-        row.update(time_ways(torch, ops, ways, 15))
+    for row, ways in sweep(torch, cases, 15):
         rows.append(row)
+        (M, N, K), order = row["shape"], row["order"]
         print(f"{M}x{N}x{K} {order}: " + "  ".join(f"{n} {row[n + '_warm']:.1f}/{row[n + '_cold']:.1f}" for n in ways)
               + f"  err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
-        del ops
-        torch.cuda.empty_cache()
     name = "narrow.json" if SET == "narrow" else "tall2.json"
     with open(os.path.join(os.environ["OUT"], name), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f)
