@@ -854,7 +854,7 @@ class TensorMatmul(Spec):
             BM = -(-p["M"] // 8) * 8
             for BN in (64, 128):
                 for blocks in (1, 2):
-                    for split in (1, 2, 4, 8) if p["K"] >= 512 else (1,):
+                    for split in SWAP_SPLITS if p["K"] >= 512 else (1,):
                         add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN, blocks),
                             instruction="wgmma", swap_ab=True, split_k=split,
                             split_merge="cluster" if split > 1 else "workspace")
