@@ -213,3 +213,26 @@ def test_tensor_kernel_resolves_its_plan_once_and_release_invalidates_it(fake, m
     again = k.repeat_call(A, B)
     assert len(planned) == 2 and again(A, 0x10000, 0x800000, 1.0) is not None
     assert ran[-1][0] == ("plan", 2)
+
+
+@pytest.mark.parametrize("module, cls", [("matmul", "MatmulKernel"), ("tensorcore", "TensorMatmulKernel")])
+def test_torch_calls_plan_once_per_signature_with_the_familys_key(module, cls):
+    """The tiled and tensor-core kernels share one memo of torch calls (TorchPlanMemo): keyed by
+    their own family's key, planned on a signature's first call, a hit after; another pointer
+    class or shape plans again."""
+    import importlib
+
+    mod = importlib.import_module(f"kgen.ops.{module}")
+    kernel_class = getattr(mod, cls)
+    assert kernel_class.torch_key is mod._torch_key
+    k = object.__new__(kernel_class)
+    k._torch_calls = {}
+    planned = []
+    k._torch_plan = lambda A, B, out, key: planned.append(key) or k._torch_calls.setdefault(key, ("plan", key))
+    A, B = Tensor((4, 64), 0x1000), Tensor((64, 32), 0x2000)
+    first = k._torch_hit(A, B, 0x1000, 0x2000, None)
+    assert k._torch_hit(A, B, 0x1000, 0x2000, None) is first and len(planned) == 1
+    assert planned[0] == mod._torch_key(A, B, 0x1000, 0x2000, None)
+    k._torch_hit(A, B, 0x1008, 0x2000, None)       # A off the 16-byte grid
+    k._torch_hit(Tensor((5, 64), 0x1000), B, 0x1000, 0x2000, None)
+    assert len(planned) == 3

@@ -218,6 +218,20 @@ def copy_bandwidth(torch, repeats: int) -> float:
     return 2 * (1 << 30) / (us * 1e-6)
 
 
+def host_us(torch, fn, calls: int, warmup: int = 50) -> float:
+    """Host microseconds per call of fn over `calls` calls in a row, after `warmup` (the GPU
+    work runs behind; a synchronize before and after the timed loop)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    us = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    return us
+
+
 def host_overhead(torch, calls: int = 3000) -> dict[str, float]:
     """CPU microseconds per public call on a tiny product (the GPU work is shorter than the
     host's, so back-to-back calls measure the host path: argument checks, launch)."""
@@ -226,17 +240,8 @@ def host_overhead(torch, calls: int = 3000) -> dict[str, float]:
 
     A, B = torch.randn(1, 256, device="cuda"), torch.randn(256, 256, device="cuda")
     k = build(Skinny.default_spec({"M": 1, "N": 256, "K": 256}, "float32"))
-    out = {}
-    for name, fn in (("kgen_us", lambda: k(A, B)), ("torch_us", lambda: torch.matmul(A, B))):
-        for _ in range(100):
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out[name] = (time.perf_counter() - t0) / calls * 1e6
-        torch.cuda.synchronize()
-    return out
+    return {name: host_us(torch, fn, calls, 100)
+            for name, fn in (("kgen_us", lambda: k(A, B)), ("torch_us", lambda: torch.matmul(A, B)))}
 
 
 # ---------------------------------------------------------------------------------

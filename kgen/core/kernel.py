@@ -76,6 +76,28 @@ class Kernel:
         return f"<kgen {type(self).__name__} {self.spec.to_json()}>"
 
 
+class TorchPlanMemo:
+    """A kernel's launch plans for torch calls, one per call signature: the family's
+    `torch_key(A, B, pa, pb, out)` (shapes, strides, dtypes, devices, each pointer's alignment,
+    the output's), planned by its `_torch_plan(A, B, out, key)` on the signature's first call
+    and kept in `_torch_calls`."""
+
+    _torch_calls: dict
+
+    @staticmethod
+    def torch_key(A: Any, B: Any, pa: int, pb: int, out: Any) -> tuple:
+        raise NotImplementedError
+
+    def _torch_plan(self, A: Any, B: Any, out: Any, key: tuple) -> tuple:
+        raise NotImplementedError
+
+    def _torch_hit(self, A: Any, B: Any, pa: int, pb: int, out: Any) -> tuple:
+        """The memo of a torch call's signature, planned on its first call."""
+        key = self.torch_key(A, B, pa, pb, out)
+        hit = self._torch_calls.get(key)
+        return hit if hit is not None else self._torch_plan(A, B, out, key)
+
+
 class RepeatCall:
     """A kernel's call k(A, B) on torch tensors of one signature, resolved once, for any later
     tensors of the same signature: shapes, strides, dtypes, devices and the 16-byte alignment

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core import runtime
 from ..core.launch import Launch, LaunchError, ensure_context
-from ..core.kernel import Kernel, RepeatCall
+from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 
@@ -622,7 +622,7 @@ def _torch_key(A, B, pa: int, pb: int, out) -> tuple:
             None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16 == 0))
 
 
-class MatmulKernel(Kernel):
+class MatmulKernel(TorchPlanMemo, Kernel):
     """k(A, B, out=None, alpha=1.0, beta=0.0) -> C = alpha * A @ B + beta * out.
 
     Entry points: kgen_matmul (element loads, any alignment; absent with repack),
@@ -633,6 +633,8 @@ class MatmulKernel(Kernel):
     The workspaces belong to this kernel object: calls on different streams that overlap
     in time would share them, so such kernels serialise through one stream.
     """
+
+    torch_key = staticmethod(_torch_key)
 
     spec: Matmul
 
@@ -874,12 +876,6 @@ class MatmulKernel(Kernel):
             ensure_context()
             self._run(plan, pa, pb, out.data_ptr(), alpha, beta, handle)
         return out
-
-    def _torch_hit(self, A, B, pa: int, pb: int, out) -> tuple:
-        """The memo of a torch call's signature (_torch_key), planned on its first call."""
-        key = _torch_key(A, B, pa, pb, out)
-        hit = self._torch_calls.get(key)
-        return hit if hit is not None else self._torch_plan(A, B, out, key)
 
     def repeat_call(self, A, B) -> RepeatCall | None:
         """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import runtime
-from ..core.kernel import Kernel, RepeatCall
+from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo
 from ..core.launch import Launch, LaunchError, ensure_context
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
@@ -1080,7 +1080,7 @@ def _torch_key(A, B, pa: int, pb: int, out) -> tuple:
             None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() % 16))
 
 
-class TensorMatmulKernel(Kernel):
+class TensorMatmulKernel(TorchPlanMemo, Kernel):
     """k(A, B, out=None, alpha=1.0, beta=0.0, stream=None) -> C = alpha * A @ B + beta * out.
 
     A and B: torch CUDA tensors (float16, bfloat16, float32, float64), CuPy or pycuda
@@ -1094,6 +1094,8 @@ class TensorMatmulKernel(Kernel):
     alignment); with split_k kgen_tc_splitk_reduce. Workspaces belong to this kernel
     object: calls on different streams that overlap in time would share them.
     """
+
+    torch_key = staticmethod(_torch_key)
 
     spec: TensorMatmul
 
@@ -1302,12 +1304,6 @@ class TensorMatmulKernel(Kernel):
         if plan is not None:
             self._go(plan, pa, pb, out.data_ptr(), alpha, beta, handle, *shape, A.shape[1])
         return out
-
-    def _torch_hit(self, A, B, pa: int, pb: int, out) -> tuple:
-        """The memo of a torch call's signature (_torch_key), planned on its first call."""
-        key = _torch_key(A, B, pa, pb, out)
-        hit = self._torch_calls.get(key)
-        return hit if hit is not None else self._torch_plan(A, B, out, key)
 
     def repeat_call(self, A, B) -> RepeatCall | None:
         """The call k(A, B) (out=None, torch's current stream) resolved for every torch A and B

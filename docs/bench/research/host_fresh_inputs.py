@@ -5,9 +5,11 @@ result, the descriptors, the launch); and cuLaunchKernel through a small C exten
 ctypes, where it was built beside this script from host_fresh_inputs_launch.c (gcc -O2 -shared
 -fPIC -I<Python include> host_fresh_inputs_launch.c -o _claunch<EXT_SUFFIX> -ldl).
 Output $OUT/probe1.json."""
-import json, os, statistics, sys, time
+import json, os, sys
 import torch
 import kgen
+from kgen.bench.skinny import host_us as bench_host_us
+from kgen.bench.skinny import time_graph
 from kgen.core import runtime, launch as L
 from kgen.core.timing import time_calls
 from kgen.tune import dispatch
@@ -27,35 +29,11 @@ OUT = os.environ.get("OUT", "/tmp")
 
 
 def host_us(fn, n=2000):
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
+    return bench_host_us(torch, fn, n)
 
 
 def graph_us(fn, n=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn(); fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n):
-            fn()
-    g.replay(); torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(15):
-        e0.record(); g.replay(); e1.record(); e1.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1e3 / n)
-    return statistics.median(ts)
+    return time_graph(torch, [fn] * n, 15)
 
 
 def single(fn, reps=300):

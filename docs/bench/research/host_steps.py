@@ -10,12 +10,12 @@ $OUT/lat.json."""
 
 import json
 import os
-import statistics
-import time
 
 import torch
 
 import kgen
+from kgen.bench.skinny import host_us as bench_host_us
+from kgen.bench.skinny import time_graph
 from kgen.core import runtime
 from kgen.core.timing import time_calls
 from kgen.tune import dispatch
@@ -67,40 +67,11 @@ torch.cuda.synchronize()
 
 
 def host_us(fn, n=2000):
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
+    return bench_host_us(torch, fn, n)
 
 
 def graph_us(fn, n=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(15):
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1e3 / n)
-    return statistics.median(ts)
+    return time_graph(torch, [fn] * n, 15)
 
 
 res = []
