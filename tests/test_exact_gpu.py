@@ -675,6 +675,9 @@ def tensor_pool() -> list[TensorMatmul]:
         TensorMatmul(tile=(16, 64, 64), warp_tile=(16, 64), stages=4, instruction="wgmma", swap_ab=True, split_k=4,
                      split_merge="cluster", layout_b="col"),
         TensorMatmul(tile=(40, 128, 64), warp_tile=(40, 64), stages=3, instruction="wgmma", swap_ab=True, split_k=3),
+        # B row-major read by the producer threads at any alignment, K slices in a cluster
+        TensorMatmul(tile=(16, 64, 64), warp_tile=(16, 64), stages=4, instruction="wgmma", swap_ab=True, split_k=2,
+                     split_merge="cluster", b_realign=True),
     ]
     pool = {s.key: s for s in must}
     for dtype in ("float16", "float32", "float64"):
@@ -729,8 +732,9 @@ def tensor_plan(spec: TensorMatmul, case: dict) -> dict:
         rows, cols, ld = stored_shape(which, case, col)
         ok = case["off_" + which.lower()] % spec.vec == 0 and ld % spec.vec == 0
         transposed = spec.transposes(which) and case["K"] > 0
+        in_place = which == "B" and spec.b_realign   # the producer threads read any alignment
         operands[which] = dict(rows=rows, cols=cols, ld=ld, ok=ok, transposed=transposed,
-                               repacked=transposed or (spec.repack and not ok),
+                               repacked=transposed or (spec.repack and not ok and not in_place),
                                ldd=-(-(rows if transposed else cols) // spec.vec) * spec.vec)
     splits, chunk = spec.split_plan(case["K"])
     aligned = all(o["ok"] or o["repacked"] for o in operands.values())

@@ -381,7 +381,14 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              TensorMatmul.stream_spec({"M": 200, "N": 16384, "K": 2048}, "float16"),
              # K slices merged in clusters: 8 of 64 x 128 tiles, 3 of two consumer warpgroups
              _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=4, split_k=3, split_merge="cluster",
-                 layout_b="col")]
+                 layout_b="col"),
+             # B read by the producer threads (b_realign): transposed tiles of 8 and 256 rows, two
+             # boxes a thread, a cluster merge; 64-row tiles with an M-major A, persistent
+             TensorMatmul.swap_spec({"M": 5, "N": 4096, "K": 4096}, "bfloat16").with_realigned_b(),
+             TensorMatmul.swap_spec({"M": 250, "N": 3000, "K": 4096}, "float16").with_realigned_b(),
+             TensorMatmul.swap_spec({"M": 38, "N": 1344, "K": 5824}, "bfloat16").with_realigned_b(),
+             _wg(tile=(64, 128, 64), warp_tile=(64, 128), stages=4, layout_a="col", b_realign=True),
+             _wg(tile=(128, 64, 64), warp_tile=(64, 64), stages=4, persistent=True, split_k=2, b_realign=True)]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -690,3 +697,54 @@ def test_swap_ab_renders_the_transposed_instruction_and_compiles_without_spills(
     if shutil.which("nvcc"):
         res = kgen.compile(spec, "sm_90").resources["kgen_tc_wgmma"]
         assert res["spill_stores"] == 0 and res["spill_loads"] == 0
+
+
+def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
+    """b_realign: 16-bit wgmma with a row-major B and BN of 64 or 128 only (a clear error
+    otherwise); with_realigned_b shortens the ring by the staging's bytes (never more shared
+    memory than before) and leaves specs it does not apply to as they are; for_layouts takes
+    it as a request."""
+    with pytest.raises(SpecError, match="b_realign"):
+        _wg(tile=(128, 64, 64), warp_tile=(64, 64), layout_b="col", b_realign=True)
+    with pytest.raises(SpecError, match="b_realign"):
+        _wg(b_realign=True)                                          # BN = 256
+    with pytest.raises(SpecError, match="b_realign"):
+        TensorMatmul(b_realign=True)                                 # mma.sync
+    for problem in ({"M": 26, "N": 2246, "K": 5606}, {"M": 63, "N": 10926, "K": 1349},
+                    {"M": 200, "N": 3001, "K": 1500}, {"M": 3, "N": 4096, "K": 4096}):
+        spec = TensorMatmul.default_spec(problem, "bfloat16")
+        realigned = spec.with_realigned_b()
+        assert realigned.b_realign and realigned.shared_bytes <= spec.shared_bytes, (problem, spec.to_json())
+        assert realigned.replace(b_realign=False, stages=spec.stages) == spec
+        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == realigned
+    wide = _wg()
+    assert wide.with_realigned_b() is wide and wide.replace(layout_b="col").with_realigned_b().b_realign is False
+    src = kgen.render(TensorMatmul.swap_spec({"M": 26, "N": 2246, "K": 5606}, "bfloat16").with_realigned_b())
+    assert "const bits_t* __restrict__ b_ptr" in src and "cp.async.cg.shared.global" in src
+    assert "fence.proxy.async.shared::cta" in src and "map_b" not in src
+    # Both barriers of every stage are initialised, each on its own line (not inside a comment).
+    inits = [line.strip() for line in src.splitlines() if "mbar_init(bars" in line]
+    assert [line.split(";")[0] for line in inits] == ["mbar_init(bars + 8 * s, 1 + 4)",
+                                                       "mbar_init(bars + 8 * (STAGES + s), 4 * CONSUMERS)"]
+
+
+def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
+    from kgen.ops import tensorcore as tc
+
+    class Recorded:
+        def __init__(self, fn, name, grid, block, shared, fmt):
+            self.name, self.fmt = name, fmt
+
+    monkeypatch.setattr(tc, "Launch", Recorded)
+    spec = TensorMatmul.swap_spec({"M": 26, "N": 2245, "K": 5606}, "bfloat16").with_realigned_b()
+    kernel = object.__new__(tc.TensorMatmulKernel)
+    kernel.spec, kernel._plans, kernel._item, kernel._acc_item, kernel._sms = spec, {}, 2, 4, 132
+    kernel._fmt, kernel._fmt_reduce = "PPP" + "q" * 8 + "iff", "P"
+    kernel.handle = lambda name, shared=0: 0
+    kernel._buffer = lambda name, nbytes: 1 << 30
+    plan = kernel._plan(26, 2245, 5606, 5606, 2245, 2245, False, False, True)
+    assert plan[1] is None and plan[0][0].name == "kgen_tc_repack"     # A (K unaligned) copied, B not
+    assert plan[2].name == "kgen_tc_wgmma" and plan[2].fmt == "128sPP" + "q" * 8 + "iff"
+    assert plan[7].b is None
+    aligned = kernel._plan(26, 2245, 5608, 5608, 2245, 2245, True, False, True)
+    assert aligned[0] is None and aligned[1] is None

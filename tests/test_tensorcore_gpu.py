@@ -69,6 +69,7 @@ def spec_pool() -> list[TensorMatmul]:
                  T(dtype="float32", tf32=True, split_tf32=True, tile=(128, 128, 32), warp_tile=(64, 128), stages=4,
                    instruction="wgmma", split_k=2, split_merge="cluster"),
                  *swap_pool(),
+                 *realign_pool(),
             T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma"),
             T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 128), stages=6, instruction="wgmma",
               out_dtype="float32", raster="col"),
@@ -132,9 +133,28 @@ def swap_pool() -> list[TensorMatmul]:
               split_k=3, split_merge="cluster")]
 
 
+def realign_pool() -> list[TensorMatmul]:
+    """b_realign specs (B row-major, read by the producer threads at any alignment): 8-40 rows
+    transposed, one and two boxes of B a thread, whole K, K slices in a workspace and in a
+    cluster, the 64-row tiles, split and persistent."""
+    T = TensorMatmul
+    return [T(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=3, instruction="wgmma", swap_ab=True,
+              b_realign=True),
+            T(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=4, instruction="wgmma", swap_ab=True,
+              split_k=3, b_realign=True),
+            T.swap_spec({"M": 38, "N": 1344, "K": 5824}, "bfloat16").with_realigned_b(),
+            T(dtype="bfloat16", tile=(64, 128, 64), warp_tile=(64, 128), stages=3, instruction="wgmma", split_k=2,
+              b_realign=True),
+            T(dtype="float16", tile=(128, 64, 64), warp_tile=(64, 64), stages=4, instruction="wgmma", persistent=True,
+              out_dtype="float32", b_realign=True),
+            T(dtype="bfloat16", tile=(64, 128, 64), warp_tile=(64, 128), stages=6, instruction="wgmma", split_k=4,
+              split_merge="cluster", b_realign=True)]
+
+
 def _layouts(spec, a: str, b: str) -> tuple[str, str]:
-    """The storage orders a test gives `spec`: swap_ab reads A K-major (row-major) only."""
-    return ("row" if spec.swap_ab else a), b
+    """The storage orders a test gives `spec`: swap_ab reads A K-major (row-major) only, and
+    b_realign B row-major only."""
+    return ("row" if spec.swap_ab else a), ("row" if spec.b_realign else b)
 
 
 def _hopper() -> bool:
@@ -266,6 +286,57 @@ def test_transposed_tiles_on_edge_and_model_like_shapes(index):
         k(A, B, out=fresh)
         torch.cuda.synchronize()
         _check(spec, A, B, fresh, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K} beta=0")
+
+
+@pytest.mark.parametrize("index", range(len(realign_pool())))
+def test_b_realign_reads_unaligned_row_major_b_in_place(index):
+    """b_realign: a row-major B at every 16-byte phase of its rows (pitches of 1-7 modulo 8
+    elements, odd pointers), K of 1, below one BK step and past many, N past the last box and
+    below one: every output written (NaN-poisoned), alpha and beta applied, against float64,
+    and B never copied."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    torch = _torch()
+    spec = realign_pool()[index]
+    k = kgen.build(spec)
+    dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
+    M = max(1, spec.tile[0] - 3) if spec.swap_ab else 70
+    for N, pad, off, K in ((1001, 0, 0, 1), (2245, 0, 0, 5606), (2246, 0, 1, 64), (2244, 3, 3, 1000),
+                           (1001, 2, 5, 4097), (4100, 0, 2, 777), (3000, 5, 7, 130), (37, 0, 1, 300),
+                           (64, 1, 0, 63)):
+        A = _operand(torch, M, K, "row", 0, 0, dt)
+        B = _operand(torch, K, N, "row", pad, off, dt)
+        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
+        C = C0.clone()
+        k(A, B, out=C, alpha=-0.75, beta=0.5)
+        torch.cuda.synchronize()
+        label = f"{spec.to_json()} {M}x{N}x{K} ldb={B.stride(0)} offset={off}"
+        _check(spec, A, B, C, C0, -0.75, 0.5, label)
+        fresh = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
+        k(A, B, out=fresh)
+        torch.cuda.synchronize()
+        _check(spec, A, B, fresh, None, 1.0, 0.0, label + " beta=0")
+    assert k._plans and all(plan[1] is None for plan in k._plans.values()), "B was copied"
+
+
+def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
+    """kgen.matmul on 16-bit few-row products whose row-major B has rows that are not 16-byte
+    aligned runs the wgmma kernel with b_realign (no copy of B), correctly."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    torch = _torch()
+    from kgen.tune import dispatch
+
+    for M, N, K in ((26, 2246, 5606), (63, 10926, 1349), (118, 7131, 5141), (200, 3001, 1500), (17, 1025, 1024)):
+        A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
+        B = torch.randn(K, N, device="cuda", dtype=torch.float64).to(torch.bfloat16)
+        C = kgen.matmul(A, B)
+        torch.cuda.synchronize()
+        spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
+        _check(spec, A, B, C, None, 1.0, 0.0, f"kgen.matmul {M}x{N}x{K}")
+        kernels = [kern for kern in dispatch._kernels.values() if getattr(kern.spec, "b_realign", False)]
+        assert any(kern._plans and any(p[3][:3] == (M, N, K) for p in kern._plans.values()) for kern in kernels), \
+            f"{M}x{N}x{K}: not run with b_realign"
 
 
 def test_streaming_spec_with_split_k_on_model_like_shapes():

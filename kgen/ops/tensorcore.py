@@ -128,6 +128,12 @@ WGMMA_MAX_STAGES = 16
 # How split_k blocks add their sums (TensorMatmul.split_merge), and the most blocks the cluster
 # merge puts in one cluster (8: the portable cluster size).
 SPLIT_MERGES = ("workspace", "cluster")
+# b_realign: fills of B a producer thread has in flight (cp.async into its staging slots), each
+# slot BN x 160 bytes (a thread's 64 bytes of a row take five 16-byte chunks).
+REALIGN_DEPTH = 4
+# kgen.matmul reads an unaligned row-major 16-bit B in place (b_realign) for products of at most
+# this many rows; from there up B's copy is a small part of the product's time.
+REALIGN_MAX_ROWS = 256
 MAX_CLUSTER_MERGE = 8
 _PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
@@ -251,6 +257,13 @@ class TensorMatmul(Spec):
                  N (wgmma.m64nBMk16), so a tile of few rows (BM any multiple of 8 from 8 to
                  256) multiplies no padding; BN/64 consumer warpgroups, warp_tile = (BM, 64).
                  16-bit inputs with A K-major (layout_a "row"); not persistent, cluster 1.
+    b_realign    wgmma only, 16-bit, B row-major (layout_b "row"), BN of 64 or 128, cluster 1:
+                 the producer warpgroup reads B itself, copying the aligned 16-byte windows
+                 around each row's stretch into a staging ring (REALIGN_DEPTH fills ahead,
+                 cp.async) and shifting them into the swizzled stage, so a B whose rows are
+                 not 16-byte aligned (a row pitch that is no multiple of 8 elements, an odd
+                 pointer) is read in place instead of copied aligned first. kgen.matmul turns
+                 it on for such a B (with_realigned_b).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -277,6 +290,7 @@ class TensorMatmul(Spec):
     cluster: int = 1
     split_merge: str = "workspace"
     swap_ab: bool = False
+    b_realign: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -309,6 +323,9 @@ class TensorMatmul(Spec):
             fail("instruction", self.instruction, f"one of {INSTRUCTIONS}")
         if self.swap_ab and self.instruction != "wgmma":
             fail("swap_ab", True, "False with instruction='mma_sync' (the transposed tile is the wgmma kernel's)")
+        if self.b_realign and self.instruction != "wgmma":
+            fail("b_realign", True, "False with instruction='mma_sync' (the mma.sync kernel reads any B in place "
+                 "with repack=False)")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
@@ -438,6 +455,10 @@ class TensorMatmul(Spec):
         if self.min_blocks not in (0, 1):
             fail("min_blocks", self.min_blocks,
                  "0 or 1 with instruction='wgmma' (one block an SM holds the accumulators)")
+        if self.b_realign and not (self.kind in ("f16", "bf16") and self.layout_b == "row" and BN in (64, 128)
+                                   and self.cluster == 1):
+            fail("b_realign", True, "False unless the inputs are 16-bit, layout_b='row', BN is 64 or 128 and "
+                 "cluster=1 (the producer threads shift row-major B's rows into 64-column boxes)")
 
     # -- derived sizes --------------------------------------------------------------
     @property
@@ -531,7 +552,8 @@ class TensorMatmul(Spec):
     @property
     def shared_bytes(self) -> int:
         if self.wgmma:
-            return self.stages * _wgmma_stage_bytes(self.tile[0], self.tile[1]) + 1024
+            staging = REALIGN_DEPTH * self.tile[1] * 160 if self.b_realign else 0
+            return self.stages * _wgmma_stage_bytes(self.tile[0], self.tile[1]) + 1024 + staging
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
     def _arch_requirement(self, cc: int) -> tuple[str, str] | None:
@@ -584,7 +606,8 @@ class TensorMatmul(Spec):
             WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
             split3=self.split_tf32, PROMOTE_TILES=SPLIT_PROMOTE_TILES,
             persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
-            PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN)
+            PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN,
+            b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -860,13 +883,40 @@ class TensorMatmul(Spec):
                             split_merge="cluster" if split > 1 else "workspace")
         return specs
 
+    @classmethod
+    def realign_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether kgen.matmul reads an unaligned row-major B in place (with_realigned_b) for an
+        M x N x K product: 16-bit inputs and at most REALIGN_MAX_ROWS rows, where B's copy
+        (twice its bytes moved) costs as much as the product or more."""
+        return dtype in ("float16", "bfloat16") and M <= REALIGN_MAX_ROWS
+
+    def with_realigned_b(self) -> "TensorMatmul":
+        """This spec reading a row-major B in place whatever its alignment (b_realign), its
+        ring shorter by the staging's bytes, so that it needs no more shared memory than
+        before (as many blocks fit an SM); the spec as it is where b_realign does not apply
+        (not the wgmma kernel, not 16-bit, B column-major, BN of 192 or 256, clusters)."""
+        BM, BN, _ = self.tile
+        if self.b_realign or not (self.wgmma and self.kind in ("f16", "bf16") and self.layout_b == "row"
+                                  and BN in (64, 128) and self.cluster == 1):
+            return self
+        fewer = -(-(REALIGN_DEPTH * BN * 160) // _wgmma_stage_bytes(BM, BN))
+        try:
+            realigned = self.replace(b_realign=True, stages=max(2, self.stages - fewer))
+        except ValueError:   # a cluster merge's sums need the longer ring
+            return self
+        assert isinstance(realigned, TensorMatmul)
+        return realigned
+
     def for_layouts(self, problem, **layouts):
         """This spec on operands stored as `layouts`; where that makes the TF32 wgmma kernel
         copy an operand transposed while the product's other side is short (fewer than
         TF32_TRANSPOSE_MIN rows of A against a row-major B, or columns of B against a
         column-major A), the mma.sync default instead: the copy, as long as the product
         itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
-        gives way to wgmma_default_spec(split_tf32=True)."""
+        gives way to wgmma_default_spec(split_tf32=True). b_realign=True: with_realigned_b of
+        the result (unchanged where it does not apply)."""
+        if layouts.pop("b_realign", False):
+            return self.for_layouts(problem, **layouts).with_realigned_b()
         p = self.normalize_problem(problem)
         if self.swap_ab and layouts.get("layout_a") == "col":
             # The transposed tile reads A K-major: a column-major A takes the 64-row tiles.
@@ -1057,19 +1107,22 @@ class _TensorMaps:
         self.dtype = spec.dtype
         self.a = (K, M, lda, (BK, BM)) if spec.kernel_k_major("A") else (M, K, lda, (64, BK))
         half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
-        self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
+        self.b: tuple | None = None   # b_realign: B by pointer (the producer threads read it)
+        if not spec.b_realign:
+            self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
         self.zero = K == 0   # nothing is read: the maps are never used
         self._maps: tuple[Any, Any] | None = None   # made on the first launch (they ask the driver)
 
-    def encoded(self, pa: int, pb: int) -> tuple[bytes, bytes]:
+    def encoded(self, pa: int, pb: int) -> tuple[bytes, Any]:
         if self.zero:
-            return bytes(128), bytes(128)
+            return bytes(128), (pb if self.b is None else bytes(128))
         maps = self._maps
         if maps is None:
             from ..core.tma import TiledMap
 
-            maps = self._maps = (TiledMap(self.dtype, *self.a), TiledMap(self.dtype, *self.b))
-        return maps[0].at(pa), maps[1].at(pb)
+            b_map = None if self.b is None else TiledMap(self.dtype, *self.b)
+            maps = self._maps = (TiledMap(self.dtype, *self.a), b_map)
+        return maps[0].at(pa), (pb if maps[1] is None else maps[1].at(pb))
 
 
 def _torch_key(A, B, pa: int, pb: int, out) -> tuple:
@@ -1188,6 +1241,8 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),
                     ((K, N) if spec.layout_b == "row" else (N, K), ldb, b_ok))
             for i, ((rows, cols), ld, ok) in enumerate(dims):
+                if i == 1 and spec.b_realign:
+                    continue   # the producer threads read B in place, aligned or not
                 if K and spec.transposes("AB"[i]):
                     # Stored rows x cols, copied as cols rows of rows elements (K-major).
                     entry, copy_rows, ldd = "kgen_tc_transpose", cols, -(-rows // vec) * vec
@@ -1203,15 +1258,15 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                 else:
                     ldb = ldd
             a_ok = a_ok or repacks[0] is not None
-            b_ok = b_ok or repacks[1] is not None
+            b_ok = b_ok or repacks[1] is not None or spec.b_realign
         aligned = a_ok and b_ok
         grid, block, shared = spec.launch_geometry(M, N, K, self._sms)
         if grid[0] >= 2 ** 31:
             raise ArrayError(f"a {M}x{N} product needs {grid[0]} blocks; at most 2^31-1 fit in the grid")
         splits, chunk = spec.split_plan(K)
         maps = None
-        if spec.wgmma:   # repack is on: both operands are aligned by now
-            name, fmt = "kgen_tc_wgmma", "128s128s" + self._fmt[2:]
+        if spec.wgmma:   # repack is on: both operands are aligned by now (or B read by pointer)
+            name, fmt = "kgen_tc_wgmma", ("128sP" if spec.b_realign else "128s128s") + self._fmt[2:]
             maps = _TensorMaps(spec, M, N, K, lda, ldb)
         else:
             name, fmt = ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"), self._fmt

@@ -308,6 +308,10 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU).
         overrides["instruction"] = "wgmma"
+    if family.kernel == "tensor_matmul" and overrides.get("layout_b") == "row" and _realigns_b(B, M, N, K, dtype):
+        # A row-major 16-bit B whose rows TMA cannot read (a pitch of no multiple of 16 bytes):
+        # the wgmma kernel's producer threads read it in place rather than copy it first.
+        overrides["b_realign"] = True
     if family.kernel == "tensor_matmul" and dtype == "float32":
         # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
         # a tuned entry for this problem holds. The tuner searches TF32 specs, not the split's
@@ -410,6 +414,16 @@ def _element_rows_simt(A: Any, B: Any, M: int, N: int, dtype: str) -> bool:
     if not Skinny.simt_for_element_rows(min(M, N), dtype):
         return False
     return max(_element_strides(B if M <= N else A)) % 2 == 1
+
+
+def _realigns_b(B: Any, M: int, N: int, K: int, dtype: str) -> bool:
+    """Whether kgen.matmul runs the wgmma kernel with b_realign for this B (stored row-major):
+    its row stride is no multiple of 8 elements (16 bytes) and TensorMatmul.realign_suits the
+    product. The strides decide, not the pointer, so that the choice is the same for every
+    call the shape-and-strides shortcut serves (an odd pointer alone is copied aligned)."""
+    from ..ops.tensorcore import TensorMatmul
+
+    return TensorMatmul.realign_suits(M, N, K, dtype) and _element_strides(B)[0] % 8 != 0 and K > 1
 
 
 def _wgmma_suits(problem: dict[str, int]) -> bool:

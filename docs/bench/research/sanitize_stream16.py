@@ -6,7 +6,8 @@ shapes: 1 row and several row tiles, K of 1, K past a slice and not a multiple o
 a tile and odd, odd element offsets (the repacking copy), both storage orders of B, alpha and
 beta; each result checked against float64. Run it under `compute-sanitizer --tool memcheck`
 (and racecheck) with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that a read past a buffer is a read
-past an allocation. Env: DTYPE (bfloat16), ONLY=swap (the swap_spec ones alone)."""
+past an allocation. Env: DTYPE (bfloat16), ONLY=swap (the swap_spec ones alone), REALIGN=1 (a
+row-major B read by the producer threads, b_realign, where the spec takes it)."""
 import os
 
 import torch
@@ -38,7 +39,10 @@ bad = cases = 0
 for spec in specs:
     assert spec.stages >= 5 or spec.swap_ab
     for lb in ("row", "col"):
-        k = kgen.build(spec.replace(layout_b=lb))
+        ordered = spec.replace(layout_b=lb)
+        if os.environ.get("REALIGN") == "1":
+            ordered = ordered.with_realigned_b()
+        k = kgen.build(ordered)
         for M, N, K in shapes:
             for off in (0, 1):
                 A = torch.randn(M, K + off + 1, device="cuda").to(dt)[:, off:off + K]

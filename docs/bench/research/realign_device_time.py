@@ -1,0 +1,58 @@
+"""A row-major 16-bit B whose rows are not 16-byte aligned, 17-256 rows: device time of the
+wgmma kernel reading B in place with its producer threads (`TensorMatmul.with_realigned_b`,
+b_realign) against the same spec copying B aligned first (the repack before each product),
+the spec on an aligned B of the same shape (TMA reads it in place: the reference), and cuBLAS
+through torch. Each call is captured in a CUDA graph over four copies of B (more bytes than
+L2 holds) and replayed; every result is checked against the float64 product first.
+Env: SHAPES (MxNxK,...; N and K as given, B row-major with N columns). Output:
+$OUT/realign_device_time.json."""
+import json
+import os
+
+import torch
+
+import kgen
+from kgen.bench.skinny import time_graph
+from kgen.ops.tensorcore import TensorMatmul
+
+SHAPES = os.environ.get("SHAPES", "26x2246x5632,26x2246x5606,59x14694x1161,40x2831x12245,158x2795x5297,"
+                                  "220x2891x1209,53x5450x1212,149x11196x2702")
+COPIES = 4
+
+
+def main():
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    rows = []
+    for text in SHAPES.split(","):
+        M, N, K = (int(v) for v in text.split("x"))
+        problem = {"M": M, "N": N, "K": K}
+        spec = TensorMatmul.default_spec(problem, "bfloat16")
+        ways = {"copy": kgen.build(spec), "realign": kgen.build(spec.with_realigned_b())}
+        A = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        Bs = [torch.randn(K, N, device="cuda").to(torch.bfloat16) for _ in range(COPIES)]
+        # The aligned reference: the same values in rows padded to a multiple of 8 elements.
+        pad = -(-N // 8) * 8
+        Bp = [torch.zeros(K, pad, device="cuda", dtype=torch.bfloat16) for _ in range(COPIES)]
+        for dst, src in zip(Bp, Bs):
+            dst[:, :N] = src
+        Ba = [b[:, :N] for b in Bp]
+        ref = A.double() @ Bs[0].double()
+        row = {"shape": [M, N, K], "spec": spec.to_json(), "realign_stages": spec.with_realigned_b().stages}
+        out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        for name, fn, operands in (("copy", ways["copy"], Bs), ("realign", ways["realign"], Bs),
+                                   ("aligned", ways["copy"], Ba), ("cublas", torch.matmul, Bs)):
+            C = fn(A, operands[0])
+            torch.cuda.synchronize()
+            row[name + "_err"] = float((C.double() - ref).norm() / ref.norm())
+            calls = [lambda fn=fn, a=A, b=b, c=out: fn(a, b, out=c) for b in operands]
+            row[name + "_dev"] = time_graph(torch, calls, 20)
+        rows.append(row)
+        print(f"{M}x{N}x{K}: device us  copy {row['copy_dev']:6.1f}  realign {row['realign_dev']:6.1f}  "
+              f"aligned {row['aligned_dev']:6.1f}  cuBLAS {row['cublas_dev']:6.1f}  "
+              f"(errors {row['copy_err']:.1e} {row['realign_err']:.1e} {row['cublas_err']:.1e})", flush=True)
+    with open(os.path.join(os.environ.get("OUT", "."), "realign_device_time.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
