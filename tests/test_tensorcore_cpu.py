@@ -748,3 +748,24 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     assert plan[7].b is None
     aligned = kernel._plan(26, 2245, 5608, 5608, 2245, 2245, True, False, True)
     assert aligned[0] is None and aligned[1] is None
+
+
+def test_dispatch_reads_unaligned_row_major_16bit_b_in_place_by_its_strides():
+    """kgen.matmul asks for b_realign where B's row stride is no multiple of 8 elements, the
+    inputs are 16-bit and the rows at most REALIGN_MAX_ROWS; never for an aligned stride, one
+    row of B, float32, or more rows."""
+    import numpy as np
+
+    from kgen.ops.tensorcore import REALIGN_MAX_ROWS
+    from kgen.tune.dispatch import _realigns_b
+
+    def b(K, N, ld):
+        return np.empty((K, ld), np.float16)[:, :N]
+
+    assert _realigns_b(b(5606, 2246, 2246), 26, 2246, 5606, "bfloat16")
+    assert _realigns_b(b(100, 64, 65), REALIGN_MAX_ROWS, 64, 100, "float16")
+    assert not _realigns_b(b(5606, 2248, 2248), 26, 2248, 5606, "bfloat16")        # 16-byte rows
+    assert not _realigns_b(b(100, 64, 72), 26, 64, 100, "float16")                  # padded to 16 bytes
+    assert not _realigns_b(b(1, 2246, 2246), 26, 2246, 1, "bfloat16")               # one row
+    assert not _realigns_b(b(100, 2246, 2246), 26, 2246, 100, "float32")
+    assert not _realigns_b(b(100, 2246, 2246), REALIGN_MAX_ROWS + 1, 2246, 100, "bfloat16")

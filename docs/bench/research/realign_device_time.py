@@ -4,8 +4,9 @@ b_realign) against the same spec copying B aligned first (the repack before each
 the spec on an aligned B of the same shape (TMA reads it in place: the reference), and cuBLAS
 through torch. Each call is captured in a CUDA graph over four copies of B (more bytes than
 L2 holds) and replayed; every result is checked against the float64 product first.
-Env: SHAPES (MxNxK,...; N and K as given, B row-major with N columns). Output:
-$OUT/realign_device_time.json."""
+With SKINNY=1 the skinny family's default for the shape (the route kgen.matmul takes for 1-16
+such rows) is timed beside them. Env: SHAPES (MxNxK,...; N and K as given, B row-major with N
+columns), SKINNY. Output: $OUT/realign_device_time.json (SKINNY=1: realign_skinny_device_time.json)."""
 import json
 import os
 
@@ -13,11 +14,13 @@ import torch
 
 import kgen
 from kgen.bench.skinny import time_graph
+from kgen.ops.skinny import Skinny
 from kgen.ops.tensorcore import TensorMatmul
 
 SHAPES = os.environ.get("SHAPES", "26x2246x5632,26x2246x5606,59x14694x1161,40x2831x12245,158x2795x5297,"
                                   "220x2891x1209,53x5450x1212,149x11196x2702")
 COPIES = 4
+SKINNY = os.environ.get("SKINNY") == "1"
 
 
 def main():
@@ -28,6 +31,8 @@ def main():
         problem = {"M": M, "N": N, "K": K}
         spec = TensorMatmul.default_spec(problem, "bfloat16")
         ways = {"copy": kgen.build(spec), "realign": kgen.build(spec.with_realigned_b())}
+        if SKINNY:
+            ways["skinny"] = kgen.build(Skinny.default_spec(problem, "bfloat16"))
         A = torch.randn(M, K, device="cuda").to(torch.bfloat16)
         Bs = [torch.randn(K, N, device="cuda").to(torch.bfloat16) for _ in range(COPIES)]
         # The aligned reference: the same values in rows padded to a multiple of 8 elements.
@@ -39,8 +44,9 @@ def main():
         ref = A.double() @ Bs[0].double()
         row = {"shape": [M, N, K], "spec": spec.to_json(), "realign_stages": spec.with_realigned_b().stages}
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        for name, fn, operands in (("copy", ways["copy"], Bs), ("realign", ways["realign"], Bs),
-                                   ("aligned", ways["copy"], Ba), ("cublas", torch.matmul, Bs)):
+        todo = [("copy", ways["copy"], Bs), ("realign", ways["realign"], Bs), ("aligned", ways["copy"], Ba),
+                ("cublas", torch.matmul, Bs)] + ([("skinny", ways["skinny"], Bs)] if SKINNY else [])
+        for name, fn, operands in todo:
             C = fn(A, operands[0])
             torch.cuda.synchronize()
             row[name + "_err"] = float((C.double() - ref).norm() / ref.norm())
@@ -49,8 +55,10 @@ def main():
         rows.append(row)
         print(f"{M}x{N}x{K}: device us  copy {row['copy_dev']:6.1f}  realign {row['realign_dev']:6.1f}  "
               f"aligned {row['aligned_dev']:6.1f}  cuBLAS {row['cublas_dev']:6.1f}  "
-              f"(errors {row['copy_err']:.1e} {row['realign_err']:.1e} {row['cublas_err']:.1e})", flush=True)
-    with open(os.path.join(os.environ.get("OUT", "."), "realign_device_time.json"), "w") as f:
+              + (f"skinny {row['skinny_dev']:6.1f}  " if SKINNY else "")
+              + f"(errors {row['copy_err']:.1e} {row['realign_err']:.1e} {row['cublas_err']:.1e})", flush=True)
+    name = "realign_skinny_device_time.json" if SKINNY else "realign_device_time.json"
+    with open(os.path.join(os.environ.get("OUT", "."), name), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 
 
