@@ -388,7 +388,10 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              TensorMatmul.swap_spec({"M": 250, "N": 3000, "K": 4096}, "float16").with_realigned_b(),
              TensorMatmul.swap_spec({"M": 38, "N": 1344, "K": 5824}, "bfloat16").with_realigned_b(),
              _wg(tile=(64, 128, 64), warp_tile=(64, 128), stages=4, layout_a="col", b_realign=True),
-             _wg(tile=(128, 64, 64), warp_tile=(64, 64), stages=4, persistent=True, split_k=2, b_realign=True)]
+             _wg(tile=(128, 64, 64), warp_tile=(64, 64), stages=4, persistent=True, split_k=2, b_realign=True),
+             TensorMatmul.swap_spec({"M": 100, "N": 3000, "K": 4097}, "bfloat16").replace(
+                 layout_b="col").with_realigned_b(),
+             _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=3, layout_b="col", split_k=2, b_realign=True)]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -700,12 +703,13 @@ def test_swap_ab_renders_the_transposed_instruction_and_compiles_without_spills(
 
 
 def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
-    """b_realign: 16-bit wgmma with a row-major B and BN of 64 or 128 only (a clear error
+    """b_realign: 16-bit wgmma with BN of 64 or 128 only, B in either order (a clear error
     otherwise); with_realigned_b shortens the ring by the staging's bytes (never more shared
     memory than before) and leaves specs it does not apply to as they are; for_layouts takes
     it as a request."""
+    assert _wg(tile=(128, 64, 64), warp_tile=(64, 64), layout_b="col", b_realign=True).b_realign
     with pytest.raises(SpecError, match="b_realign"):
-        _wg(tile=(128, 64, 64), warp_tile=(64, 64), layout_b="col", b_realign=True)
+        _wg(dtype="float32", tf32=True, tile=(128, 64, 32), warp_tile=(64, 64), b_realign=True)
     with pytest.raises(SpecError, match="b_realign"):
         _wg(b_realign=True)                                          # BN = 256
     with pytest.raises(SpecError, match="b_realign"):
@@ -719,6 +723,8 @@ def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
         assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == realigned
     wide = _wg()
     assert wide.with_realigned_b() is wide and wide.replace(layout_b="col").with_realigned_b().b_realign is False
+    assert TensorMatmul.default_spec({"M": 100, "N": 3000, "K": 4097}, "bfloat16").replace(
+        layout_b="col").with_realigned_b().b_realign
     src = kgen.render(TensorMatmul.swap_spec({"M": 26, "N": 2246, "K": 5606}, "bfloat16").with_realigned_b())
     assert "const bits_t* __restrict__ b_ptr" in src and "cp.async.cg.shared.global" in src
     assert "fence.proxy.async.shared::cta" in src and "map_b" not in src
@@ -769,3 +775,6 @@ def test_dispatch_reads_unaligned_row_major_16bit_b_in_place_by_its_strides():
     assert not _realigns_b(b(1, 2246, 2246), 26, 2246, 1, "bfloat16")               # one row
     assert not _realigns_b(b(100, 2246, 2246), 26, 2246, 100, "float32")
     assert not _realigns_b(b(100, 2246, 2246), REALIGN_MAX_ROWS + 1, 2246, 100, "bfloat16")
+    # W.t() of a weight W stored N x K: its leading dimension is K's pitch.
+    assert _realigns_b(np.empty((3000, 4097), np.float16).T, 100, 3000, 4097, "bfloat16")
+    assert not _realigns_b(np.empty((3000, 4104), np.float16)[:, :4097].T, 100, 3000, 4097, "bfloat16")

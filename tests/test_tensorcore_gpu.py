@@ -134,9 +134,10 @@ def swap_pool() -> list[TensorMatmul]:
 
 
 def realign_pool() -> list[TensorMatmul]:
-    """b_realign specs (B row-major, read by the producer threads at any alignment): 8-40 rows
-    transposed, one and two boxes of B a thread, whole K, K slices in a workspace and in a
-    cluster, the 64-row tiles, split and persistent."""
+    """b_realign specs (B read by the producer threads at any alignment): 8-40 rows transposed,
+    one and two boxes of B a thread, whole K, K slices in a workspace and in a cluster, the
+    64-row tiles, split and persistent; B row-major, and K-major (a transposed view) in the last
+    two."""
     T = TensorMatmul
     return [T(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=3, instruction="wgmma", swap_ab=True,
               b_realign=True),
@@ -148,13 +149,16 @@ def realign_pool() -> list[TensorMatmul]:
             T(dtype="float16", tile=(128, 64, 64), warp_tile=(64, 64), stages=4, instruction="wgmma", persistent=True,
               out_dtype="float32", b_realign=True),
             T(dtype="bfloat16", tile=(64, 128, 64), warp_tile=(64, 128), stages=6, instruction="wgmma", split_k=4,
-              split_merge="cluster", b_realign=True)]
+              split_merge="cluster", b_realign=True),
+            T(dtype="bfloat16", tile=(104, 64, 64), warp_tile=(104, 64), stages=5, instruction="wgmma", swap_ab=True,
+              split_k=2, split_merge="cluster", layout_b="col", b_realign=True),
+            T(dtype="float16", tile=(128, 128, 64), warp_tile=(64, 128), stages=3, instruction="wgmma", split_k=2,
+              layout_b="col", b_realign=True)]
 
 
 def _layouts(spec, a: str, b: str) -> tuple[str, str]:
-    """The storage orders a test gives `spec`: swap_ab reads A K-major (row-major) only, and
-    b_realign B row-major only."""
-    return ("row" if spec.swap_ab else a), ("row" if spec.b_realign else b)
+    """The storage orders a test gives `spec`: swap_ab reads A K-major (row-major) only."""
+    return ("row" if spec.swap_ab else a), b
 
 
 def _hopper() -> bool:
@@ -290,10 +294,10 @@ def test_transposed_tiles_on_edge_and_model_like_shapes(index):
 
 @pytest.mark.parametrize("index", range(len(realign_pool())))
 def test_b_realign_reads_unaligned_row_major_b_in_place(index):
-    """b_realign: a row-major B at every 16-byte phase of its rows (pitches of 1-7 modulo 8
-    elements, odd pointers), K of 1, below one BK step and past many, N past the last box and
-    below one: every output written (NaN-poisoned), alpha and beta applied, against float64,
-    and B never copied."""
+    """b_realign: B (row-major, or K-major for a transposed view) at every 16-byte phase of its
+    rows (pitches of 1-7 modulo 8 elements, odd pointers), K of 1, below one BK step and past
+    many, N past the last box and below one: every output written (NaN-poisoned), alpha and
+    beta applied, against float64, and B never copied."""
     if not _hopper():
         pytest.skip("the wgmma kernel needs an sm_90 GPU")
     torch = _torch()
@@ -305,12 +309,12 @@ def test_b_realign_reads_unaligned_row_major_b_in_place(index):
                            (1001, 2, 5, 4097), (4100, 0, 2, 777), (3000, 5, 7, 130), (37, 0, 1, 300),
                            (64, 1, 0, 63)):
         A = _operand(torch, M, K, "row", 0, 0, dt)
-        B = _operand(torch, K, N, "row", pad, off, dt)
+        B = _operand(torch, K, N, spec.layout_b, pad, off, dt)
         C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
         C = C0.clone()
         k(A, B, out=C, alpha=-0.75, beta=0.5)
         torch.cuda.synchronize()
-        label = f"{spec.to_json()} {M}x{N}x{K} ldb={B.stride(0)} offset={off}"
+        label = f"{spec.to_json()} {M}x{N}x{K} strides={B.stride()} offset={off}"
         _check(spec, A, B, C, C0, -0.75, 0.5, label)
         fresh = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
         k(A, B, out=fresh)
@@ -320,16 +324,19 @@ def test_b_realign_reads_unaligned_row_major_b_in_place(index):
 
 
 def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
-    """kgen.matmul on 16-bit few-row products whose row-major B has rows that are not 16-byte
-    aligned runs the wgmma kernel with b_realign (no copy of B), correctly."""
+    """kgen.matmul on 16-bit few-row products whose B (row-major, or W.t() of a weight stored
+    N x K) has rows that are not 16-byte aligned runs the wgmma kernel with b_realign (no copy
+    of B), correctly."""
     if not _hopper():
         pytest.skip("the wgmma kernel needs an sm_90 GPU")
     torch = _torch()
     from kgen.tune import dispatch
 
-    for M, N, K in ((26, 2246, 5606), (63, 10926, 1349), (118, 7131, 5141), (200, 3001, 1500), (17, 1025, 1024)):
+    for M, N, K, order in ((26, 2246, 5606, "row"), (63, 10926, 1349, "row"), (118, 7131, 5141, "row"),
+                           (200, 3001, 1500, "row"), (17, 1025, 1024, "row"), (100, 3000, 4097, "col"),
+                           (250, 2048, 1025, "col")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
-        B = torch.randn(K, N, device="cuda", dtype=torch.float64).to(torch.bfloat16)
+        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)
         torch.cuda.synchronize()
         spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "bfloat16")

@@ -131,7 +131,7 @@ SPLIT_MERGES = ("workspace", "cluster")
 # b_realign: fills of B a producer thread has in flight (cp.async into its staging slots), each
 # slot BN x 160 bytes (a thread's 64 bytes of a row take five 16-byte chunks).
 REALIGN_DEPTH = 4
-# kgen.matmul reads an unaligned row-major 16-bit B in place (b_realign) for products of at most
+# kgen.matmul reads an unaligned 16-bit B in place (b_realign) for products of at most
 # this many rows; from there up B's copy is a small part of the product's time.
 REALIGN_MAX_ROWS = 256
 MAX_CLUSTER_MERGE = 8
@@ -257,13 +257,13 @@ class TensorMatmul(Spec):
                  N (wgmma.m64nBMk16), so a tile of few rows (BM any multiple of 8 from 8 to
                  256) multiplies no padding; BN/64 consumer warpgroups, warp_tile = (BM, 64).
                  16-bit inputs with A K-major (layout_a "row"); not persistent, cluster 1.
-    b_realign    wgmma only, 16-bit, B row-major (layout_b "row"), BN of 64 or 128, cluster 1:
-                 the producer warpgroup reads B itself, copying the aligned 16-byte windows
-                 around each row's stretch into a staging ring (REALIGN_DEPTH fills ahead,
-                 cp.async) and shifting them into the swizzled stage, so a B whose rows are
-                 not 16-byte aligned (a row pitch that is no multiple of 8 elements, an odd
-                 pointer) is read in place instead of copied aligned first. kgen.matmul turns
-                 it on for such a B (with_realigned_b).
+    b_realign    wgmma only, 16-bit, BN of 64 or 128, cluster 1: the producer warpgroup reads B
+                 itself, copying the aligned 16-byte windows around each row's stretch (rows
+                 of k for a row-major B, of n for a K-major one) into a staging ring
+                 (REALIGN_DEPTH fills ahead, cp.async) and shifting them into the swizzled
+                 stage, so a B whose rows are not 16-byte aligned (a row pitch that is no
+                 multiple of 8 elements, an odd pointer) is read in place instead of copied
+                 aligned first. kgen.matmul turns it on for such a B (with_realigned_b).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -455,10 +455,9 @@ class TensorMatmul(Spec):
         if self.min_blocks not in (0, 1):
             fail("min_blocks", self.min_blocks,
                  "0 or 1 with instruction='wgmma' (one block an SM holds the accumulators)")
-        if self.b_realign and not (self.kind in ("f16", "bf16") and self.layout_b == "row" and BN in (64, 128)
-                                   and self.cluster == 1):
-            fail("b_realign", True, "False unless the inputs are 16-bit, layout_b='row', BN is 64 or 128 and "
-                 "cluster=1 (the producer threads shift row-major B's rows into 64-column boxes)")
+        if self.b_realign and not (self.kind in ("f16", "bf16") and BN in (64, 128) and self.cluster == 1):
+            fail("b_realign", True, "False unless the inputs are 16-bit, BN is 64 or 128 and cluster=1 (the "
+                 "producer threads shift B's rows into boxes of 64)")
 
     # -- derived sizes --------------------------------------------------------------
     @property
@@ -885,7 +884,7 @@ class TensorMatmul(Spec):
 
     @classmethod
     def realign_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
-        """Whether kgen.matmul reads an unaligned row-major B in place (with_realigned_b) for an
+        """Whether kgen.matmul reads an unaligned B in place (with_realigned_b) for an
         M x N x K product: 16-bit inputs and at most REALIGN_MAX_ROWS rows, where B's copy
         (twice its bytes moved) costs as much as the product or more."""
         return dtype in ("float16", "bfloat16") and M <= REALIGN_MAX_ROWS
@@ -894,10 +893,10 @@ class TensorMatmul(Spec):
         """This spec reading a row-major B in place whatever its alignment (b_realign), its
         ring shorter by the staging's bytes, so that it needs no more shared memory than
         before (as many blocks fit an SM); the spec as it is where b_realign does not apply
-        (not the wgmma kernel, not 16-bit, B column-major, BN of 192 or 256, clusters)."""
+        (not the wgmma kernel, not 16-bit, BN of 192 or 256, clusters)."""
         BM, BN, _ = self.tile
-        if self.b_realign or not (self.wgmma and self.kind in ("f16", "bf16") and self.layout_b == "row"
-                                  and BN in (64, 128) and self.cluster == 1):
+        if self.b_realign or not (self.wgmma and self.kind in ("f16", "bf16") and BN in (64, 128)
+                                  and self.cluster == 1):
             return self
         fewer = -(-(REALIGN_DEPTH * BN * 160) // _wgmma_stage_bytes(BM, BN))
         try:

@@ -308,9 +308,9 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU).
         overrides["instruction"] = "wgmma"
-    if family.kernel == "tensor_matmul" and overrides.get("layout_b") == "row" and _realigns_b(B, M, N, K, dtype):
-        # A row-major 16-bit B whose rows TMA cannot read (a pitch of no multiple of 16 bytes):
-        # the wgmma kernel's producer threads read it in place rather than copy it first.
+    if family.kernel == "tensor_matmul" and "layout_b" in overrides and _realigns_b(B, M, N, K, dtype):
+        # A 16-bit B whose rows TMA cannot read (a pitch of no multiple of 16 bytes): the wgmma
+        # kernel's producer threads read it in place rather than copy it first.
         overrides["b_realign"] = True
     if family.kernel == "tensor_matmul" and dtype == "float32":
         # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
@@ -417,13 +417,15 @@ def _element_rows_simt(A: Any, B: Any, M: int, N: int, dtype: str) -> bool:
 
 
 def _realigns_b(B: Any, M: int, N: int, K: int, dtype: str) -> bool:
-    """Whether kgen.matmul runs the wgmma kernel with b_realign for this B (stored row-major):
-    its row stride is no multiple of 8 elements (16 bytes) and TensorMatmul.realign_suits the
-    product. The strides decide, not the pointer, so that the choice is the same for every
-    call the shape-and-strides shortcut serves (an odd pointer alone is copied aligned)."""
+    """Whether kgen.matmul runs the wgmma kernel with b_realign for this B: its leading
+    dimension (the row stride of a row-major B, the column stride of a transposed view) is no
+    multiple of 8 elements (16 bytes), it has more than one row and column, and
+    TensorMatmul.realign_suits the product. The strides decide, not the pointer, so that the
+    choice is the same for every call the shape-and-strides shortcut serves (an odd pointer
+    alone is copied aligned)."""
     from ..ops.tensorcore import TensorMatmul
 
-    return TensorMatmul.realign_suits(M, N, K, dtype) and _element_strides(B)[0] % 8 != 0 and K > 1
+    return TensorMatmul.realign_suits(M, N, K, dtype) and K > 1 and N > 1 and max(_element_strides(B)) % 8 != 0
 
 
 def _wgmma_suits(problem: dict[str, int]) -> bool:
