@@ -690,10 +690,17 @@ def test_swap_ab_renders_the_transposed_instruction_and_compiles_without_spills(
     src = render(spec)
     # B's tile (N-major here) is the instruction's A, transposed; A's 24 rows are its N.
     assert "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16" in src and "p, 1, 1, 1, 0;" in src
-    # Its sums go to shared memory one value at a time (a register pair holds two rows of C).
-    assert "st.shared.f32 [%0], %1;" in src and "st.shared.v2.f32" not in src
+    # Its sums go to shared memory one value at a time (a register pair holds two rows of C),
+    # at fixed offsets from the thread's place.
+    assert "mine[(8 * j + e) * PART_STRIDE + 8 * h] =" in src and "st.shared.v2.f32" not in src
     own = render(spec.replace(split_k=3, split_merge="workspace"))
-    assert "store_single(out, m, n, ldo, split_stride, z, flags, alpha, beta, v);" in own
+    # The workspace split stages them too, and the block stores them as rows.
+    assert "mine[(8 * j + e) * PART_STRIDE + 8 * h] =" in own and "tile_store_step(base" in own
+    assert "store_single(out, m, n, ldo, split_stride, z, flags, alpha, beta, ntiles" not in own
+    # A ring too small for the sums keeps each thread's own stores.
+    small = spec.replace(tile=(256, 128, 64), warp_tile=(256, 64), stages=2, split_k=1, split_merge="workspace")
+    assert not small.staged_epilogue
+    assert "store_single(out, m, n, ldo, split_stride, z, flags, alpha, beta, ntiles" in render(small)
     assert "#define WG_N 24" in src and "#define CONSUMERS 2" in src
     plain = render(spec.replace(swap_ab=False, tile=(64, 128, 64), warp_tile=(64, 128)))
     assert "m64n128k16" in plain and "store_single" not in plain
@@ -778,3 +785,52 @@ def test_dispatch_reads_unaligned_row_major_16bit_b_in_place_by_its_strides():
     # W.t() of a weight W stored N x K: its leading dimension is K's pitch.
     assert _realigns_b(np.empty((3000, 4097), np.float16).T, 100, 3000, 4097, "bfloat16")
     assert not _realigns_b(np.empty((3000, 4104), np.float16)[:, :4097].T, 100, 3000, 4097, "bfloat16")
+
+
+def _text_bytes(cubin: bytes, kernel: str) -> int:
+    """Size of a kernel's code section in an ELF cubin."""
+    import struct
+
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entsize, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * entsize) for i in range(count)]
+    strings = sections[names][4]
+    for sec in sections:
+        name = cubin[strings + sec[0]:cubin.index(b"\0", strings + sec[0])].decode()
+        if name == ".text." + kernel:
+            return sec[5]
+    raise AssertionError(f"no code section for {kernel}")
+
+
+def test_staged_epilogue_rules():
+    """The block stores a tile from shared memory wherever the ring holds its float32 sums and
+    nothing else writes the ring meanwhile."""
+    base = _wg(tile=(128, 256, 64), warp_tile=(64, 256), stages=4)
+    assert base.staged_epilogue
+    assert not base.replace(persistent=True).staged_epilogue
+    assert not base.replace(cluster=2).staged_epilogue
+    assert not base.replace(split_k=2, split_merge="cluster").staged_epilogue
+    assert base.replace(split_k=2, split_merge="workspace").staged_epilogue
+    # 128 x 260 floats (133 KB) do not fit two stages of 48 KB.
+    assert not base.replace(stages=2).staged_epilogue
+    swap = _wg(tile=(232, 64, 64), warp_tile=(232, 64), stages=5, swap_ab=True, layout_b="col")
+    assert swap.staged_epilogue
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
+@pytest.mark.parametrize("fields", [
+    dict(tile=(232, 64, 64), warp_tile=(232, 64), stages=6, swap_ab=True, layout_b="col"),
+    dict(tile=(168, 128, 64), warp_tile=(168, 64), stages=6, swap_ab=True, layout_b="row"),
+    dict(tile=(64, 256, 64), warp_tile=(64, 256), stages=5, layout_b="row"),
+    dict(tile=(128, 256, 64), warp_tile=(64, 256), stages=4, layout_b="col", split_k=2),
+])
+def test_staged_epilogue_keeps_the_kernel_code_small(fields):
+    """Every block fetches the kernel's code: with each consumer thread storing its own values
+    (BM / 2 or BN / 4 unrolled, guarded stores) it took 96-136 KB for these tiles, and a block's
+    fixed cost grew with it. Staged, the code stays under 48 KB whatever the tile."""
+    spec = _wg(**fields)
+    assert spec.staged_epilogue
+    compiled = kgen.compile(spec, "sm_90a")
+    res = compiled.resources["kgen_tc_wgmma"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0
+    assert _text_bytes(compiled.cubin, "kgen_tc_wgmma") < 48 * 1024

@@ -606,7 +606,22 @@ class TensorMatmul(Spec):
             split3=self.split_tf32, PROMOTE_TILES=SPLIT_PROMOTE_TILES,
             persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
             PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN,
+            staged=self.staged_epilogue,
             b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH)
+
+    @property
+    def staged_epilogue(self) -> bool:
+        """Whether the wgmma kernel's consumers put a tile's sums in shared memory (over the
+        stage ring, which must hold the BM x BN float32 sums) for the whole block to store as
+        rows of C in a short loop, rather than each consumer thread storing its own values
+        (docs/tensorcore.md, "The epilogue"). 16-bit inputs only: the float32 products on
+        TF32 ran 4-8% slower staged (4096³, 3000x5000x700, H100). Not with a persistent
+        schedule (the producer fills the ring for the next tile meanwhile), clusters of two (the
+        other block writes into the ring), or the cluster merge (which stages its own sums)."""
+        BM, BN, _ = self.tile
+        return (self.wgmma and self.kind in ("f16", "bf16") and not self.persistent and self.cluster == 1
+                and self.split_merge != "cluster"
+                and _partial_tile_bytes(BM, BN) <= self.stages * _wgmma_stage_bytes(BM, BN))
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`

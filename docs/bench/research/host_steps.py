@@ -5,8 +5,9 @@ arguments packed), torch.matmul and torch.mm(out=), and new_empty. Each: host µ
 between two events, and for the calls with out= the device time from a CUDA graph of 20. For
 the tensor-core kernel's default with its K slices merged in clusters, also the same spec with
 a workspace and unsplit. Each kernel's result checked against float64 first.
-Run from the repository root with an empty tuning database (KGEN_TUNE_DB); output:
-$OUT/lat.json."""
+Env SHAPES ("MxNxK,..." in place of the list below) and ORDER ("col": B = W.t(), the default;
+"row": B row-major). Run from the repository root with an empty tuning database (KGEN_TUNE_DB);
+output: $OUT/lat.json."""
 
 import json
 import os
@@ -30,11 +31,14 @@ SH = [
     (10, 2624, 9792),
     (2, 3136, 5568),
 ]
+if os.environ.get("SHAPES"):
+    SH = [tuple(int(d) for d in s.split("x")) for s in os.environ["SHAPES"].split(",")]
+ROW_MAJOR = os.environ.get("ORDER", "col") == "row"
 dt = torch.bfloat16
 cases = []
 for M, N, K in SH:
     A = torch.randn(M, K, device="cuda", dtype=dt)
-    B = torch.randn(N, K, device="cuda", dtype=dt).t()
+    B = torch.randn(K, N, device="cuda", dtype=dt) if ROW_MAJOR else torch.randn(N, K, device="cuda", dtype=dt).t()
     cases.append((M, N, K, A, B))
 
 
@@ -93,7 +97,7 @@ for (M, N, K, A, B), bl in zip(cases, built):
         fns[f"{name} k(A,B,out=)"] = lambda k=k: k(A, B, out=out)
         if type(k).__name__ == "TensorMatmulKernel":
             k(A, B, out=out)
-            plan = k._plan(M, N, K, K, K, N, True, True, True)
+            plan = k._plan(M, N, K, K, N if ROW_MAJOR else K, N, True, True, True)
             if len(plan) == 8 and plan[7] is not None and plan[5] is None:
                 main, args, maps = plan[2], plan[3], plan[7]
                 pa, pb = maps.encoded(A.data_ptr(), B.data_ptr())

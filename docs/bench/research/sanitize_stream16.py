@@ -4,10 +4,12 @@ the persistent schedule; TensorMatmul.swap_spec: A's rows as the wgmma N, 8-256 
 one or two consumer warpgroups, K slices in clusters or a workspace, two blocks an SM) on edge
 shapes: 1 row and several row tiles, K of 1, K past a slice and not a multiple of 64, N past
 a tile and odd, odd element offsets (the repacking copy), both storage orders of B, alpha and
-beta; each result checked against float64. Run it under `compute-sanitizer --tool memcheck`
-(and racecheck) with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that a read past a buffer is a read
-past an allocation. Env: DTYPE (bfloat16), ONLY=swap (the swap_spec ones alone), REALIGN=1 (a
-row-major B read by the producer threads, b_realign, where the spec takes it)."""
+beta (and beta = 0, C NaN-poisoned); each result checked against float64. Run it under
+`compute-sanitizer --tool memcheck` (and racecheck) with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
+that a read past a buffer is a read past an allocation. Env: DTYPE (bfloat16), ONLY=swap (the
+swap_spec ones alone) or ONLY=staged (those whose block stores its tile from shared memory,
+TensorMatmul.staged_epilogue), REALIGN=1 (a row-major B read by the producer threads, b_realign,
+where the spec takes it)."""
 import os
 
 import torch
@@ -34,6 +36,8 @@ specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
                                                                                split_merge="workspace")]
 if os.environ.get("ONLY") == "swap":
     specs = [s for s in specs if s.swap_ab]
+elif os.environ.get("ONLY") == "staged":
+    specs = [s for s in specs if s.staged_epilogue]
 shapes = ((1, 1, 1), (1, 130, 1031), (7, 300, 2049), (70, 257, 1100), (129, 67, 700), (16, 1024, 4096))
 bad = cases = 0
 for spec in specs:
@@ -57,9 +61,16 @@ for spec in specs:
                 torch.cuda.synchronize()
                 rel = ((C.double() - ref).norm() / ref.norm()).item()
                 tol = 2 * spec.tolerance_for({"M": M, "N": N, "K": K})
-                cases += 1
-                if not rel <= tol:
-                    bad += 1
-                    print("wrong:", spec.to_json(), lb, M, N, K, off, rel, tol, flush=True)
+                # beta = 0 too: C is not read, and whole rows may leave in 16-byte stores.
+                D = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+                k(A, B, out=D)
+                ref0 = A.double() @ B.double()
+                torch.cuda.synchronize()
+                rel0 = ((D.double() - ref0).norm() / max(ref0.norm(), 1e-30)).item() if M * N else 0.0
+                for beta, err in ((-1.0, rel), (0.0, rel0)):
+                    cases += 1
+                    if not err <= tol:
+                        bad += 1
+                        print("wrong:", spec.to_json(), lb, M, N, K, off, "beta", beta, err, tol, flush=True)
 print(f"{cases} cases done, wrong: {bad}", flush=True)
 raise SystemExit(1 if bad else 0)
