@@ -391,7 +391,12 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              _wg(tile=(128, 64, 64), warp_tile=(64, 64), stages=4, persistent=True, split_k=2, b_realign=True),
              TensorMatmul.swap_spec({"M": 100, "N": 3000, "K": 4097}, "bfloat16").replace(
                  layout_b="col").with_realigned_b(),
-             _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=3, layout_b="col", split_k=2, b_realign=True)]
+             _wg(tile=(128, 128, 64), warp_tile=(64, 128), stages=3, layout_b="col", split_k=2, b_realign=True),
+             # transposed tiles of 128 columns in place of 64 x 256 ones (realign_swap_spec)
+             TensorMatmul.default_spec({"M": 69, "N": 9537, "K": 9265}, "bfloat16").realign_swap_spec(
+                 {"M": 69, "N": 9537, "K": 9265}),
+             TensorMatmul.default_spec({"M": 250, "N": 12001, "K": 2049}, "float16").replace(
+                 layout_b="col").realign_swap_spec({"M": 250, "N": 12001, "K": 2049})]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -761,6 +766,28 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     assert plan[7].b is None
     aligned = kernel._plan(26, 2245, 5608, 5608, 2245, 2245, True, False, True)
     assert aligned[0] is None and aligned[1] is None
+
+
+def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
+    """Where the default's tiles are wider than 128 columns (65-256 rows against more than 132
+    column tiles), asking for b_realign gives transposed tiles of REALIGN_SWAP_BN columns that read
+    B in place, rather than the copy; not for more than SWAP_MAX_ROWS rows or a column-major A."""
+    from kgen.ops.tensorcore import MAX_SHARED_BYTES, REALIGN_SWAP_BN, SWAP_MAX_ROWS
+
+    for (M, N, K), order in (((69, 9537, 9265), "row"), ((150, 12001, 2049), "row"), ((100, 9600, 4099), "col"),
+                             ((256, 16001, 1200), "row")):
+        problem = {"M": M, "N": N, "K": K}
+        spec = TensorMatmul.default_spec(problem, "bfloat16")
+        assert spec.tile[1] == 256 and not spec.swap_ab, spec.to_json()
+        got = spec.for_layouts(problem, layout_a="row", layout_b=order, b_realign=True)
+        assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
+        assert got.tile[:2] == (-(-M // 8) * 8, REALIGN_SWAP_BN) and got.split_k == 1
+        assert got.shared_bytes <= MAX_SHARED_BYTES   # one block an SM, as the default
+        # A column-major A: the transposed tiles read A K-major, so B is copied.
+        kept = spec.for_layouts(problem, layout_a="col", layout_b=order, b_realign=True)
+        assert not kept.b_realign and not kept.swap_ab
+    many = {"M": SWAP_MAX_ROWS + 8, "N": 12001, "K": 2049}
+    assert TensorMatmul.default_spec(many, "bfloat16").realign_swap_spec(many) is None
 
 
 def test_dispatch_reads_unaligned_row_major_16bit_b_in_place_by_its_strides():

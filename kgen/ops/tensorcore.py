@@ -134,6 +134,15 @@ REALIGN_DEPTH = 4
 # kgen.matmul reads an unaligned 16-bit B in place (b_realign) for products of at most
 # this many rows; from there up B's copy is a small part of the product's time.
 REALIGN_MAX_ROWS = 256
+# Where the default's tiles are wider than 128 columns (64 x 256 streaming or 128 x 256 general
+# tiles: 65-256 rows against more than 132 tiles of 64 columns), b_realign's staging does not fit
+# beside their ring, and kgen.matmul runs transposed tiles of this many columns that read B in
+# place (realign_swap_spec) instead of copying B. Device time on an H100, 8 products of 69-200
+# rows against 8999-16001 columns, both orders of B (docs/bench/research/realign_wide.py): 1.06-1.69x
+# faster than the copy (69x9537x9265: 228.6 to 172.2 µs, cuBLAS 157.7); 64 columns two blocks an
+# SM won on 2 of 8; the default's rows in 128-column tiles lost on all (1.06-1.67x slower than
+# the copy).
+REALIGN_SWAP_BN = 128
 MAX_CLUSTER_MERGE = 8
 _PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
@@ -921,6 +930,22 @@ class TensorMatmul(Spec):
         assert isinstance(realigned, TensorMatmul)
         return realigned
 
+    def realign_swap_spec(self, problem) -> "TensorMatmul | None":
+        """This spec as transposed tiles that read B in place (b_realign): A's rows (rounded up to
+        8) as the wgmma N against REALIGN_SWAP_BN columns a block, the deepest ring of one block
+        an SM less the staging, K unsplit; None where they do not apply (more than SWAP_MAX_ROWS
+        rows, a column-major A, not 16-bit)."""
+        p = self.normalize_problem(problem)
+        if not (self.kind in ("f16", "bf16") and self.layout_a == "row" and 1 <= p["M"] <= SWAP_MAX_ROWS):
+            return None
+        BM = -(-p["M"] // 8) * 8
+        swap = self.replace(tile=(BM, REALIGN_SWAP_BN, self.tile[2]), warp_tile=(BM, 64),
+                            stages=wgmma_ring_stages(BM, REALIGN_SWAP_BN), swap_ab=True, split_k=1,
+                            split_merge="workspace", persistent=False, cluster=1)
+        assert isinstance(swap, TensorMatmul)
+        spec = swap.with_realigned_b()
+        return spec if spec.b_realign else None
+
     def for_layouts(self, problem, **layouts):
         """This spec on operands stored as `layouts`; where that makes the TF32 wgmma kernel
         copy an operand transposed while the product's other side is short (fewer than
@@ -928,9 +953,16 @@ class TensorMatmul(Spec):
         column-major A), the mma.sync default instead: the copy, as long as the product
         itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
         gives way to wgmma_default_spec(split_tf32=True). b_realign=True: with_realigned_b of
-        the result (unchanged where it does not apply)."""
+        the result; where that does not apply to tiles of more than 128 columns, the transposed
+        tiles that read B in place (realign_swap_spec), else the result as it is (B copied)."""
         if layouts.pop("b_realign", False):
-            return self.for_layouts(problem, **layouts).with_realigned_b()
+            spec = self.for_layouts(problem, **layouts)
+            realigned = spec.with_realigned_b()
+            if not realigned.b_realign and spec.wgmma and spec.tile[1] > REALIGN_SWAP_BN and not spec.swap_ab:
+                wide = spec.realign_swap_spec(problem)
+                if wide is not None:
+                    return wide
+            return realigned
         p = self.normalize_problem(problem)
         if self.swap_ab and layouts.get("layout_a") == "col":
             # The transposed tile reads A K-major: a column-major A takes the 64-row tiles.
