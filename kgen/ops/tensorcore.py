@@ -744,7 +744,7 @@ class TensorMatmul(Spec):
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"]
-        BM = min(SWAP_MAX_ROWS, -(-M // 8) * 8)
+        BM = _swap_rows(M)
         BN = 64 if -(-N // 64) <= 2 * _SMS else 128
         tiles = -(-N // BN)
         two = tiles > _SMS   # two blocks an SM, each with half the ring
@@ -897,7 +897,7 @@ class TensorMatmul(Spec):
         if dtype in ("float16", "bfloat16") and p["M"] <= 256:
             # A's rows as the wgmma N: the rows rounded up to 8, 64 or 128 columns, the ring of
             # one or two blocks an SM, 1-8 K slices merged in clusters.
-            BM = -(-p["M"] // 8) * 8
+            BM = _swap_rows(p["M"])
             for BN in (64, 128):
                 for blocks in (1, 2):
                     for split in SWAP_SPLITS if p["K"] >= 512 else (1,):
@@ -938,7 +938,7 @@ class TensorMatmul(Spec):
         p = self.normalize_problem(problem)
         if not (self.kind in ("f16", "bf16") and self.layout_a == "row" and 1 <= p["M"] <= SWAP_MAX_ROWS):
             return None
-        BM = -(-p["M"] // 8) * 8
+        BM = _swap_rows(p["M"])
         swap = self.replace(tile=(BM, REALIGN_SWAP_BN, self.tile[2]), warp_tile=(BM, 64),
                             stages=wgmma_ring_stages(BM, REALIGN_SWAP_BN), swap_ab=True, split_k=1,
                             split_merge="workspace", persistent=False, cluster=1)
@@ -1112,6 +1112,12 @@ def _wgmma_stage_bytes(BM: int, BN: int) -> int:
     aligned: the 128-byte swizzle repeats every 8 rows) and its two mbarriers. The ring also
     takes 1024 bytes to align the dynamic shared base."""
     return (BM + BN) * 128 + 16
+
+
+def _swap_rows(M: int) -> int:
+    """BM of the transposed tiles (swap_ab) for M rows: the rows rounded up to a multiple of 8
+    (the wgmma N steps by 8), at most SWAP_MAX_ROWS."""
+    return min(SWAP_MAX_ROWS, -(-M // 8) * 8)
 
 
 def _stream_tiles(M: int, N: int) -> tuple[int, int]:
