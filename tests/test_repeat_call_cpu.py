@@ -130,6 +130,52 @@ def test_a_repeat_call_takes_the_resolved_launches_with_its_own_pointers(fake):
     assert allocations[1:] == [((16 * 7 * 4608,), "bfloat16")]
 
 
+def _logged(k, monkeypatch) -> list:
+    """A log of the fake kernel's launches and of every allocation, in the order they happen."""
+    log: list = []
+
+    class Launches(list):
+        def append(self, item):
+            log.append(("launch", item[2]))
+            super().append(item)
+
+    k.launched = Launches()
+    real = Tensor.new_empty
+
+    def new_empty(self, shape, dtype=None):
+        t = real(self, shape, dtype)
+        log.append(("alloc", t.data_ptr()))
+        return t
+
+    monkeypatch.setattr(Tensor, "new_empty", new_empty)
+    return log
+
+
+def test_a_result_too_large_to_batch_is_made_after_the_launch_for_the_next_call(fake, monkeypatch):
+    k, first = fake
+    first(*_pair(M=64))
+    log = _logged(k, monkeypatch)
+    # 64 x 4608 bfloat16 (576 KiB): fewer than 4 fit a batch of 1 MiB, so one result at a time.
+    outs = [kgen.matmul(*_pair(0x10000 + 0x1000 * i, 0x800000, M=64)) for i in range(1, 5)]
+    ptrs = [o.data_ptr() for o in outs]
+    assert len(set(ptrs)) == 4 and all(o.shape == (64, 4608) for o in outs)
+    # The first repeat call allocates its own result; from then on each launch is followed
+    # by the allocation of the next call's result, and the next call launches into it.
+    assert log == [("alloc", ptrs[0]), ("launch", ptrs[0]), ("alloc", ptrs[1]), ("launch", ptrs[1]),
+                   ("alloc", ptrs[2]), ("launch", ptrs[2]), ("alloc", ptrs[3]), ("launch", ptrs[3]),
+                   ("alloc", log[-1][1])]
+    assert log[-1][1] not in ptrs
+
+
+def test_a_result_past_the_spare_limit_is_allocated_by_its_own_call(fake, monkeypatch):
+    k, first = fake
+    first(*_pair(M=256, N=16384))
+    log = _logged(k, monkeypatch)
+    # 256 x 16384 bfloat16 is 8 MiB, past the 4 MiB a spare may hold: nothing is kept ahead.
+    outs = [kgen.matmul(*_pair(0x10000 + 0x1000 * i, 0x800000, M=256, N=16384)) for i in range(1, 4)]
+    assert log == [e for o in outs for e in (("alloc", o.data_ptr()), ("launch", o.data_ptr()))]
+
+
 @pytest.mark.parametrize("change", ["shape", "strides", "dtype", "device", "alignment A", "alignment B", "tf32",
                                     "out", "stream", "beta"])
 def test_anything_the_launch_depends_on_goes_the_long_way(fake, change):

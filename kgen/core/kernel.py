@@ -102,8 +102,9 @@ class RepeatCall:
     """A kernel's call k(A, B) on torch tensors of one signature, resolved once, for any later
     tensors of the same signature: shapes, strides, dtypes, devices and the 16-byte alignment
     class of each pointer (the caller keys it by them; kgen.matmul does). A call is the
-    current stream's handle, a result from the kernel's batches (runtime.TorchResults) and
-    `go(pa, pb, pc, alpha, stream)`, the kernel's launches. `live` is a one-element list the
+    current stream's handle, a result from the kernel's batches (runtime.TorchResults),
+    `go(pa, pb, pc, alpha, stream)`, the kernel's launches, and the next call's result made
+    after them. `live` is a one-element list the
     kernel clears when it releases what the launches use (workspaces): the call then returns
     None and the caller goes the long way, which plans afresh."""
 
@@ -118,8 +119,11 @@ class RepeatCall:
         if not self._live[0]:
             return None
         h = self._stream(self._device)
-        out = self._results.new(A, self._shape, self._device, h, self._dtype)
+        results = self._results
+        out = results.new(A, self._shape, self._device, h, self._dtype)
         self._go(pa, pb, out.data_ptr(), alpha, h)
+        # The next call's result, made while this one's kernel runs.
+        results.restock(A, self._shape, self._device, h, self._dtype)
         return out
 
 

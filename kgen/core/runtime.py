@@ -369,43 +369,71 @@ class TorchResults:
     of a 15-30 µs call on H100 and H200 hosts; docs/dispatch.md). Each result is the caller's
     alone, but a batch's memory (at most `batch_bytes`) lives until its last result is freed,
     so only shapes of which at least `least` fit in `batch_bytes` are batched: a result kept
-    alone holds at most `least` times its own size (and at most `batch_bytes`). The stream
-    is part of the key and a batch is allocated while that stream is current: torch's
-    caching allocator then reuses the memory only in that stream's order, as it does for
-    new_empty. `dtype` (default: like's) is the results' torch dtype."""
+    alone holds at most `least` times its own size (and at most `batch_bytes`). Larger results
+    of at most `spare_bytes` are made one at a time, by `restock` after the call's launch:
+    the next call's result waits ready (one spare for each of at most `spares` signatures),
+    so new_empty is off the path to the launch. The stream is part of the key and a batch or
+    spare is allocated while that stream is current: torch's caching allocator then reuses
+    the memory only in that stream's order, as it does for new_empty. `dtype` (default:
+    like's) is the results' torch dtype."""
 
-    def __init__(self, batch_bytes: int = 1 << 20, most: int = 256, least: int = 4):
+    def __init__(self, batch_bytes: int = 1 << 20, most: int = 256, least: int = 4,
+                 spare_bytes: int = 4 << 20, spares: int = 16):
         self._pools: dict[tuple, list] = {}
+        self._spares: dict[tuple, Any] = {}
+        self._unstocked: set[tuple] = set()   # signatures with neither batches nor spares
         self._batch_bytes, self._most, self._least = batch_bytes, most, least
+        self._spare_bytes, self._spare_count = spare_bytes, spares
 
     def new(self, like: Any, shape: tuple, device: int, stream: int, dtype: Any = None) -> Any:
         key = (device, like.dtype if dtype is None else dtype, shape, stream)
         pool = self._pools.get(key)
         if pool:
             return pool.pop()
-        return self._refill(key, like, shape)
+        spare = self._spares.pop(key, None)
+        if spare is not None:
+            return spare
+        if self._stock(key, like, shape, False):
+            return self._pools[key].pop()
+        return like.new_empty(shape, dtype=key[1])
 
-    def _refill(self, key: tuple, like: Any, shape: tuple) -> Any:
+    def restock(self, like: Any, shape: tuple, device: int, stream: int, dtype: Any = None) -> None:
+        """Make the next result of this signature now (after a launch, while the kernel runs):
+        a new batch when the last one is used up, else a spare where results are not batched."""
+        key = (device, like.dtype if dtype is None else dtype, shape, stream)
+        if not self._pools.get(key) and key not in self._spares and key not in self._unstocked:
+            self._stock(key, like, shape, True)
+
+    def _stock(self, key: tuple, like: Any, shape: tuple, spare: bool) -> bool:
+        """Put a batch of results of `key` in its pool (True), or with `spare` one result of at
+        most spare_bytes among the spares (False); False where neither applies."""
         dtype = key[1]
         item = like.new_empty((), dtype=dtype).element_size() if dtype != like.dtype else like.element_size()
         n = 1
         for d in shape:
             n *= d
-        span = -(-max(n, 1) * item // 16) * 16 // item    # elements from one result's start to the next
-        count = min(self._most, self._batch_bytes // (span * item))
-        if n == 0 or count < self._least:
-            return like.new_empty(shape, dtype=dtype)
+        span = -(-n * item // 16) * 16 // item    # elements from one result's start to the next
+        count = min(self._most, self._batch_bytes // (span * item)) if n else 0
+        if count < self._least:
+            if not n or n * item > self._spare_bytes:
+                if len(self._unstocked) >= 256:
+                    self._unstocked.clear()
+                self._unstocked.add(key)
+            elif spare:
+                if len(self._spares) >= self._spare_count:
+                    self._spares.clear()
+                self._spares[key] = like.new_empty(shape, dtype=dtype)
+            return False
         strides: list[int] = []
         step = 1
         for d in reversed(shape):
             strides.insert(0, step)
             step *= d
         flat = like.new_empty((count * span,), dtype=dtype)
-        views = list(flat.as_strided((count, *shape), (span, *strides)).unbind(0))
         if len(self._pools) >= 64:
             self._pools.clear()
-        self._pools[key] = views
-        return views.pop()
+        self._pools[key] = list(flat.as_strided((count, *shape), (span, *strides)).unbind(0))
+        return True
 
 
 class TorchBuffer:

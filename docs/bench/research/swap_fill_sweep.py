@@ -8,7 +8,10 @@ where the clusters all run at once. FINE=1 (17-64 rows): instead, the rule's spe
 a tile of the next multiple of 8 (fine8), of 16 (fine16) or of a power of two (pow2); in the
 recorded runs (before commit 4142072) the rule itself still took the power of two ("default"). FINE_TALL=1: instead, the streaming spec
 and A's rows in one tile of the next multiple of 8 past 64 too (tall{BN}/{blocks an SM}/{slices}),
-64 or 128 columns, 1-8 slices where the clusters all run at once.
+64 or 128 columns, 1-8 slices where the clusters all run at once. FILL=1: instead, A's rows in
+one tile of the next multiple of 8 for every product (fill{BN}/{blocks an SM}/{slices}): 64 or 128
+columns, one or two blocks an SM, 1-8 slices where the clusters all run at once (the capacity
+for two blocks an SM too), beside the default and the general tiles.
 Device time from a CUDA graph with the same operands every call (from L2, what a loop over one
 layer reads) and with operands rotated past L2 (from HBM); each result checked against float64
 first. Output: $OUT/swap_fill_<SEED>_<ROWS>.json. `python swap_fill_sweep.py --specs` prints how
@@ -33,6 +36,7 @@ POW2_ROWS = (8, 16, 32, 64, 96, 128, 192, 256)
 ROW_TILES = os.environ.get("ROW_TILES", "0") == "1"
 FINE = os.environ.get("FINE", "0") == "1"
 FINE_TALL = os.environ.get("FINE_TALL", "0") == "1"
+FILL = os.environ.get("FILL", "0") == "1"
 # Blocks in clusters of s that an H100 runs at once (cuOccupancyMaxActiveClusters x s) with one
 # and two blocks an SM (docs/bench/swap16/cluster_capacity_h100.json).
 CLUSTER_CAPACITY = {1: {2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120},
@@ -44,6 +48,21 @@ def variants(M, N, K, order):
     out = {"default": T.default_spec(p, "bfloat16").replace(layout_b=order),
            "general": T.general_wgmma_spec(p, "bfloat16").replace(layout_b=order)}
     BM = next((b for b in POW2_ROWS if b >= M), POW2_ROWS[-1])
+    if FILL:   # rows rounded to 8, 64/128 columns, one or two blocks an SM, clusters that all run at once
+        bm = -(-M // 8) * 8
+        for BN in (64, 128):
+            tiles = -(-N // BN)
+            for per_sm in (1, 2):
+                base = T(dtype="bfloat16", tile=(bm, BN, 64), warp_tile=(bm, 64),
+                         stages=wgmma_ring_stages(bm, BN, per_sm), instruction="wgmma", swap_ab=True, layout_b=order)
+                for s in range(1, 9):
+                    if s > 1 and (K < 256 * s or tiles * s > CLUSTER_CAPACITY[per_sm][s]):
+                        continue
+                    try:
+                        out[f"fill{BN}/{per_sm}/{s}"] = base if s == 1 else base.replace(split_k=s, split_merge="cluster")
+                    except ValueError:
+                        continue
+        return out
     if FINE_TALL:   # A's rows in one tile of the next multiple of 8, 64 or 128 columns, 1-8 slices
         out["stream"] = T.stream_spec(p, "bfloat16").replace(layout_b=order)
         bm = -(-M // 8) * 8
@@ -148,7 +167,8 @@ def main():
     import torch
 
     rows = []
-    suffix = "_rowtiles" if ROW_TILES else "_fine" if FINE else "_tall" if FINE_TALL else ""
+    suffix = ("_rowtiles" if ROW_TILES else "_fine" if FINE else "_tall" if FINE_TALL else
+              "_fill" if FILL else "")
     for row, ways in sweep(torch, cases(), 10):
         rows.append(row)
         (M, N, K), order = row["shape"], row["order"]
