@@ -171,9 +171,12 @@ def test_batched_results_follow_shape_size_and_stream():
     assert allocations[-1] == (0, 7)
 
 
-def test_restock_makes_the_next_batch_or_spare_after_the_launch():
+def test_restock_makes_the_next_batch_or_spare_after_the_launch(monkeypatch):
+    from kgen.core import launch
     from kgen.core.runtime import TorchResults
 
+    capturing = {0x70}
+    monkeypatch.setattr(launch, "stream_capturing", lambda stream: stream in capturing)
     allocations.clear()
     pool = TorchResults(batch_bytes=1 << 16, most=4, least=4, spare_bytes=1 << 16, spares=2)
     like = Tensor(1, 0x10000)
@@ -201,6 +204,10 @@ def test_restock_makes_the_next_batch_or_spare_after_the_launch():
     pool.restock(like, (200, 200), 0, 0x50)   # 160 KB > 64 KiB
     pool.restock(like, (0, 7), 0, 0x50)       # empty
     assert len(allocations) == before
+    # A stream capturing a graph gets nothing made ahead from the graph's pool.
+    pool.new(like, (100, 100), 0, 0x70)
+    pool.restock(like, (100, 100), 0, 0x70)
+    assert len(allocations) == before + 1 and not any(key[3] == 0x70 for key in pool._spares)
 
 
 @pytest.mark.parametrize("change", ["length", "alignment", "device", "stream", "out"])

@@ -101,3 +101,32 @@ def test_first_call_inside_a_capture_needs_no_warm_up():
     graph.replay()
     torch.cuda.synchronize()
     assert _rel(C, A.double() @ B.double()) < 1e-5
+
+
+def test_no_result_is_made_ahead_inside_a_capture():
+    """A repeat call makes the next call's result after its launch (a spare, for results too
+    large to batch), but not while its stream captures: memory of the graph's pool must not
+    become an eager call's result, nor an eager spare the graph's output."""
+    torch = cuda_torch()
+    dispatch.forget()
+    A = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)   # a 512 KiB result
+    first, second = kgen.matmul(A, B), kgen.matmul(A, B)
+    kernel = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, False)]
+    results = kernel._torch_results
+    eager = torch.cuda.current_stream().cuda_stream
+    assert any(key[3] == eager for key in results._spares), "an eager repeat call keeps a spare"
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = torch.cuda.current_stream().cuda_stream
+        C = kgen.matmul(A, B)
+        kgen.matmul(A, B)
+    assert not any(key[3] == captured for key in results._spares)
+    A.copy_(torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16))
+    C.fill_(float("nan"))
+    graph.replay()
+    after = kgen.matmul(A, B)
+    torch.cuda.synchronize()
+    ref = A.double() @ B.double()
+    assert _rel(C, ref) < 2e-2 and _rel(after, ref) < 2e-2
+    assert len({t.data_ptr() for t in (first, second, C, after)}) == 4

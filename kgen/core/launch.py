@@ -67,7 +67,8 @@ def _libcuda():
                                                ctypes.POINTER(ctypes.c_size_t)]
             lib.cuFuncGetParamInfo.restype = ctypes.c_int
             lib.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
-            for name in ("cuMemsetD32Async", "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload",
+            lib.cuStreamIsCapturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+            for name in ("cuMemsetD32Async", "cuStreamIsCapturing", "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload",
                          "cuFuncSetAttribute"):
                 getattr(lib, name).restype = ctypes.c_int
             _lib.append(lib)
@@ -142,6 +143,15 @@ def write_words_async(address: int, data: bytes, stream: int) -> None:
         _check(lib.cuMemsetD32Async(address + 4 * start, words[start], end - start, ctypes.c_void_p(stream)),
                "writing a workspace (cuMemsetD32Async)")
         start = end
+
+
+def stream_capturing(stream: int) -> bool:
+    """Whether `stream` (a raw handle) is capturing a CUDA graph, whoever captures it
+    (cuStreamIsCapturing: a status other than none, an invalidated capture included)."""
+    status = ctypes.c_int(0)
+    _check(_libcuda().cuStreamIsCapturing(_stream_arg(stream), ctypes.byref(status)),
+           "asking whether a stream captures a graph (cuStreamIsCapturing)")
+    return status.value != 0
 
 
 def ensure_context() -> None:

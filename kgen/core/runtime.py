@@ -372,7 +372,8 @@ class TorchResults:
     alone holds at most `least` times its own size (and at most `batch_bytes`). Larger results
     of at most `spare_bytes` are made one at a time, by `restock` after the call's launch:
     the next call's result waits ready (one spare for each of at most `spares` signatures),
-    so new_empty is off the path to the launch. The stream is part of the key and a batch or
+    so new_empty is off the path to the launch. restock makes nothing while the stream
+    captures a CUDA graph: memory from the graph's pool is not handed to later calls. The stream is part of the key and a batch or
     spare is allocated while that stream is current: torch's caching allocator then reuses
     the memory only in that stream's order, as it does for new_empty. `dtype` (default:
     like's) is the results' torch dtype."""
@@ -402,7 +403,10 @@ class TorchResults:
         a new batch when the last one is used up, else a spare where results are not batched."""
         key = (device, like.dtype if dtype is None else dtype, shape, stream)
         if not self._pools.get(key) and key not in self._spares and key not in self._unstocked:
-            self._stock(key, like, shape, True)
+            from .launch import stream_capturing
+
+            if not stream_capturing(stream):
+                self._stock(key, like, shape, True)
 
     def _stock(self, key: tuple, like: Any, shape: tuple, spare: bool) -> bool:
         """Put a batch of results of `key` in its pool (True), or with `spare` one result of at
