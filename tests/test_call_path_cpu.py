@@ -171,42 +171,42 @@ def test_batched_results_follow_shape_size_and_stream():
     assert allocations[-1] == (0, 7)
 
 
-def test_restock_makes_the_next_batch_or_spare_after_the_launch(monkeypatch):
-    from kgen.core import launch
+def test_restock_makes_the_next_batch_or_spare_after_the_launch():
     from kgen.core.runtime import TorchResults
 
-    capturing = {0x70}
-    monkeypatch.setattr(launch, "stream_capturing", lambda stream: stream in capturing)
+    def capturing(stream):
+        return stream == 0x70
+
     allocations.clear()
     pool = TorchResults(batch_bytes=1 << 16, most=4, least=4, spare_bytes=1 << 16, spares=2)
     like = Tensor(1, 0x10000)
     first = [pool.new(like, (3, 5), 0, 0x50) for _ in range(4)]   # one batch of 4
     assert allocations == [(4 * 16,)]
-    pool.restock(like, (3, 5), 0, 0x50)   # used up: the next batch is made now
+    pool.restock(like, (3, 5), 0, 0x50, None, capturing)   # used up: the next batch is made now
     assert allocations == [(4 * 16,), (4 * 16,)]
-    pool.restock(like, (3, 5), 0, 0x50)   # still full: nothing
+    pool.restock(like, (3, 5), 0, 0x50, None, capturing)   # still full: nothing
     nxt = pool.new(like, (3, 5), 0, 0x50)
     assert len(allocations) == 2 and nxt.data_ptr() not in {t.data_ptr() for t in first}
     # 40 KB results (fewer than 4 fit a batch) within spare_bytes: one spare, made by restock.
     big = pool.new(like, (100, 100), 0, 0x50)
     assert allocations[-1] == (100, 100) and len(allocations) == 3
-    pool.restock(like, (100, 100), 0, 0x50)
-    pool.restock(like, (100, 100), 0, 0x50)
+    pool.restock(like, (100, 100), 0, 0x50, None, capturing)
+    pool.restock(like, (100, 100), 0, 0x50, None, capturing)
     assert len(allocations) == 4
     spare = pool.new(like, (100, 100), 0, 0x50)
     assert len(allocations) == 4 and spare.data_ptr() != big.data_ptr()
     assert pool.new(like, (100, 100), 0, 0x50).data_ptr() not in (big.data_ptr(), spare.data_ptr())
     # At most `spares` signatures keep a spare; past spare_bytes none is made.
     for stream in (0x60, 0x61, 0x62):
-        pool.restock(like, (100, 100), 0, stream)
+        pool.restock(like, (100, 100), 0, stream, None, capturing)
     assert len(pool._spares) <= 2
     before = len(allocations)
-    pool.restock(like, (200, 200), 0, 0x50)   # 160 KB > 64 KiB
-    pool.restock(like, (0, 7), 0, 0x50)       # empty
+    pool.restock(like, (200, 200), 0, 0x50, None, capturing)   # 160 KB > 64 KiB
+    pool.restock(like, (0, 7), 0, 0x50, None, capturing)       # empty
     assert len(allocations) == before
     # A stream capturing a graph gets nothing made ahead from the graph's pool.
     pool.new(like, (100, 100), 0, 0x70)
-    pool.restock(like, (100, 100), 0, 0x70)
+    pool.restock(like, (100, 100), 0, 0x70, None, capturing)
     assert len(allocations) == before + 1 and not any(key[3] == 0x70 for key in pool._spares)
 
 

@@ -13,7 +13,8 @@ import types
 import pytest
 
 import kgen
-from kgen.core import launch, runtime
+from kgen.core import kernel as kernel_module
+from kgen.core import runtime
 from kgen.core.kernel import RepeatCall
 from kgen.ops import tensorcore
 from kgen.tune import dispatch
@@ -96,7 +97,7 @@ def fake(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.setattr(runtime, "_torch", {})
     monkeypatch.setattr(runtime, "torch_stream", lambda device: 0x5000 + device)
-    monkeypatch.setattr(launch, "stream_capturing", lambda stream: False)
+    monkeypatch.setattr(kernel_module, "stream_capturing", lambda stream: False)
     monkeypatch.setattr(dispatch, "_fast", {})
     monkeypatch.setattr(dispatch, "_repeat", {})
     allocations.clear()

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import runtime
+from .launch import stream_capturing
 from .compiler import DEFAULT_ARCH, CompileError, Compiled, check_arch, compile_cuda, is_cached
 from .render import render
 from .spec import Spec
@@ -123,7 +124,7 @@ class RepeatCall:
         out = results.new(A, self._shape, self._device, h, self._dtype)
         self._go(pa, pb, out.data_ptr(), alpha, h)
         # The next call's result, made while this one's kernel runs.
-        results.restock(A, self._shape, self._device, h, self._dtype)
+        results.restock(A, self._shape, self._device, h, self._dtype, stream_capturing)
         return out
 
 

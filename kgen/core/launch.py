@@ -68,8 +68,8 @@ def _libcuda():
             lib.cuFuncGetParamInfo.restype = ctypes.c_int
             lib.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
             lib.cuStreamIsCapturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-            for name in ("cuMemsetD32Async", "cuStreamIsCapturing", "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload",
-                         "cuFuncSetAttribute"):
+            for name in ("cuMemsetD32Async", "cuStreamIsCapturing", "cuModuleLoadData", "cuModuleGetFunction",
+                         "cuModuleUnload", "cuFuncSetAttribute"):
                 getattr(lib, name).restype = ctypes.c_int
             _lib.append(lib)
     return _lib[0]

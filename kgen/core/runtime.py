@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -373,10 +373,10 @@ class TorchResults:
     of at most `spare_bytes` are made one at a time, by `restock` after the call's launch:
     the next call's result waits ready (one spare for each of at most `spares` signatures),
     so new_empty is off the path to the launch. restock makes nothing while the stream
-    captures a CUDA graph: memory from the graph's pool is not handed to later calls. The stream is part of the key and a batch or
-    spare is allocated while that stream is current: torch's caching allocator then reuses
-    the memory only in that stream's order, as it does for new_empty. `dtype` (default:
-    like's) is the results' torch dtype."""
+    captures a CUDA graph: memory from the graph's pool is not handed to later calls. The
+    stream is part of the key and a batch or spare is allocated while that stream is
+    current: torch's caching allocator then reuses the memory only in that stream's order,
+    as it does for new_empty. `dtype` (default: like's) is the results' torch dtype."""
 
     def __init__(self, batch_bytes: int = 1 << 20, most: int = 256, least: int = 4,
                  spare_bytes: int = 4 << 20, spares: int = 16):
@@ -398,15 +398,16 @@ class TorchResults:
             return self._pools[key].pop()
         return like.new_empty(shape, dtype=key[1])
 
-    def restock(self, like: Any, shape: tuple, device: int, stream: int, dtype: Any = None) -> None:
+    def restock(self, like: Any, shape: tuple, device: int, stream: int, dtype: Any,
+                capturing: Callable[[int], bool]) -> None:
         """Make the next result of this signature now (after a launch, while the kernel runs):
-        a new batch when the last one is used up, else a spare where results are not batched."""
+        a new batch when the last one is used up, else a spare where results are not batched;
+        nothing while `capturing(stream)` (kgen.core.launch.stream_capturing) says the stream
+        captures a graph. `dtype` None: like's."""
         key = (device, like.dtype if dtype is None else dtype, shape, stream)
-        if not self._pools.get(key) and key not in self._spares and key not in self._unstocked:
-            from .launch import stream_capturing
-
-            if not stream_capturing(stream):
-                self._stock(key, like, shape, True)
+        if not self._pools.get(key) and key not in self._spares and key not in self._unstocked \
+                and not capturing(stream):
+            self._stock(key, like, shape, True)
 
     def _stock(self, key: tuple, like: Any, shape: tuple, spare: bool) -> bool:
         """Put a batch of results of `key` in its pool (True), or with `spare` one result of at
