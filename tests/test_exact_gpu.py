@@ -582,7 +582,7 @@ def skinny_case(spec: Skinny, choose: Chooser) -> dict:
     return case
 
 
-def skinny_plan(spec: Skinny, case: dict) -> dict:
+def skinny_plan(spec: Skinny, case: dict, sms: int = 132) -> dict:
     """What SkinnyKernel._plan decides for the case (pointers on 256 bytes plus the case's
     offsets, the case's count of resident blocks): the large operand's form and load
     width, and the K slabs."""
@@ -603,13 +603,13 @@ def skinny_plan(spec: Skinny, case: dict) -> dict:
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
     if tc:
         form = "tc_" + form
-    g = spec.geometry(form, width, R, NC, K, case["slots"])
+    g = spec.geometry(form, width, R, NC, K, case["slots"], sms)
     return dict(swap=swap, R=R, NC=NC, form=form, width=width, splits=g["splits"], ks=g["ks"])
 
 
 def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> bool:
     """Whether `fault` must change the result of this case (exact non-negative products)."""
-    plan = skinny_plan(spec, case)
+    plan = skinny_plan(spec, case, sms)
     if fault == "drop_last_k_slab":
         return case["K"] % plan["ks"] != 0
     if fault == "skip_vector_tail":

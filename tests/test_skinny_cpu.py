@@ -110,6 +110,28 @@ def test_auto_split_fills_132_sms_for_decode_shapes():
     assert Skinny(k_split=1).geometry("dot", 4, 8, 4096, 4096, 264)["mode"] == MODE_DIRECT
 
 
+def test_simt_dot_form_keeps_k_whole_from_half_the_sms():
+    """The SIMT dot form (B = W.t()) splits K only while its column tiles are fewer than half
+    the SMs (DOT_WHOLE_K_SM_SHARE); other forms, and a call that names no SM count, keep the
+    wave rule."""
+    from kgen.ops.skinny import DOT_WHOLE_K_SM_SHARE
+
+    assert DOT_WHOLE_K_SM_SHARE == 0.5
+    one = Skinny.default_spec({"M": 1, "N": 4096, "K": 4096}, "float32")   # 32 columns a block
+    for N, whole in ((4096, True), (2112, True), (2080, False), (1216, False)):
+        g = one.geometry("dot", 4, 1, N, 4096, 132 * 8, 132)
+        assert (g["splits"] == 1) == whole, (N, g)
+        assert g["tiles"] == -(-N // 32)
+        assert one.geometry("dot", 4, 1, N, 4096, 132 * 8)["splits"] > 1   # no SM count: the wave rule
+    # Where it splits, it splits as before; a fixed k_split is kept.
+    assert one.geometry("dot", 4, 1, 1216, 4096, 132 * 8, 132) == one.geometry("dot", 4, 1, 1216, 4096, 132 * 8)
+    assert one.replace(k_split=4).geometry("dot", 4, 1, 4096, 4096, 132 * 8, 132)["splits"] == 4
+    # The axpy form (row-major B) and the tensor-core dot form are not affected.
+    for form, spec in (("axpy", one), ("tc_dot", Skinny.default_spec({"M": 12, "N": 8192, "K": 4096}, "float32"))):
+        assert spec.geometry(form, 4, 1 if form == "axpy" else 12, 8192, 4096, 132 * 8, 132) == \
+            spec.geometry(form, 4, 1 if form == "axpy" else 12, 8192, 4096, 132 * 8)
+
+
 def test_form_from_strides():
     assert _form(4096, 4096, 1, 4096) == ("dot", 4096)       # W stored N x K, B = W.T
     assert _form(4096, 4096, 4100, 1) == ("axpy", 4100)      # B row-major with a padded row

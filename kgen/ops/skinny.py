@@ -522,10 +522,12 @@ class Skinny(Spec):
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
-    def geometry(self, form: str, width: int, R: int, NC: int, K: int, slots: int) -> dict[str, Any]:
+    def geometry(self, form: str, width: int, R: int, NC: int, K: int, slots: int,
+                 sms: int | None = None) -> dict[str, Any]:
         """Grid, K slabs and merge mode of one product in `form` ("dot", "axpy", "tc_dot" or
         "tc_axpy") with loads `width` elements wide, R small rows, NC large columns, on a GPU that runs `slots`
-        blocks of this kernel at once."""
+        blocks of this kernel at once on `sms` multiprocessors (None: the SIMT dot form's
+        whole-K rule, DOT_WHOLE_K_SM_SHARE, is not applied)."""
         if form in ("wg_dot", "wg_axpy"):
             cols, unit, least = self.warps * 16 * self.tc_tiles, self.wg_chunk, self.wg_chunk
         elif form == "tc_dot":
@@ -546,6 +548,8 @@ class Skinny(Spec):
         most = max(1, min(65535, K // least))
         if self.k_split:
             want = self.k_split
+        elif form == "dot" and sms and tiles >= DOT_WHOLE_K_SM_SHARE * sms:
+            want = 1   # enough column tiles to keep the memory busy: a split only adds its merge
         else:
             want = -(-self.waves * max(slots, 1) // tiles)
         if form in ("tc_dot", "tc_axpy") and self.dtype in ("float16", "bfloat16"):
@@ -554,7 +558,7 @@ class Skinny(Spec):
             # fewer slabs would leave part of one wave of resident blocks empty.
             lean = max(1, K * ITEMSIZE[self.dtype] // (64 * R))
             most = min(most, max(lean, -(-max(slots, 1) // tiles)))
-        if self.k_split:
+        if self.k_split or want == 1:
             splits = _slabs(K, max(1, min(want, most)), unit)
         else:
             splits = wave_fitted_splits(K, unit, tiles, slots, min(want, most), most)
@@ -938,6 +942,15 @@ TC16_AXPY_MIN_ROWS = 3
 # on the nine bfloat16 and float16 products with K of 6592-9088, 0.83-1.07x (level on the
 # whole) on the twelve with K of 1152-4032.
 WIDE_DOT_MIN_K_16 = 6144
+# The SIMT dot form (a k-contiguous large operand, B = W.t()) leaves K whole, whatever `waves`
+# asks, where its column tiles are at least this share of the SMs: each block keeps 4-8 columns
+# a warp x `loads` vectors in flight, so half the SMs already keep the memory busy, and the
+# K slabs' merge and their blocks' fixed costs only add time. Device time on an H100, float32,
+# 1-6 rows (docs/bench/research/skinny_f32_splits.py and `kgen bench decode --sweep`;
+# docs/matmul.md, "The SIMT dot form: K whole from half the SMs"): 1.03-1.26x on all 8 products
+# with 94-420 column tiles; below 66 the split stays (2x1984x9088, 62 tiles: 37.0 against
+# 32.8 µs whole; 6x1728x2112, 27 tiles: 21.0 against 13.2).
+DOT_WHOLE_K_SM_SHARE = 0.5
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
 # fitted to the last wave"): 1.00-1.13x on the 5 float32 shapes of 8-16 rows it was fitted on, and
@@ -1290,7 +1303,7 @@ class SkinnyKernel(Kernel):
         name = f"kgen_skinny_{form}_v{width}"
         plan.form = form
         shared = spec.shared_for(form)
-        g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared))
+        g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared), self._sms)
         for dim, v in zip("xyz", g["grid"]):
             if v > (2**31 - 1 if dim == "x" else 65535):
                 raise ArrayError(f"the product {M}x{N}x{K} needs {v} blocks along grid {dim}; too many for one launch")

@@ -1,0 +1,72 @@
+"""Few-row products (1-16 rows) against weights of 16 MB or more, drawn at random (env SEED,
+COUNT, DTYPES, ORDERS): device time of what kgen.matmul runs (kgen.matmul(A, B, out=C)
+captured in a CUDA graph over operands rotated past L2) and of cuBLAS (torch.matmul, TF32
+and reduced-precision reductions off), each against the bandwidth bound: (A + B + C bytes) /
+the copy bandwidth measured in the same run (a 1 GiB clone, read + write). Each result is
+checked against float64 first (outputs NaN-poisoned). Output: $OUT/decode_bound_<SEED>.json."""
+import json
+import math
+import os
+import random
+
+import torch
+
+import kgen
+from kgen.bench.skinny import Operands, copy_bandwidth, time_graph
+
+SEED = int(os.environ.get("SEED", "7701"))
+COUNT = int(os.environ.get("COUNT", "12"))
+DTYPES = os.environ.get("DTYPES", "float32,bfloat16").split(",")
+ORDERS = os.environ.get("ORDERS", "col,row").split(",")
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+
+
+def shapes(rng, item):
+    """M log-uniform in 1..16; N and K log-uniform in 1024..16384, multiples of 64 (model
+    layers), redrawn until the weight holds at least 16 MB."""
+    out = []
+    while len(out) < COUNT:
+        M = min(16, int(math.exp(rng.uniform(0, math.log(17)))))
+        N, K = (-(-int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) // 64) * 64 for _ in range(2))
+        if N * K * item >= 16e6:
+            out.append((max(1, M), N, K))
+    return out
+
+
+def main():
+    bw = copy_bandwidth(torch, 20)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    rows = []
+    for dtype in DTYPES:
+        item = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+        for M, N, K in shapes(random.Random(f"{SEED}-{dtype}"), item):
+            for order in ORDERS:
+                ops = Operands(torch, M, N, K, dtype, order, l2)
+                ref = ops.A[0].double() @ ops.B[0].double()
+                kgen.matmul(ops.A[0], ops.B[0], out=ops.C[0])
+                err = float((ops.C[0].double() - ref).norm() / ref.norm())
+                kg = [(lambda a=a, b=b, c=c: kgen.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+                cb = [(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+                k_us, c_us = time_graph(torch, kg, 15), time_graph(torch, cb, 15)
+                bound = ops.bytes / bw * 1e6
+                rows.append({"shape": [M, N, K], "dtype": dtype, "order": order, "err": err, "bound_us": bound,
+                             "kgen_us": k_us, "cublas_us": c_us})
+                print(f"{dtype} {order} {M}x{N}x{K}: bound {bound:.1f} kgen {k_us:.1f} ({bound / k_us:.0%}) "
+                      f"cuBLAS {c_us:.1f} ({bound / c_us:.0%}) x{c_us / k_us:.2f} err {err:.1e}", flush=True)
+                del ops
+                torch.cuda.empty_cache()
+    for dtype in DTYPES:
+        for order in ORDERS:
+            sel = [r for r in rows if r["dtype"] == dtype and r["order"] == order]
+            g = math.exp(sum(math.log(r["bound_us"] / r["kgen_us"]) for r in sel) / len(sel))
+            x = math.exp(sum(math.log(r["cublas_us"] / r["kgen_us"]) for r in sel) / len(sel))
+            print(f"{dtype} {order}: kgen at {g:.0%} of the bound (geometric mean; lowest "
+                  f"{min(r['bound_us'] / r['kgen_us'] for r in sel):.0%}), {x:.2f}x cuBLAS", flush=True)
+    with open(os.path.join(os.environ.get("OUT", "."), f"decode_bound_{SEED}.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "copy_bandwidth": bw, "rows": rows}, f)
+
+
+if __name__ == "__main__":
+    main()
