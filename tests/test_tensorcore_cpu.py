@@ -396,12 +396,7 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              TensorMatmul.default_spec({"M": 69, "N": 9537, "K": 9265}, "bfloat16").realign_swap_spec(
                  {"M": 69, "N": 9537, "K": 9265}),
              TensorMatmul.default_spec({"M": 250, "N": 12001, "K": 2049}, "float16").replace(
-                 layout_b="col").realign_swap_spec({"M": 250, "N": 12001, "K": 2049}),
-             # 128 columns, K in 5 and 6 slices merged in clusters, B read in place
-             TensorMatmul.default_spec({"M": 77, "N": 2506, "K": 9946}, "bfloat16").replace(
-                 layout_b="col").realign_swap_spec({"M": 77, "N": 2506, "K": 9946}),
-             TensorMatmul.default_spec({"M": 51, "N": 2013, "K": 11398}, "bfloat16").realign_swap_spec(
-                 {"M": 51, "N": 2013, "K": 11398})]
+                 layout_b="col").realign_swap_spec({"M": 250, "N": 12001, "K": 2049})]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -737,10 +732,7 @@ def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
         realigned = spec.with_realigned_b()
         assert realigned.b_realign and realigned.shared_bytes <= spec.shared_bytes, (problem, spec.to_json())
         assert realigned.replace(b_realign=False, stages=spec.stages) == spec
-        # Transposed tiles take realign_swap_spec's columns and slices (the producer's pace).
-        want = spec.realign_swap_spec(problem) if spec.swap_ab else realigned
-        assert want is not None and want.b_realign
-        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == want
+        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == realigned
     wide = _wg()
     assert wide.with_realigned_b() is wide and wide.replace(layout_b="col").with_realigned_b().b_realign is False
     assert TensorMatmul.default_spec({"M": 100, "N": 3000, "K": 4097}, "bfloat16").replace(
@@ -796,41 +788,6 @@ def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
         assert not kept.b_realign and not kept.swap_ab
     many = {"M": SWAP_MAX_ROWS + 8, "N": 12001, "K": 2049}
     assert TensorMatmul.default_spec(many, "bfloat16").realign_swap_spec(many) is None
-
-
-def test_realign_swap_spec_takes_the_fewest_k_steps_a_block():
-    """realign_swap_spec picks 64 or 128 columns and 1-8 K slices in clusters that all run at
-    once, for the fewest k steps a block x waves over 132 SMs (ties: more blocks): the choices
-    the sweep in docs/bench/research/realign_split_sweep.py found fastest or level."""
-    from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, SWAP_SPLITS, wgmma_ring_stages
-
-    expect = {((77, 2506, 9946), "col"): (80, 128, 5), ((152, 1400, 1122), "col"): (152, 64, 4),
-              ((88, 5607, 8323), "col"): (88, 128, 2), ((51, 2013, 11398), "row"): (56, 128, 6),
-              ((21, 5198, 9437), "row"): (24, 128, 2), ((30, 9434, 6285), "row"): (32, 128, 1)}
-    for ((M, N, K), order), (BM, BN, split) in expect.items():
-        problem = {"M": M, "N": N, "K": K}
-        default = TensorMatmul.default_spec(problem, "bfloat16")
-        got = default.for_layouts(problem, layout_a="row", layout_b=order, b_realign=True)
-        assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
-        assert (got.tile[0], got.tile[1], got.split_k) == (BM, BN, split), ((M, N, K), got.to_json())
-        tiles = -(-N // BN)
-        assert split == 1 or (got.split_merge == "cluster" and tiles * split <= CLUSTER_WAVE_BLOCKS[split])
-        # No other admissible choice takes fewer k steps a block x waves.
-        steps = -(-K // (64 * split)) * -(-tiles * split // 132)
-        for bn in (64, 128):
-            t = -(-N // bn)
-            for s in SWAP_SPLITS:
-                if s > 1 and (K < 256 * s or t * s > CLUSTER_WAVE_BLOCKS[s]):
-                    continue
-                other = default.replace(tile=(BM, bn, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, bn),
-                                        swap_ab=True, split_k=1, split_merge="workspace", layout_b=order,
-                                        persistent=False, cluster=1)
-                try:
-                    other = other.replace(split_k=s, split_merge="cluster") if s > 1 else other
-                except ValueError:
-                    continue
-                if other.with_realigned_b().b_realign:
-                    assert steps <= -(-K // (64 * s)) * -(-t * s // 132), (M, N, K, bn, s)
 
 
 def test_dispatch_reads_unaligned_row_major_16bit_b_in_place_by_its_strides():

@@ -134,20 +134,14 @@ REALIGN_DEPTH = 4
 # kgen.matmul reads an unaligned 16-bit B in place (b_realign) for products of at most
 # this many rows; from there up B's copy is a small part of the product's time.
 REALIGN_MAX_ROWS = 256
-# Transposed tiles that read B in place (realign_swap_spec) take 64 or this many columns a block
-# and K in 1-8 slices merged in clusters, for the fewest k steps a block x waves: the producer
-# threads' copies and shifts bound a block's pace per k step (about 1-1.5 µs a step), so time
-# falls with the steps a block takes, not with its bytes. Where the default's tiles are wider
-# than 128 columns (64 x 256 streaming or 128 x 256 general tiles: 65-256 rows against more than
-# 132 tiles of 64 columns) the staging does not fit beside their ring, and these tiles replace
-# them rather than copying B. Device time on an H100:
-# - wide tiles, 8 products of 69-200 rows against 8999-16001 columns, both orders of B
-#   (docs/bench/research/realign_wide.py): 1.06-1.69x faster than the copy (69x9537x9265: 228.6 to
-#   172.2 µs, cuBLAS 157.7);
-# - the slices and columns, fitted on 8 products of 21-152 rows, both orders
-#   (docs/bench/research/realign_split_sweep.py; docs/tensorcore.md, "Slices for the producer's
-#   pace"): 1.11-1.38x faster than 64 columns in the swap rule's slices on 6 of 8 (77x2506x9946
-#   W.t(): 78.9 to ~58 µs), level on the other two.
+# Where the default's tiles are wider than 128 columns (64 x 256 streaming or 128 x 256 general
+# tiles: 65-256 rows against more than 132 tiles of 64 columns), b_realign's staging does not fit
+# beside their ring, and kgen.matmul runs transposed tiles of this many columns that read B in
+# place (realign_swap_spec) instead of copying B. Device time on an H100, 8 products of 69-200
+# rows against 8999-16001 columns, both orders of B (docs/bench/research/realign_wide.py): 1.06-1.69x
+# faster than the copy (69x9537x9265: 228.6 to 172.2 µs, cuBLAS 157.7); 64 columns two blocks an
+# SM won on 2 of 8; the default's rows in 128-column tiles lost on all (1.06-1.67x slower than
+# the copy).
 REALIGN_SWAP_BN = 128
 MAX_CLUSTER_MERGE = 8
 _PART_PAD = 4
@@ -938,37 +932,19 @@ class TensorMatmul(Spec):
 
     def realign_swap_spec(self, problem) -> "TensorMatmul | None":
         """This spec as transposed tiles that read B in place (b_realign): A's rows (rounded up to
-        8) as the wgmma N, 64 or REALIGN_SWAP_BN columns a block, the deepest ring of one block
-        an SM less the staging, and K in 1-8 slices merged in clusters that all run at once
-        (CLUSTER_WAVE_BLOCKS): of these, the fewest k steps a block times waves of blocks over
-        the SMs (ties: more blocks). The producer threads' copies bound a block's pace per k
-        step, so more blocks, each with fewer steps, finish sooner (see REALIGN_SWAP_BN).
-        None where they do not apply (more than SWAP_MAX_ROWS rows, a column-major A, not
-        16-bit)."""
+        8) as the wgmma N against REALIGN_SWAP_BN columns a block, the deepest ring of one block
+        an SM less the staging, K unsplit; None where they do not apply (more than SWAP_MAX_ROWS
+        rows, a column-major A, not 16-bit)."""
         p = self.normalize_problem(problem)
         if not (self.kind in ("f16", "bf16") and self.layout_a == "row" and 1 <= p["M"] <= SWAP_MAX_ROWS):
             return None
-        BM, K, BK = _swap_rows(p["M"]), p["K"], self.tile[2]
-        best: tuple[tuple[int, int], TensorMatmul] | None = None
-        for BN in (64, REALIGN_SWAP_BN):
-            tiles = -(-p["N"] // BN)
-            base = self.replace(tile=(BM, BN, BK), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
-                                swap_ab=True, split_k=1, split_merge="workspace", persistent=False, cluster=1)
-            for split in SWAP_SPLITS:
-                if split > 1 and (K < STREAM_MIN_SLICE_K * split or tiles * split > CLUSTER_WAVE_BLOCKS[split]):
-                    continue
-                try:
-                    sliced = base if split == 1 else base.replace(split_k=split, split_merge="cluster")
-                except ValueError:
-                    continue
-                assert isinstance(sliced, TensorMatmul)
-                spec = sliced.with_realigned_b()
-                if not spec.b_realign:
-                    continue
-                cost = (-(-K // (BK * split)) * -(-tiles * split // _SMS), -tiles * split)
-                if best is None or cost < best[0]:
-                    best = (cost, spec)
-        return best[1] if best is not None else None
+        BM = _swap_rows(p["M"])
+        swap = self.replace(tile=(BM, REALIGN_SWAP_BN, self.tile[2]), warp_tile=(BM, 64),
+                            stages=wgmma_ring_stages(BM, REALIGN_SWAP_BN), swap_ab=True, split_k=1,
+                            split_merge="workspace", persistent=False, cluster=1)
+        assert isinstance(swap, TensorMatmul)
+        spec = swap.with_realigned_b()
+        return spec if spec.b_realign else None
 
     def for_layouts(self, problem, **layouts):
         """This spec on operands stored as `layouts`; where that makes the TF32 wgmma kernel
@@ -976,17 +952,17 @@ class TensorMatmul(Spec):
         TF32_TRANSPOSE_MIN rows of A against a row-major B, or columns of B against a
         column-major A), the mma.sync default instead: the copy, as long as the product
         itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
-        gives way to wgmma_default_spec(split_tf32=True). b_realign=True: where the result
-        runs transposed tiles, or tiles of more than REALIGN_SWAP_BN columns (whose ring leaves
-        no room for the staging), the transposed tiles of realign_swap_spec; else with_realigned_b
-        of the result (the result as it is, B copied, where neither applies)."""
+        gives way to wgmma_default_spec(split_tf32=True). b_realign=True: with_realigned_b of
+        the result; where that does not apply to tiles of more than 128 columns, the transposed
+        tiles that read B in place (realign_swap_spec), else the result as it is (B copied)."""
         if layouts.pop("b_realign", False):
             spec = self.for_layouts(problem, **layouts)
-            if spec.wgmma and (spec.swap_ab or spec.tile[1] > REALIGN_SWAP_BN):
-                swap = spec.realign_swap_spec(problem)
-                if swap is not None:
-                    return swap
-            return spec.with_realigned_b()
+            realigned = spec.with_realigned_b()
+            if not realigned.b_realign and spec.wgmma and spec.tile[1] > REALIGN_SWAP_BN and not spec.swap_ab:
+                wide = spec.realign_swap_spec(problem)
+                if wide is not None:
+                    return wide
+            return realigned
         p = self.normalize_problem(problem)
         if self.swap_ab and layouts.get("layout_a") == "col":
             # The transposed tile reads A K-major: a column-major A takes the 64-row tiles.
