@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from . import runtime
-from .launch import stream_capturing
 from .compiler import DEFAULT_ARCH, CompileError, Compiled, check_arch, compile_cuda, is_cached
+from .launch import stream_capturing
 from .render import render
 from .spec import Spec
 

@@ -383,6 +383,7 @@ class TorchResults:
         self._pools: dict[tuple, list] = {}
         self._spares: dict[tuple, Any] = {}
         self._unstocked: set[tuple] = set()   # signatures with neither batches nor spares
+        self._item_bytes: dict[Any, int] = {}
         self._batch_bytes, self._most, self._least = batch_bytes, most, least
         self._spare_bytes, self._spare_count = spare_bytes, spares
 
@@ -394,7 +395,7 @@ class TorchResults:
         spare = self._spares.pop(key, None)
         if spare is not None:
             return spare
-        if self._stock(key, like, shape, False):
+        if key not in self._unstocked and self._stock(key, like, shape, False):
             return self._pools[key].pop()
         return like.new_empty(shape, dtype=key[1])
 
@@ -413,7 +414,10 @@ class TorchResults:
         """Put a batch of results of `key` in its pool (True), or with `spare` one result of at
         most spare_bytes among the spares (False); False where neither applies."""
         dtype = key[1]
-        item = like.new_empty((), dtype=dtype).element_size() if dtype != like.dtype else like.element_size()
+        item = self._item_bytes.get(dtype)
+        if item is None:
+            item = self._item_bytes[dtype] = (like.new_empty((), dtype=dtype).element_size() if dtype != like.dtype
+                                              else like.element_size())
         n = 1
         for d in shape:
             n *= d

@@ -949,7 +949,8 @@ WIDE_DOT_MIN_K_16 = 6144
 # 1-6 rows (docs/bench/research/skinny_f32_splits.py and `kgen bench decode --sweep`;
 # docs/matmul.md, "The SIMT dot form: K whole from half the SMs"): 1.03-1.26x on all 8 products
 # with 94-420 column tiles; below 66 the split stays (2x1984x9088, 62 tiles: 37.0 against
-# 32.8 µs whole; 6x1728x2112, 27 tiles: 21.0 against 13.2).
+# 32.8 µs whole; 6x1728x2112, 27 tiles: 21.0 against 13.2). Held out (12 float32 products, seed
+# 7702, docs/bench/research/decode_bound.py): the 8 it changed ran 1.01-1.24x faster.
 DOT_WHOLE_K_SM_SHARE = 0.5
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
