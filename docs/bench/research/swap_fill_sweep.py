@@ -43,6 +43,18 @@ CLUSTER_CAPACITY = {1: {2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120},
                     2: {2: 264, 3: 237, 4: 248, 5: 235, 6: 234, 7: 224, 8: 240}}
 
 
+def add_slices(out, name, base, tiles, K, capacity):
+    """out[name/s] = base with K in s = 1-8 slices merged in clusters, where each slice gets 256 or
+    more of K and all the clusters run at once (capacity[s] blocks; None: base alone)."""
+    for s in range(1, 9):
+        if s > 1 and (capacity is None or K < 256 * s or tiles * s > capacity[s]):
+            continue
+        try:
+            out[f"{name}/{s}"] = base if s == 1 else base.replace(split_k=s, split_merge="cluster")
+        except ValueError:
+            continue
+
+
 def variants(M, N, K, order):
     p = {"M": M, "N": N, "K": K}
     out = {"default": T.default_spec(p, "bfloat16").replace(layout_b=order),
@@ -55,13 +67,7 @@ def variants(M, N, K, order):
             for per_sm in (1, 2):
                 base = T(dtype="bfloat16", tile=(bm, BN, 64), warp_tile=(bm, 64),
                          stages=wgmma_ring_stages(bm, BN, per_sm), instruction="wgmma", swap_ab=True, layout_b=order)
-                for s in range(1, 9):
-                    if s > 1 and (K < 256 * s or tiles * s > CLUSTER_CAPACITY[per_sm][s]):
-                        continue
-                    try:
-                        out[f"fill{BN}/{per_sm}/{s}"] = base if s == 1 else base.replace(split_k=s, split_merge="cluster")
-                    except ValueError:
-                        continue
+                add_slices(out, f"fill{BN}/{per_sm}", base, tiles, K, CLUSTER_CAPACITY[per_sm])
         return out
     if FINE_TALL:   # A's rows in one tile of the next multiple of 8, 64 or 128 columns, 1-8 slices
         out["stream"] = T.stream_spec(p, "bfloat16").replace(layout_b=order)
@@ -74,13 +80,7 @@ def variants(M, N, K, order):
                          instruction="wgmma", swap_ab=True, layout_b=order)
             except ValueError:
                 continue
-            for s in range(1, 9):
-                if s > 1 and (per_sm > 1 or K < 256 * s or tiles * s > CLUSTER_CAPACITY[1][s]):
-                    continue
-                try:
-                    out[f"tall{BN}/{per_sm}/{s}"] = base if s == 1 else base.replace(split_k=s, split_merge="cluster")
-                except ValueError:
-                    continue
+            add_slices(out, f"tall{BN}/{per_sm}", base, tiles, K, None if per_sm > 1 else CLUSTER_CAPACITY[1])
         return out
     if FINE:   # the rule's spec with A's rows in a tile of the next multiple of 8, of 16, of a power of two
         if T.swap_suits(M, N, K, "bfloat16"):
