@@ -9,11 +9,11 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 import kgen
+from kgen.bench.skinny import host_us
 from kgen.core.timing import time_calls
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -23,16 +23,6 @@ PRODUCTS = [("bfloat16", "col", 125, 3712, 3456), ("bfloat16", "row", 64, 4096, 
             ("bfloat16", "col", 17, 11008, 4096), ("bfloat16", "row", 200, 5120, 5120),
             ("bfloat16", "col", 40, 2048, 2048), ("float32", "col", 8, 14336, 4096),
             ("float32", "row", 16, 4096, 4096), ("bfloat16", "col", 4, 4096, 4096)]
-
-
-def host_us(fn, n=300):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = (time.perf_counter() - t) / n * 1e6
-    torch.cuda.synchronize()
-    return t
 
 
 def main(tag):
@@ -59,7 +49,7 @@ def main(tag):
             for n, f in fns.items():
                 row.setdefault(n, []).append(time_calls(f, warmup=3, repeats=400).median_ms * 1e3)
         for n, f in fns.items():
-            row[n + "_host"] = host_us(f)
+            row[n + "_host"] = host_us(torch, f, 300)
         print(tag, dt, order, f"{M}x{N}x{K}", " ".join(f"{n} {statistics.median(row[n]):.1f}" for n in fns),
               " host", " ".join(f"{row[n + '_host']:.1f}" for n in fns), f"err {err:.1e}", flush=True)
         rows.append(row)
