@@ -68,3 +68,17 @@ def test_fresh_inputs_reach_the_benchmark(monkeypatch):
     assert seen == {"shapes": [(3, 4096, 4096)], "fresh": True, "weights": True}
     assert main(["matmul", "--shapes", "3x4096x4096"]) == 0
     assert seen["fresh"] is False
+
+
+def test_few_column_draws_mirror_the_few_row_draws():
+    rows = random_matmul_shapes(60, 21, (1, 16), 64)
+    cols = random_matmul_shapes(60, 21, (1, 16), 64, columns=True)
+    assert cols == [(N, M, K) for M, N, K in rows]
+    plain = random_matmul_shapes(300, 5, (1, 16), columns=True)
+    assert all(1 <= N <= 16 and 1024 <= M < 16384 and 1024 <= K < 16384 for M, N, K in plain)
+    # A third of K made odd (A's rows are then not 16-byte aligned), on top of half as drawn.
+    assert 160 <= sum(K % 2 for _, _, K in plain) <= 240
+    with pytest.raises(ValueError, match="columns=True"):
+        random_matmul_shapes(4, 1, None, 1, columns=True)
+    with pytest.raises(SystemExit, match="--columns"):
+        main(["matmul", "--random", "4", "--columns"])

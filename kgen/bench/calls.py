@@ -3,6 +3,7 @@
     kgen bench calls matmul --shapes 1x4096x4096,513x513x513 [--dtype float32] [--json FILE]
     kgen bench calls matmul --random 40 --seed 123          # shapes drawn at run time
     kgen bench calls matmul --random 12 --rows 1-16 --weights --fresh-inputs   # a model's loop
+    kgen bench calls matmul --random 12 --rows 1-16 --columns   # a large A against 1-16 columns
     kgen bench calls reduce --lengths 1048576,33554433 [--json FILE]
 
 Each problem is timed as a user calls it: torch tensors in, `kgen.matmul(A, B)` (or
@@ -55,14 +56,19 @@ def _time_pair(kg: Callable[[], Any], peer: Callable[[], Any], budget_ms: float 
 
 
 def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = None,
-                         multiple: int = 1) -> list[tuple[int, int, int]]:
+                         multiple: int = 1, columns: bool = False) -> list[tuple[int, int, int]]:
     """Shapes drawn at run time: a third few-row products (M 1..256 against N, K 1024..16384,
     the shapes of model layers), the rest log-uniform from 16 to 8192, a third odd.
     rows=(lo, hi): few-row products only, M log-uniform from lo to hi. multiple > 1: N and K
     rounded up to multiples of it and none made odd (the sides of model layers, whose rows
-    are 16-byte aligned); the draw of M and of the rest is the same as with multiple=1."""
+    are 16-byte aligned); the draw of M and of the rest is the same as with multiple=1.
+    columns=True (with rows): the mirror image, few-column products: the same draw with M
+    and N swapped (N from lo to hi, M and K the large sides; a third of K odd, since A's rows
+    are then the large operand's)."""
     if multiple < 1:
         raise ValueError(f"multiple={multiple!r}: a positive integer (1 leaves N and K as drawn)")
+    if columns and rows is None:
+        raise ValueError("columns=True draws few-column products: give rows=(lo, hi) for N's range")
     rng = random.Random(seed)
     shapes: list[tuple[int, int, int]] = []
     while len(shapes) < count:
@@ -75,11 +81,18 @@ def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = N
         else:
             M, N, K = (int(2 ** rng.uniform(4, 13)) for _ in range(3))
         if rng.random() < 1 / 3 and multiple == 1:
-            N |= 1
+            # Rows of the large operand that are not 16-byte aligned: B's (N long) for few
+            # rows, A's (K long) for few columns.
+            if columns:
+                K |= 1
+            else:
+                N |= 1
         if multiple > 1:
             N, K = -(-N // multiple) * multiple, -(-K // multiple) * multiple
         if 2.0 * M * N * K > 2 ** 40:
             continue
+        if columns:
+            M, N = N, M
         shapes.append((max(M, 1), max(N, 1), max(K, 1)))
     return shapes
 
@@ -257,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
     ap.add_argument("--rows", help="matmul --random: few-row products only, M from LO to HI (e.g. 17-256), "
                     "N and K 1024-16384")
+    ap.add_argument("--columns", action="store_true",
+                    help="matmul --random --rows LO-HI: few-column products instead (N from LO to HI, M and K "
+                         "1024-16384): a large A against a few columns of B")
     ap.add_argument("--multiple", type=int, default=1,
                     help="matmul --random: N and K rounded up to multiples of this (e.g. 64: the aligned sides "
                          "of model layers); 1 keeps them as drawn, a third of N odd")
@@ -285,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"random shapes, seed {seed}")
             if args.multiple < 1:
                 raise SystemExit(f"--multiple: {args.multiple} is not a positive integer")
-            shapes += random_matmul_shapes(args.random, seed, _parse_rows(args.rows), args.multiple)
+            if args.columns and not args.rows:
+                raise SystemExit("--columns: give --rows LO-HI for the range of N (e.g. --rows 1-16)")
+            shapes += random_matmul_shapes(args.random, seed, _parse_rows(args.rows), args.multiple, args.columns)
         if not shapes:
             raise SystemExit("give --shapes or --random N")
         if args.tf32 and args.dtype != "float32":
@@ -294,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.random:
             result["seed"] = seed
             result["multiple"] = args.multiple
+            result["few"] = "columns" if args.columns else "rows" if args.rows else None
     else:
         if not args.lengths:
             raise SystemExit("give --lengths")
