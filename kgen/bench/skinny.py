@@ -7,6 +7,10 @@
 For every shape M x N x K and dtype it reports, beside the copy bandwidth measured in the
 same run (torch clone of a 1 GiB buffer, bytes read + written over time):
   bound      (bytes of A + B + C) / copy bandwidth: the least time the product can take;
+  floor      a device-to-device copy of the same bytes (half read, half written) timed as the
+             route is (a CUDA graph over buffers rotated past L2): what one launch moving
+             those bytes reaches at this size, launch and ramp-up included (a 16 MB copy
+             reached 78% of the 1 GiB copy's bandwidth on an H100); `% floor` = floor / route;
   device     the kgen kernel's device time: a bound launcher (arguments resolved once)
              called back to back, CUDA events around the batch; `% bound` = bound / device;
   single     one public call (`k(A, B)`, output allocated, host included) between CUDA
@@ -218,6 +222,16 @@ def copy_bandwidth(torch, repeats: int) -> float:
     return 2 * (1 << 30) / (us * 1e-6)
 
 
+def copy_floor_us(torch, nbytes: float, l2_bytes: int, repeats: int) -> float:
+    """Device µs of a device-to-device copy of nbytes / 2 bytes (nbytes moved in all),
+    captured in a CUDA graph over enough buffer pairs to pass 3 L2s, replayed."""
+    half = max(16, int(nbytes) // 2)
+    sets = max(2, min(24, math.ceil(3 * l2_bytes / (2 * half))))
+    src = [torch.empty(half, dtype=torch.uint8, device="cuda").random_(0, 255) for _ in range(sets)]
+    dst = [torch.empty_like(x) for x in src]
+    return time_graph(torch, [(lambda s=s, d=d: d.copy_(s)) for s, d in zip(src, dst)], repeats)
+
+
 def host_us(torch, fn, calls: int, warmup: int = 50) -> float:
     """Host microseconds per call of fn over `calls` calls in a row, after `warmup` (the GPU
     work runs behind; a synchronize before and after the timed loop)."""
@@ -297,8 +311,10 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
     tm_pipe = time_batched(torch, tm_calls, args.repeats, inner)
     tm_out = [(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
     tm_device = _graph_us(torch, tm_out, args.repeats, "cuBLAS")
+    floor_us = copy_floor_us(torch, ops.bytes, l2, args.repeats)
+    route = bench_route(torch, ops, dtype, args, bound_us, tm_single)
     return {
-        **bench_route(torch, ops, dtype, args, bound_us, tm_single),
+        **route, "floor_us": floor_us, "route_pct_floor": floor_us / route["route_device_us"],
         "M": M, "N": N, "K": K, "dtype": dtype, "layout": layout, "spec": spec.to_dict(),
         "form": plan.form, "width": plan.width, "splits": plan.splits, "mode": plan.mode,
         "grid": [list(launch.grid) for kind, launch, _ in plan.launches if kind == "main"],
@@ -308,6 +324,7 @@ def bench_shape(torch, M, N, K, dtype, layout, args, bw: float, l2: int) -> dict
         "cublas_single_us": tm_single, "cublas_pipelined_us": tm_pipe, "cublas_device_us": tm_device,
         "speedup_single": tm_single / kg_single, "speedup_pipelined": tm_pipe / kg_pipe,
         "cublas_pct_bound": bound_us / tm_device if tm_device == tm_device else float("nan"),
+        "cublas_pct_floor": floor_us / tm_device if tm_device == tm_device else float("nan"),
     }
 
 
@@ -416,7 +433,8 @@ def run(args) -> dict[str, Any]:
                               "sweep": [], "command": " ".join(sys.argv)}
     start = time.perf_counter()
     hdr = (f"{'shape':>18} {'dtype':>8} {'B':>3} {'form':>4} {'split':>5} {'bound':>7} {'device':>7} {'%bound':>6} "
-           f"{'kg 1x':>7} {'cb 1x':>7} {'x':>5} {'kg pipe':>7} {'cb pipe':>7} {'x':>5} {'cb dev':>7} {'err':>8}")
+           f"{'kg 1x':>7} {'cb 1x':>7} {'x':>5} {'kg pipe':>7} {'cb pipe':>7} {'x':>5} {'cb dev':>7} {'err':>8} | "
+           f"route: family, device, % bound, one call, x cuBLAS; floor, % floor (route, cuBLAS)")
     table = [] if args.sweep and args.sweep_only else shapes
     if table:
         print(hdr, flush=True)
@@ -433,7 +451,8 @@ def run(args) -> dict[str, Any]:
                   f"{r['cublas_pipelined_us']:7.1f} {r['speedup_pipelined']:5.2f} {r['cublas_device_us']:7.1f} "
                   f"{r['error']:8.1e}{'' if r['ok'] else ' WRONG'} | kgen.matmul: {r['route']} "
                   f"{r['route_device_us']:7.1f} {100 * r['route_pct_bound']:5.0f}% {r['route_single_us']:7.1f} "
-                  f"{r['route_speedup_single']:5.2f}x{'' if r['route_ok'] else ' WRONG'}", flush=True)
+                  f"{r['route_speedup_single']:5.2f}x{'' if r['route_ok'] else ' WRONG'} | floor {r['floor_us']:7.1f} "
+                  f"{100 * r['route_pct_floor']:4.0f}% {100 * r['cublas_pct_floor']:4.0f}%", flush=True)
             torch.cuda.empty_cache()
     summary = {}
     for d in (dtypes if table else []):
@@ -447,6 +466,8 @@ def run(args) -> dict[str, Any]:
             "mid_rows_geomean_single": geomean(r["speedup_single"] for r in mid),
             "mid_rows_min_single": min((r["speedup_single"] for r in mid), default=float("nan")),
             "route_small_rows_min_pct_bound": min((r["route_pct_bound"] for r in low), default=float("nan")),
+            "route_small_rows_geomean_pct_floor": geomean(r["route_pct_floor"] for r in low),
+            "cublas_small_rows_geomean_pct_floor": geomean(r["cublas_pct_floor"] for r in low),
             "route_small_rows_geomean_single": geomean(r["route_speedup_single"] for r in low),
             "route_mid_rows_geomean_single": geomean(r["route_speedup_single"] for r in mid),
             "all_correct": all(r["ok"] and r["route_ok"] for r in rows),
