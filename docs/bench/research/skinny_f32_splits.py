@@ -3,7 +3,8 @@ COUNT, ORDERS; N and K multiples of 64), where kgen.matmul runs the skinny famil
 runs against the same spec with K in a fixed number of slabs (k_split 1-16), one or four waves,
 other column counts a warp and load depths, and cuBLAS (TF32 off). Device time from a CUDA
 graph over operands rotated past L2; each result checked against float64 first (outputs
-NaN-poisoned). Output: $OUT/skinny_f32_splits_<SEED>.json."""
+NaN-poisoned). SHAPES=MxNxK,... replaces the draw; SPLITS_ONLY=1 times only the k_split
+variants. Output: $OUT/skinny_f32_splits_<SEED>.json."""
 import concurrent.futures as cf
 import json
 import math
@@ -24,6 +25,8 @@ torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def shapes(rng):
+    if os.environ.get("SHAPES"):
+        return [tuple(int(v) for v in t.split("x")) for t in os.environ["SHAPES"].split(",")]
     out = []
     while len(out) < COUNT:
         M = max(1, min(16, int(math.exp(rng.uniform(0, math.log(17))))))
@@ -46,6 +49,8 @@ def variants(spec):
 
     for s in (1, 2, 3, 4, 6, 8, 12, 16):
         add(f"k_split={s}", k_split=s)
+    if os.environ.get("SPLITS_ONLY"):
+        return out
     for w in (1, 4):
         add(f"waves={w}", waves=w)
     for wc in (2, 8):
