@@ -8,6 +8,7 @@ import concurrent.futures as cf
 import json
 import math
 import random
+import re
 
 import numpy as np
 import pytest
@@ -16,9 +17,9 @@ import kgen
 from kgen.core.spec import SpecError, spec_from_json
 import kgen.ops.skinny as skinny_module
 from kgen.ops.tensorcore import TensorMatmul
-from kgen.ops.skinny import (MODE_ATOMIC, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS, SMALL_SIMT_MIN_K,
-                              SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS,
-                              TC16_SUITS_ROWS, TC_MIN_DIM,
+from kgen.ops.skinny import (MODE_ATOMIC, MODE_CLUSTER, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS,
+                              SMALL_SIMT_MIN_K, SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS,
+                              TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_MIN_DIM,
                               TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -39,6 +40,9 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
     (dict(waves=0), "waves"),
     (dict(merge="tree"), "merge"),
     (dict(merge="atomic", dtype="bfloat16"), "merge"),         # 16-bit atomics would round partials
+    (dict(merge="cluster"), "k_split"),                        # the cluster's size is compiled in
+    (dict(merge="cluster", k_split=1), "k_split"),
+    (dict(merge="cluster", k_split=9), "k_split"),             # past the portable cluster size
     (dict(rows=64, warp_cols=4), "warp_cols"),                 # 256 accumulators a thread
     (dict(rows=64, warp_cols=1, lane_vectors=4, dtype="float64"), "lane_vectors"),
     (dict(min_blocks=9), "min_blocks"),
@@ -246,7 +250,8 @@ def test_search_space_is_valid_and_contains_the_default():
     space = Skinny.search_space(p, "float32")
     assert Skinny.default_spec(p, "float32") in space and len(space) > 20
     assert len({s.key for s in space}) == len(space)
-    assert {s.merge for s in space} == {"single_pass", "two_pass", "atomic"}
+    assert {s.merge for s in space} == {"single_pass", "two_pass", "atomic", "cluster"}
+    assert {s.k_split for s in space if s.merge == "cluster"} == {2, 4, 8}
     assert all(s.merge != "atomic" for s in Skinny.search_space(p, "float16"))
 
 
@@ -312,6 +317,40 @@ def test_render_is_deterministic_and_lists_every_width():
     assert Skinny(vector_bytes=8).widths() == [2, 1]
 
 
+def test_cluster_merge_always_launches_its_compiled_slabs_and_covers_k_once():
+    rng = random.Random(11)
+    for _ in range(300):
+        dtype = rng.choice(DTYPES)
+        splits = rng.randint(2, 8)
+        tc = dtype != "float64" and rng.random() < 0.5
+        s = Skinny(dtype=dtype, rows=rng.choice([1, 4, 8]), warp_cols=1 if tc else 4, tensor_cores=tc,
+                   merge="cluster", k_split=splits)
+        form = rng.choice(["tc_dot", "tc_axpy"] if tc else ["dot", "axpy"])
+        K = rng.choice([1, 7, 64, 1000, 4099, 20000])
+        g = s.geometry(form, 1, 8, 3000, K, 264, 132)
+        # Grid y is the cluster: the compiled size even where K leaves some slabs empty.
+        assert g["grid"][1] == g["splits"] == splits and g["mode"] == MODE_CLUSTER
+        unit = {"tc_dot": 32 * s.k_warps, "tc_axpy": 16 * s.axpy_k_warps, "dot": 32 * s.vec, "axpy": s.warps}[form]
+        assert g["ks"] % unit == 0 and g["ks"] * splits >= K and g["ks"] * (splits - 1) < K + unit * splits
+
+
+def test_cluster_merge_renders_cluster_dims_on_the_main_entries_only():
+    for spec in (Skinny(rows=4, merge="cluster", k_split=4),
+                 Skinny(rows=12, warp_cols=1, tensor_cores=True, merge="cluster", k_split=8),
+                 Skinny(dtype="bfloat16", rows=6, warp_cols=1, tensor_cores=True, merge="cluster", k_split=2)):
+        src = kgen.render(spec)
+        entries = re.findall(r'extern "C" __global__ void (.*?)\n?kgen_skinny_(\w+)\(', src)
+        dims = f"__cluster_dims__(1, {spec.k_split}, 1) "
+        for attrs, name in entries:
+            assert (dims in attrs) == (name not in ("merge", "prescale")), (name, attrs)
+        assert "barrier.cluster.arrive.release" in src
+    assert "__cluster_dims__" not in kgen.render(Skinny(rows=4, merge="two_pass", k_split=4))
+    with pytest.raises(ValueError, match="merge='cluster'"):
+        Skinny(merge="cluster", k_split=4).target_arch("sm_80")
+    assert "merge='cluster'" in Skinny(merge="cluster", k_split=4).prune_reason(
+        {"M": 4, "N": 4096, "K": 4096}, {"compute_capability": 80})
+
+
 def test_simt_forms_ask_ptxas_for_more_resident_blocks_where_few_accumulators_allow():
     # axpy: 1024 resident threads while a thread holds at most 16 accumulators (float32 to 4
     # rows, 16-bit to 2); dot: 512 while it holds fewer than 64; min_blocks is a floor for both.
@@ -338,6 +377,9 @@ def _representative():
              for dtype, smalls in shapes.items() for small in smalls]
     specs += [Skinny(rows=8, warp_cols=8, loads=16, threads=256), Skinny(dtype="float16", rows=3, lane_vectors=4,
               vector_bytes=8, merge="two_pass"), Skinny(dtype="float64", rows=32, warp_cols=2, merge="atomic")]
+    # The cluster merge on the SIMT and the tensor-core forms.
+    specs += [Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype).replace(merge="cluster", k_split=splits)
+              for dtype, small, splits in (("float32", 1, 8), ("float32", 12, 4), ("bfloat16", 6, 2))]
     return specs
 
 

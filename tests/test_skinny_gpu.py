@@ -35,6 +35,8 @@ def spec_pool() -> dict[str, list[Skinny]]:
                     dict(vector_bytes=8, lane_vectors=2, loads=4), dict(rows=5, warp_cols=3, waves=4, k_split=1)]
         if dtype in ("float32", "float64"):
             variants.append(dict(merge="atomic"))
+        # The slabs of a tile merged in a thread block cluster (short K: some slabs empty).
+        variants += [dict(merge="cluster", k_split=8), dict(merge="cluster", k_split=2, rows=3)]
         for v in variants:
             try:
                 specs.append(b.replace(**v))
@@ -44,6 +46,7 @@ def spec_pool() -> dict[str, list[Skinny]]:
             # The split-TF32 tensor-core forms (the defaults from 13 rows) and their other fields.
             t = Skinny.default_spec({"M": 40, "N": 4096, "K": 4096}, dtype)
             specs += [t, t.replace(tc_tiles=1, merge="single_pass"), t.replace(merge="atomic", waves=1),
+                      t.replace(rows=16, merge="cluster", k_split=4),
                       t.replace(rows=24, tc_tiles=1, min_blocks=2, k_split=5),
                       t.replace(rows=13)]   # rows not a multiple of 8: a tile's spare mma rows stay out
         if dtype in ("float16", "bfloat16"):
@@ -52,6 +55,9 @@ def spec_pool() -> dict[str, list[Skinny]]:
             specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, merge=m)
                       for r, t, m in ((8, 2, "two_pass"), (16, 1, "single_pass"), (40, 2, "two_pass"),
                                       (5, 2, "two_pass"), (13, 1, "single_pass"))]
+            specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, merge="cluster", k_split=ks,
+                             k_warps=kw, axpy_k_warps=kw)
+                      for r, ks, kw in ((8, 8, 4), (12, 3, 1))]
             # Warps sharing a K slab (k_warps) with windows loaded 2-8 ahead (loads).
             specs += [Skinny(dtype=dtype, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, merge=m, k_warps=kw,
                              loads=ld, k_split=ks)
@@ -205,6 +211,32 @@ def test_deterministic_merges_repeat_bit_for_bit(dtype):
     assert plan.splits > 1, "the test needs a split K"
     for r in runs[1:]:
         assert torch.equal(r, runs[0])
+
+
+@pytest.mark.parametrize("dtype,rows,col", [("float32", 12, True), ("float32", 3, False), ("bfloat16", 8, True),
+                                            ("bfloat16", 8, False), ("float64", 2, True)])
+def test_cluster_merge_sums_as_the_two_pass_merge_bit_for_bit(dtype, rows, col):
+    # The same slabs summed in the same order: the two merges must agree to the bit, with
+    # beta applied once.
+    torch = _torch()
+    tdt = getattr(torch, dtype)
+    N, K = 3001, 9000
+    A = torch.randn(rows, K, device="cuda").to(tdt)
+    B = torch.randn(N, K, device="cuda").to(tdt).t() if col else torch.randn(K, N, device="cuda").to(tdt)
+    C0 = torch.randn(rows, N, device="cuda").to(tdt)
+    base = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype)
+    outs = []
+    for merge in ("cluster", "two_pass"):
+        k = kgen.build(base.replace(merge=merge, k_split=5))
+        C = C0.clone()
+        k(A, B, C, alpha=1.5, beta=-0.5)
+        plan = next(iter(k._plans.values()))
+        assert plan.splits == 5 and len([x for x in plan.launches if x[0] == "merge"]) == (merge == "two_pass")
+        outs.append(C)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1])
+    ref = 1.5 * (A.double() @ B.double()) - 0.5 * C0.double()
+    assert float((outs[0].double() - ref).norm() / ref.norm()) <= tolerance(dtype, K) * 2
 
 
 def test_atomic_merge_is_close_and_applies_beta_once():

@@ -29,7 +29,10 @@ from .tensorcore import TensorMatmul
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 ACC_BYTES = {"float32": 4, "float64": 8, "float16": 4, "bfloat16": 4}
-MERGES = ("single_pass", "two_pass", "atomic")
+MERGES = ("single_pass", "two_pass", "atomic", "cluster")
+# merge="cluster": a tile's K slabs are one thread block cluster, at most the portable
+# cluster size.
+MAX_CLUSTER_SLABS = 8
 # Shared memory one staging round of the small operand may take (several blocks share an SM).
 STAGE_BYTES = 16 * 1024
 TC_STAGE_BYTES = 64 * 1024
@@ -38,7 +41,7 @@ MAX_SHARED_BYTES = 227 * 1024
 # Accumulator registers a thread may hold (float32 registers; a double takes two).
 MAX_ACC_REGS = 128
 # Merge modes passed to the kernel.
-MODE_DIRECT, MODE_ATOMIC, MODE_PARTIALS, MODE_TICKET = 0, 1, 2, 3
+MODE_DIRECT, MODE_ATOMIC, MODE_PARTIALS, MODE_TICKET, MODE_CLUSTER = 0, 1, 2, 3, 4
 STAGE_VECTOR = 16  # flag beside the mode: S's rows are contiguous and 16-byte aligned
 # The tensor-core forms' instruction: mma.sync (sm_80 on) or Hopper's wgmma (sm_90 only).
 INSTRUCTIONS = ("mma_sync", "wgmma")
@@ -81,13 +84,17 @@ class Skinny(Spec):
     loads         independent loads each lane issues before it uses the first (memory
                   parallelism): k steps x warp_cols, or k rows x lane_vectors.
     k_split       0: split K so that the blocks fill `waves` times the GPU's resident
-                  block slots (from the SM count at launch); else at most this many slabs.
+                  block slots (from the SM count at launch); else at most this many slabs
+                  (with merge="cluster": exactly this many, 2 to 8).
     waves         target waves of blocks for k_split = 0.
     merge         how the K slabs' partial sums meet: "single_pass" (partials to a
                   workspace, the last block of each tile sums them in slab order: one
                   launch, deterministic), "two_pass" (a second kernel sums them:
                   deterministic), "atomic" (atomicAdd into C after a pre-scaling launch;
-                  float32/float64 only; the order of additions varies run to run).
+                  float32/float64 only; the order of additions varies run to run),
+                  "cluster" (the k_split slabs of a tile run as one thread block cluster and
+                  its blocks share the sums in slab order after a cluster barrier: one
+                  launch, deterministic, the same sums as "two_pass"; sm_90 and later).
     min_blocks    blocks per SM that ptxas must fit (the second __launch_bounds__ argument;
                   with 1 it may use up to 255 registers a thread where the kernel needs them).
     tensor_cores  run the product on the tensor cores: float32 as three TF32 products per
@@ -168,6 +175,9 @@ class Skinny(Spec):
             fail("waves", self.waves, "an integer from 1 to 16")
         if self.merge not in MERGES:
             fail("merge", self.merge, f"one of {list(MERGES)}")
+        if self.merge == "cluster" and not 2 <= self.k_split <= MAX_CLUSTER_SLABS:
+            fail("k_split", self.k_split, f"2 to {MAX_CLUSTER_SLABS} with merge='cluster' (the slabs of a tile form "
+                 "one thread block cluster, whose size is fixed when the kernel is compiled)")
         if self.merge == "atomic" and self.dtype not in ("float32", "float64"):
             fail("merge", self.merge, "'single_pass' or 'two_pass' for 16-bit dtypes (16-bit atomics would "
                  "round every partial sum to the output type)")
@@ -491,6 +501,9 @@ class Skinny(Spec):
         return levels, count, dup
 
     def target_arch(self, arch: str) -> str:
+        if self.merge == "cluster" and int(arch[3:].rstrip("af")) < 90:
+            raise ValueError(f"merge='cluster' needs thread block clusters (sm_90 and later); this target is "
+                             f"{arch}: use merge='two_pass'")
         if self.instruction != "wgmma":
             return arch
         if int(arch[3:].rstrip("af")) != 90:
@@ -519,6 +532,8 @@ class Skinny(Spec):
             wgmma=self.instruction == "wgmma", wg_n=self.wg_n, wg_chunk=self.wg_chunk,
             mma16="bf16" if self.dtype == "bfloat16" else "f16",
             dot_min_blocks=self.dot_min_blocks, axpy_min_blocks=self.axpy_min_blocks,
+            cluster_slabs=self.k_split if self.merge == "cluster" else 0,
+            cluster_attr=f"__cluster_dims__(1, {self.k_split}, 1) " if self.merge == "cluster" else "",
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
@@ -546,6 +561,12 @@ class Skinny(Spec):
         tiles = col_tiles * row_tiles
         # Slabs start on whole steps (aligned for any width) and keep each block a few steps deep.
         most = max(1, min(65535, K // least))
+        if self.merge == "cluster":
+            # The cluster's size is compiled in: always k_split slabs, a slab past K empty
+            # (its partials zeros).
+            ks = _ceil_div(_ceil_div(K, self.k_split), unit) * unit
+            return {"grid": (col_tiles, self.k_split, row_tiles), "splits": self.k_split, "ks": ks,
+                    "mode": MODE_CLUSTER, "tiles": tiles, "cols": cols}
         if self.k_split:
             want = self.k_split
         elif form == "dot" and sms and tiles >= DOT_WHOLE_K_SM_SHARE * sms:
@@ -769,6 +790,8 @@ class Skinny(Spec):
         for merge in MERGES:
             for waves in (1, 2, 4):
                 add(merge=merge, waves=waves)
+        for k_split in (2, 4, 8):   # the slabs merged in a thread block cluster (sm_90 on)
+            add(merge="cluster", k_split=k_split)
         for lane_vectors in (1, 2, 4):
             add(lane_vectors=lane_vectors)
         for vector_bytes in (4, 8):
@@ -783,6 +806,9 @@ class Skinny(Spec):
                             for min_blocks in (1, 2):
                                 add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles,
                                     merge=merge, waves=waves, min_blocks=min_blocks)
+                    for k_split in (2, 4, 8):
+                        add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles, merge="cluster",
+                            k_split=k_split)
             if dtype in ("float16", "bfloat16"):
                 # Warps sharing K slabs, and deeper window prefetch.
                 for rows in tc_rows:
@@ -813,6 +839,8 @@ class Skinny(Spec):
         cc = limits.get("compute_capability", 90)
         if self.instruction == "wgmma" and cc != 90:
             return f"instruction='wgmma' runs on compute capability 90 only; this one is {cc}"
+        if self.merge == "cluster" and cc < 90:
+            return f"merge='cluster' needs thread block clusters (compute capability 90 on); this one is {cc}"
         over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
         if over:
             return over
@@ -1328,7 +1356,7 @@ class SkinnyKernel(Kernel):
         if g["mode"] == MODE_PARTIALS:
             plan.launches.append(("merge", Launch(self.handle("kgen_skinny_merge"), "kgen_skinny_merge", small_grid,
                                                   (256, 1, 1), 0, self._fmt_merge), out_args + (g["splits"],)))
-        if g["mode"] in (MODE_PARTIALS, MODE_TICKET):
+        if g["mode"] in (MODE_PARTIALS, MODE_TICKET, MODE_CLUSTER):
             plan.workspace = (g["splits"] * R * NC * ACC_BYTES[spec.dtype], g["grid"][0] * g["grid"][2])
         if form.startswith("wg_") and not direct:
             # S split once into chunk images (wgmma layout) behind the partial sums; the main
