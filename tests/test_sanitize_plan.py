@@ -54,7 +54,7 @@ def test_plan_holds_every_family_and_its_specs_round_trip(plan):
 def test_skinny_sample_takes_every_dtype_and_merge(plan):
     specs = _specs(plan, "skinny")
     pairs = {(s.dtype, s.merge) for s in specs}
-    want = {(d, m) for d in ("float32", "float64", "float16") for m in ("single_pass", "two_pass", "atomic")}
+    want = {(d, m) for d in ("float32", "float64", "float16") for m in ("single_pass", "two_pass", "atomic", "cluster")}
     assert pairs == want - {("float16", "atomic")}  # 16-bit atomics are refused by the spec
     assert len(set(specs)) == len(specs)
     assert {s.instruction for s in specs if s.tensor_cores and s.dtype == "float32"} == {"mma_sync", "wgmma"}
