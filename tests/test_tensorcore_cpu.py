@@ -790,6 +790,30 @@ def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
     assert TensorMatmul.default_spec(many, "bfloat16").realign_swap_spec(many) is None
 
 
+def test_b_realign_on_unsplit_64_column_transposed_tiles_takes_128_columns_in_two_slices():
+    """With b_realign a block's time follows its k steps: where the transposed tiles of 64
+    columns keep K whole (67-132 of them), asking for b_realign gives 128-column tiles with K in
+    REALIGN_SPLIT_SLICES slices merged in clusters that all run at once; elsewhere as before."""
+    from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, MAX_SHARED_BYTES, REALIGN_SPLIT_SLICES
+
+    s = REALIGN_SPLIT_SLICES
+    for (M, N, K), order in (((116, 4293, 6771), "col"), ((88, 5607, 8323), "col"), ((21, 5198, 9437), "row"),
+                             ((54, 7411, 2706), "row"), ((168, 5955, 8418), "row")):
+        problem = {"M": M, "N": N, "K": K}
+        plain = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order)
+        assert plain.swap_ab and plain.tile[1] == 64 and plain.split_k == 1, plain.to_json()
+        got = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order, b_realign=True)
+        assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
+        assert got.tile[:2] == (plain.tile[0], 128) and got.split_k == s and got.split_merge == "cluster"
+        assert -(-N // 128) * s <= CLUSTER_WAVE_BLOCKS[s] and got.shared_bytes <= MAX_SHARED_BYTES
+    # Already split (two slices of 64-column tiles run at once), past 132 tiles, or K too short.
+    for (M, N, K), order in (((77, 2506, 9946), "col"), ((30, 9434, 6285), "row"), ((40, 5000, 300), "col"),
+                             ((161, 7605, 1111), "row")):
+        problem = {"M": M, "N": N, "K": K}
+        got = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order, b_realign=True)
+        assert not (got.tile[1] == 128 and got.split_k == s and got.swap_ab), ((M, N, K), got.to_json())
+
+
 def test_dispatch_reads_unaligned_row_major_16bit_b_in_place_by_its_strides():
     """kgen.matmul asks for b_realign where B's row stride is no multiple of 8 elements, the
     inputs are 16-bit and the rows at most REALIGN_MAX_ROWS; never for an aligned stride, one

@@ -335,6 +335,8 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
     for M, N, K, order in ((26, 2246, 5606, "row"), (63, 10926, 1349, "row"), (118, 7131, 5141, "row"),
                            (200, 3001, 1500, "row"), (17, 1025, 1024, "row"), (100, 3000, 4097, "col"),
                            (250, 2048, 1025, "col"),
+                           # 67-132 tiles of 64 columns: 128 columns, K in two slices (realign_split_spec)
+                           (82, 4520, 2853, "col"), (168, 5955, 8418, "row"),
                            # more than 132 column tiles: transposed tiles of 128 columns (realign_swap_spec)
                            (69, 9537, 2265, "row"), (150, 12001, 1025, "row"), (100, 9600, 1099, "col")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)

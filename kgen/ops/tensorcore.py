@@ -143,6 +143,17 @@ REALIGN_MAX_ROWS = 256
 # SM won on 2 of 8; the default's rows in 128-column tiles lost on all (1.06-1.67x slower than
 # the copy).
 REALIGN_SWAP_BN = 128
+# With b_realign a block's time follows its k steps (the producer threads' pace, ~1-1.5 µs a
+# step on an H100), so transposed tiles of 64 columns whose K stays whole (67-132 of them: two
+# slices each would not run at once) leave half the GPU idle for the whole of K. There kgen.matmul
+# takes 128-column tiles with K in two slices merged in clusters (realign_split_spec): as many
+# blocks, half the k steps each. Device time on an H100 (docs/bench/research/realign_split_sweep.py):
+# 88x5607x8323 W.t() 110.2 against 127.0 µs, 21x5198x9437 row-major 85.5 against 103.9, and held
+# out 54x7411x2706 row-major 41.9 against 45.4 (cuBLAS 96.9, 87.1, 57.2); eight more held out,
+# 1.03-1.33x (docs/tensorcore.md). The gain shrinks with K (1.03x at K = 2350), so K of at least
+# REALIGN_SPLIT_MIN_K.
+REALIGN_SPLIT_SLICES = 2
+REALIGN_SPLIT_MIN_K = 2048
 MAX_CLUSTER_MERGE = 8
 _PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
@@ -946,6 +957,26 @@ class TensorMatmul(Spec):
         spec = swap.with_realigned_b()
         return spec if spec.b_realign else None
 
+    def realign_split_spec(self, problem) -> "TensorMatmul | None":
+        """For transposed tiles of 64 columns reading B in place (b_realign) with K unsplit
+        and at most one tile an SM: 128-column tiles with K in REALIGN_SPLIT_SLICES slices
+        merged in clusters, where those clusters all run at once (CLUSTER_WAVE_BLOCKS) and K
+        is at least REALIGN_SPLIT_MIN_K; None elsewhere."""
+        p = self.normalize_problem(problem)
+        BM, BN, BK = self.tile
+        s = REALIGN_SPLIT_SLICES
+        if not (self.b_realign and self.swap_ab and BN == 64 and self.split_k == 1 and -(-p["N"] // 64) <= _SMS
+                and -(-p["N"] // 128) * s <= CLUSTER_WAVE_BLOCKS[s] and p["K"] >= REALIGN_SPLIT_MIN_K):
+            return None
+        try:
+            wide = self.replace(tile=(BM, 128, BK), stages=wgmma_ring_stages(BM, 128), split_k=s,
+                                split_merge="cluster", b_realign=False)
+        except ValueError:
+            return None
+        assert isinstance(wide, TensorMatmul)
+        spec = wide.with_realigned_b()
+        return spec if spec.b_realign else None
+
     def for_layouts(self, problem, **layouts):
         """This spec on operands stored as `layouts`; where that makes the TF32 wgmma kernel
         copy an operand transposed while the product's other side is short (fewer than
@@ -962,6 +993,10 @@ class TensorMatmul(Spec):
                 wide = spec.realign_swap_spec(problem)
                 if wide is not None:
                     return wide
+            if realigned.b_realign:
+                split = realigned.realign_split_spec(problem)
+                if split is not None:
+                    return split
             return realigned
         p = self.normalize_problem(problem)
         if self.swap_ab and layouts.get("layout_a") == "col":
