@@ -128,9 +128,10 @@ WGMMA_MAX_STAGES = 16
 # How split_k blocks add their sums (TensorMatmul.split_merge), and the most blocks the cluster
 # merge puts in one cluster (8: the portable cluster size).
 SPLIT_MERGES = ("workspace", "cluster")
-# b_realign: fills of B a producer thread has in flight (cp.async into its staging slots), each
-# slot BN x 160 bytes (a thread's 64 bytes of a row take five 16-byte chunks).
+# b_realign: fills of B the producer threads have in flight (cp.async into the staging ring's
+# slots), each slot BN x REALIGN_ROW_BYTES (a row's 128 bytes lie in nine 16-byte chunks).
 REALIGN_DEPTH = 4
+REALIGN_ROW_BYTES = 144
 # kgen.matmul reads an unaligned 16-bit B in place (b_realign) for products of at most
 # this many rows; from there up B's copy is a small part of the product's time.
 REALIGN_MAX_ROWS = 256
@@ -571,7 +572,7 @@ class TensorMatmul(Spec):
     @property
     def shared_bytes(self) -> int:
         if self.wgmma:
-            staging = REALIGN_DEPTH * self.tile[1] * 160 if self.b_realign else 0
+            staging = REALIGN_DEPTH * self.tile[1] * REALIGN_ROW_BYTES if self.b_realign else 0
             return self.stages * _wgmma_stage_bytes(self.tile[0], self.tile[1]) + 1024 + staging
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
@@ -933,7 +934,7 @@ class TensorMatmul(Spec):
         if self.b_realign or not (self.wgmma and self.kind in ("f16", "bf16") and BN in (64, 128)
                                   and self.cluster == 1):
             return self
-        fewer = -(-(REALIGN_DEPTH * BN * 160) // _wgmma_stage_bytes(BM, BN))
+        fewer = -(-(REALIGN_DEPTH * BN * REALIGN_ROW_BYTES) // _wgmma_stage_bytes(BM, BN))
         try:
             realigned = self.replace(b_realign=True, stages=max(2, self.stages - fewer))
         except ValueError:   # a cluster merge's sums need the longer ring

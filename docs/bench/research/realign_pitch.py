@@ -1,0 +1,131 @@
+"""16-bit few-row products against a B whose rows TMA cannot read (W.t() of a weight whose row
+pitch K is no multiple of 8 elements, or a row-major B whose pitch N is not): what kgen.matmul
+runs, the same product with B stored at an aligned pitch (the speed an unaligned B should
+reach), and cuBLAS. Device time from a CUDA graph over operands rotated past L2; every result
+checked against float64 first (outputs NaN-poisoned). Env: SEED, COUNT, ROWS (LO-HI), DTYPE,
+ORDER (col: B = W.t(); row: B stored K x N); SHAPES ("MxNxK,...") replaces the draw; TAG names
+the output $OUT/realign_pitch_<ORDER>_<SEED>[_TAG].json. Run it in two trees to compare them."""
+import json
+import math
+import os
+import random
+
+SEED = int(os.environ.get("SEED", "9101"))
+COUNT = int(os.environ.get("COUNT", "12"))
+LO, HI = (int(v) for v in os.environ.get("ROWS", "17-256").split("-"))
+DTYPE = os.environ.get("DTYPE", "bfloat16")
+ORDER = os.environ.get("ORDER", "col")
+
+
+def draw():
+    """M log-uniform in LO..HI, N and K log-uniform in 1024..16384, B's pitch (K for W.t(), N
+    for a row-major B) then moved off a multiple of 8 (odd in half the draws, 2, 4 or 6 modulo
+    8 in the rest)."""
+    if os.environ.get("SHAPES"):
+        return [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
+    rng = random.Random(f"{SEED}-{DTYPE}-{LO}-{HI}")
+    out = []
+    for i in range(COUNT):
+        M = min(HI, int(math.exp(rng.uniform(math.log(LO), math.log(HI + 1)))))
+        N, K = (int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) for _ in range(2))
+        off = rng.choice((1, 3, 5, 7)) if i % 2 else rng.choice((2, 4, 6))
+        if ORDER == "col":
+            K = K - K % 8 + off
+        else:
+            N = N - N % 8 + off
+        out.append((M, N, K))
+    return out
+
+
+def main():
+    import concurrent.futures as cf
+
+    import torch
+
+    import kgen
+    import kgen.core.kernel as kernel_module
+    from kgen.bench.skinny import time_graph
+    from kgen.tune import dispatch
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    tdt = getattr(torch, DTYPE)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    shapes = draw()
+
+    def pair(M, N, K, empty=False):
+        """(B, the same values at an aligned pitch) of one product, stored as ORDER says."""
+        make = (lambda *s: torch.empty(*s, device="cuda", dtype=tdt)) if empty else (
+            lambda *s: torch.randn(*s, device="cuda").to(tdt))
+        rows, cols = (N, K) if ORDER == "col" else (K, N)
+        w = make(rows, cols)
+        wa = torch.zeros(rows, -(-cols // 8) * 8, device="cuda", dtype=tdt)
+        if not empty:
+            wa[:, :cols].copy_(w)
+        wa = wa[:, :cols]
+        return (w.t(), wa.t()) if ORDER == "col" else (w, wa)
+
+    # The specs both routes of every product run, found by calls whose build is cut short,
+    # then compiled in parallel.
+    found, build = [], kernel_module.build
+
+    class Found(Exception):
+        pass
+
+    def record(spec, *args, **kw):
+        found.append(spec)
+        raise Found
+
+    kernel_module.build = record
+    for M, N, K in shapes:
+        a = torch.empty(M, K, device="cuda", dtype=tdt)
+        for b in pair(M, N, K, empty=True):
+            try:
+                kgen.matmul(a, b)
+            except Found:
+                pass
+    kernel_module.build = build
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(kgen.compile, {s.key: s for s in found}.values()))
+    torch.cuda.empty_cache()
+
+    rows = []
+    for M, N, K in shapes:
+        per_set = (M * K + K * N + M * N) * 4
+        sets = max(2, min(24, math.ceil(3 * l2 / per_set)))
+        A = [torch.randn(M, K, device="cuda").to(tdt) for _ in range(sets)]
+        pairs = [pair(M, N, K) for _ in range(sets)]
+        B, Ba = [p[0] for p in pairs], [p[1] for p in pairs]
+        C = [torch.empty(M, N, device="cuda", dtype=tdt) for _ in range(sets)]
+        ref = A[0].double() @ B[0].double()
+        kgen.matmul(A[0], B[0])
+        kgen.matmul(A[0], Ba[0])
+        route = dispatch._fast[("matmul", A[0].shape, A[0].stride(), B[0].shape, B[0].stride(), A[0].dtype, False)]
+        aligned = dispatch._fast[("matmul", A[0].shape, A[0].stride(), Ba[0].shape, Ba[0].stride(), A[0].dtype,
+                                  False)]
+        ways = {"cublas": (None, B), "route": (route, B), "aligned": (aligned, Ba)}
+        row = {"shape": [M, N, K], "dtype": DTYPE, "order": ORDER, "route_spec": route.spec.to_json(),
+               "aligned_spec": aligned.spec.to_json()}
+        for name, (k, Bs) in ways.items():
+            def fn(a, b, c, k=k):
+                return torch.matmul(a, b, out=c) if k is None else k(a, b, out=c)
+            C[0].fill_(float("nan"))
+            fn(A[0], Bs[0], C[0])
+            torch.cuda.synchronize()
+            row[name + "_err"] = float((C[0].double() - ref).norm() / ref.norm())
+            calls = [(lambda a=a, b=b, c=c, fn=fn: fn(a, b, c)) for a, b, c in zip(A, Bs, C)]
+            row[name] = time_graph(torch, calls, 15)
+        bad = [n for n in ways if not (math.isfinite(row[n + "_err"]) and row[n + "_err"] < 1e-2)]
+        print(f"{M}x{N}x{K} {ORDER} ({type(route.spec).__name__}): cublas {row['cublas']:.1f} route "
+              f"{row['route']:.1f} aligned {row['aligned']:.1f} | x cuBLAS {row['cublas'] / row['route']:.2f}"
+              + (f" BAD {bad}" if bad else ""), flush=True)
+        rows.append(row)
+        A = B = Ba = C = pairs = None
+        torch.cuda.empty_cache()
+    tag = os.environ.get("TAG", "")
+    with open(os.path.join(os.environ.get("OUT", "."), f"realign_pitch_{ORDER}_{SEED}{'_' + tag if tag else ''}.json"),
+              "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
