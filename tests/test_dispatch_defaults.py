@@ -295,3 +295,35 @@ def test_16_bit_products_never_ask_for_the_skinny_wgmma_form_on_hopper(monkeypat
         assert Skinny.default_spec({"M": M, "N": N, "K": K}, "float16").instruction == "mma_sync"
     assert "float32" in seen and "float16" in seen
     dispatch.forget()
+
+
+def test_unaligned_weights_of_17_64_rows_go_to_the_in_place_transposed_tiles_where_they_win(monkeypatch):
+    """On an sm_90 GPU, 17-64 rows against W.t() of a 16-bit weight whose rows are not 16-byte
+    aligned run the wgmma kernel (whose producer threads read such a B in place: dispatch asks
+    for b_realign by the strides) where N and K are both at most REALIGN_SWAP_MAX_SIDE, and the
+    skinny forms elsewhere (a larger side, fewer or more rows); without wgmma the skinny forms
+    throughout."""
+    from kgen.ops.skinny import Skinny
+    from kgen.ops.tensorcore import REALIGN_SWAP_MAX_SIDE, REALIGN_SWAP_ROWS, TensorMatmul
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    lo, hi = REALIGN_SWAP_ROWS
+    side = REALIGN_SWAP_MAX_SIDE
+    rng = random.Random(11)
+    for _ in range(60):
+        M, N, K = rng.randint(lo, hi), rng.randint(1024, side), rng.randint(1024, side)
+        K += 1 - K % 2   # odd: W's rows are 2 K bytes apart, never a multiple of 16
+        B = np.zeros((N, K), np.float16).T
+        assert dispatch.call_family(np.zeros((M, K), np.float16), B, "float16") is TensorMatmul, (M, N, K)
+        assert dispatch._realigns_b(B, M, N, K, "float16")
+    for M, N, K in ((lo, side + 1, 2001), (hi, 2000, side + 3), (hi, 2000, side + 1)):
+        A, B = np.zeros((M, K), np.float16), np.zeros((N, K), np.float16).T
+        assert dispatch.call_family(A, B, "float16") is Skinny, (M, N, K)
+        assert TensorMatmul.realign_swap_suits(M, N, K, "float16") is False
+    for M in (lo - 1, hi + 1):
+        assert TensorMatmul.realign_swap_suits(M, 2000, 2001, "float16") is False
+    assert TensorMatmul.realign_swap_suits(40, 2000, 2001, "float32") is False   # 16-bit only
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    assert dispatch.call_family(np.zeros((40, 2001), np.float16), np.zeros((2000, 2001), np.float16).T,
+                                "float16") is Skinny

@@ -338,7 +338,9 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                            # 67-132 tiles of 64 columns: 128 columns, K in two slices (realign_split_spec)
                            (82, 4520, 2853, "col"), (168, 5955, 8418, "row"),
                            # more than 132 column tiles: transposed tiles of 128 columns (realign_swap_spec)
-                           (69, 9537, 2265, "row"), (150, 12001, 1025, "row"), (100, 9600, 1099, "col")):
+                           (69, 9537, 2265, "row"), (150, 12001, 1025, "row"), (100, 9600, 1099, "col"),
+                           # 17-64 rows against a small unaligned W.t() (realign_swap_suits)
+                           (40, 2001, 3001, "col"), (17, 1500, 1027, "col")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
         B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)

@@ -155,6 +155,17 @@ REALIGN_SWAP_BN = 128
 # REALIGN_SPLIT_MIN_K.
 REALIGN_SPLIT_SLICES = 2
 REALIGN_SPLIT_MIN_K = 2048
+# 17-64 rows against W.t() of a 16-bit weight whose rows are not 16-byte aligned (K no multiple
+# of 8) ran the skinny tensor-core forms, which read it by element rows, at 0.80-0.91x cuBLAS
+# where the weight is small. The transposed tiles reading it in place (b_realign) won where a
+# block has few k steps and the columns few tiles: N and K both at most REALIGN_SWAP_MAX_SIDE.
+# Device time on an H100, fitted on 24 drawn products (docs/bench/research/realign_pitch.py,
+# IN_PLACE=1, seeds 9111-9112): the four such products 1.20-1.40x faster (47x1985x1657 18.6 to
+# 13.7 µs, cuBLAS 15.8); elsewhere the skinny forms won (22x4505x4516: 33.2 against 53.2;
+# 26x3698x11198: 60.0 against 78.6). Seed 9113 (run with those two): five such products
+# 0.92-1.42x, 1.21x geometric mean; seed 9114 with the rule, both trees: three, 1.02-1.50x.
+REALIGN_SWAP_ROWS = (17, 64)
+REALIGN_SWAP_MAX_SIDE = 3584
 MAX_CLUSTER_MERGE = 8
 _PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
@@ -924,6 +935,16 @@ class TensorMatmul(Spec):
         M x N x K product: 16-bit inputs and at most REALIGN_MAX_ROWS rows, where B's copy
         (twice its bytes moved) costs as much as the product or more."""
         return dtype in ("float16", "bfloat16") and M <= REALIGN_MAX_ROWS
+
+    @classmethod
+    def realign_swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether kgen.matmul runs a product of REALIGN_SWAP_ROWS rows against a K-major B whose
+        rows are not 16-byte aligned (W.t() of a 16-bit weight of K no multiple of 8) on the
+        transposed tiles that read B in place (an sm_90 GPU), rather than the skinny forms: N and K
+        at most REALIGN_SWAP_MAX_SIDE and the transposed tiles' range (swap_suits)."""
+        lo, hi = REALIGN_SWAP_ROWS
+        return (cls.realign_suits(M, N, K, dtype) and lo <= M <= hi and N <= REALIGN_SWAP_MAX_SIDE
+                and K <= REALIGN_SWAP_MAX_SIDE and cls.swap_suits(M, N, K, dtype))
 
     def with_realigned_b(self) -> "TensorMatmul":
         """This spec reading a row-major B in place whatever its alignment (b_realign), its

@@ -336,9 +336,16 @@ TENSOR_F64_MIN_MACS = 1 << 28
 
 def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Spec]:
     """The family kgen.matmul(A, B) runs: matmul_family with the storage of the call's
-    operands (is the large one k-contiguous, can the wgmma kernel read it in place)."""
+    operands (is the large one k-contiguous, can the wgmma kernel read it in place: rows TMA
+    reads, or an unaligned W.t() that TensorMatmul.realign_swap_suits)."""
+    from ..ops.tensorcore import TensorMatmul
+
     (M, K), N = A.shape, B.shape[1]
-    in_place = dtype in ("float16", "bfloat16") and _large_rows_aligned(A, B, M, N) and _runs_wgmma()
+    in_place = dtype in ("float16", "bfloat16") and _runs_wgmma() and (
+        _large_rows_aligned(A, B, M, N)
+        # W.t() of a weight whose rows TMA cannot read, where the wgmma kernel's producer threads
+        # read it in place faster than the skinny forms (b_realign, TensorMatmul.realign_swap_suits)
+        or (M <= N and _large_k_contiguous(A, B, M, N) and TensorMatmul.realign_swap_suits(M, N, K, dtype)))
     split = not allow_tf32 and _split_on_hopper(dtype)
     return matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N), in_place, split)
 

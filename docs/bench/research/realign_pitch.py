@@ -4,7 +4,9 @@ runs, the same product with B stored at an aligned pitch (the speed an unaligned
 reach), and cuBLAS. Device time from a CUDA graph over operands rotated past L2; every result
 checked against float64 first (outputs NaN-poisoned). Env: SEED, COUNT, ROWS (LO-HI), DTYPE,
 ORDER (col: B = W.t(); row: B stored K x N); SHAPES ("MxNxK,...") replaces the draw; TAG names
-the output $OUT/realign_pitch_<ORDER>_<SEED>[_TAG].json. Run it in two trees to compare them."""
+the output $OUT/realign_pitch_<ORDER>_<SEED>[_TAG].json. Run it in two trees to compare them.
+IN_PLACE=1 also times, where kgen.matmul runs another family, the tensor-core family reading B
+in place (what kgen.matmul would run were the product routed there)."""
 import json
 import math
 import os
@@ -83,6 +85,13 @@ def main():
                 kgen.matmul(a, b)
             except Found:
                 pass
+        if os.environ.get("IN_PLACE") == "1":
+            from kgen.ops.tensorcore import TensorMatmul
+            try:
+                dispatch._kernel(TensorMatmul, {"M": M, "N": N, "K": K}, DTYPE, False,
+                                 {"layout_a": "row", "layout_b": ORDER, "b_realign": True})
+            except Found:
+                pass
     kernel_module.build = build
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(kgen.compile, {s.key: s for s in found}.values()))
@@ -103,8 +112,13 @@ def main():
         aligned = dispatch._fast[("matmul", A[0].shape, A[0].stride(), Ba[0].shape, Ba[0].stride(), A[0].dtype,
                                   False)]
         ways = {"cublas": (None, B), "route": (route, B), "aligned": (aligned, Ba)}
+        if os.environ.get("IN_PLACE") == "1" and type(route.spec).__name__ != "TensorMatmul":
+            from kgen.ops.tensorcore import TensorMatmul
+            ways["in_place"] = (dispatch._kernel(TensorMatmul, {"M": M, "N": N, "K": K}, DTYPE, False, {
+                "layout_a": "row", "layout_b": ORDER, "b_realign": True}), B)
         row = {"shape": [M, N, K], "dtype": DTYPE, "order": ORDER, "route_spec": route.spec.to_json(),
-               "aligned_spec": aligned.spec.to_json()}
+               "aligned_spec": aligned.spec.to_json(),
+               **({"in_place_spec": ways["in_place"][0].spec.to_json()} if "in_place" in ways else {})}
         for name, (k, Bs) in ways.items():
             def fn(a, b, c, k=k):
                 return torch.matmul(a, b, out=c) if k is None else k(a, b, out=c)
@@ -116,7 +130,10 @@ def main():
             row[name] = time_graph(torch, calls, 15)
         bad = [n for n in ways if not (math.isfinite(row[n + "_err"]) and row[n + "_err"] < 1e-2)]
         print(f"{M}x{N}x{K} {ORDER} ({type(route.spec).__name__}): cublas {row['cublas']:.1f} route "
-              f"{row['route']:.1f} aligned {row['aligned']:.1f} | x cuBLAS {row['cublas'] / row['route']:.2f}"
+              f"{row['route']:.1f} aligned {row['aligned']:.1f}"
+              + (f" in place {row['in_place']:.1f} ({row['route'] / row['in_place']:.2f}x)" if "in_place" in row
+                 else "")
+              + f" | x cuBLAS {row['cublas'] / row['route']:.2f}"
               + (f" BAD {bad}" if bad else ""), flush=True)
         rows.append(row)
         A = B = Ba = C = pairs = None
