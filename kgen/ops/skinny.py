@@ -606,8 +606,9 @@ class Skinny(Spec):
         split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
         products"); or, in float16/bfloat16 with N and K of at least TC_MIN_DIM: with a
         k-contiguous large operand at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form), or
-        TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned
-        and the GPU runs the Hopper wgmma kernel, which wins from there up); with an
+        TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned,
+        or it is W.t() of an unaligned weight that TensorMatmul.realign_swap_suits, and the GPU
+        runs the Hopper wgmma kernel, which wins from there up); with an
         n-contiguous one at most TC16_AXPY_ROWS[wgmma_in_place] (the mma.m16n8k16 axpy form).
         Few rows (M <= N) with `wgmma_in_place` are the exception: where TensorMatmul runs
         them with A's rows as the wgmma N (TensorMatmul.swap_suits: 1-64 rows, N and K of at
