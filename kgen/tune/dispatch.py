@@ -341,13 +341,14 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
     from ..ops.tensorcore import TensorMatmul
 
     (M, K), N = A.shape, B.shape[1]
+    k_contiguous = _large_k_contiguous(A, B, M, N)
     in_place = dtype in ("float16", "bfloat16") and _runs_wgmma() and (
         _large_rows_aligned(A, B, M, N)
         # W.t() of a weight whose rows TMA cannot read, where the wgmma kernel's producer threads
         # read it in place faster than the skinny forms (b_realign, TensorMatmul.realign_swap_suits)
-        or (M <= N and _large_k_contiguous(A, B, M, N) and TensorMatmul.realign_swap_suits(M, N, K, dtype)))
+        or (M <= N and k_contiguous and TensorMatmul.realign_swap_suits(M, N, K, dtype)))
     split = not allow_tf32 and _split_on_hopper(dtype)
-    return matmul_family(M, N, K, dtype, allow_tf32, _large_k_contiguous(A, B, M, N), in_place, split)
+    return matmul_family(M, N, K, dtype, allow_tf32, k_contiguous, in_place, split)
 
 
 def shape_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
