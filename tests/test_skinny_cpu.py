@@ -982,3 +982,23 @@ def test_one_row_of_a_long_16_bit_weight_streams_eight_columns_a_warp(dtype):
     assert Skinny.default_spec({"M": 2, "N": 4096, "K": long_k}, dtype).simt_default_spec(
         {"M": 2, "N": 4096, "K": long_k}, dtype).warp_cols == 4
     assert f"#define WARP_COLS {spec.warp_cols} " in kgen.render(spec)
+
+
+def test_odd_pitch_entry_of_the_16_bit_dot_form_reads_granules_two_blocks_an_sm_up_to_8_rows():
+    # kgen_skinny_tc_dot_v1 (rows 2 bytes off a 4-byte boundary) loads whole granules and keeps
+    # a fifth one a lane; up to 8 rows with shallow windows it asks ptxas for two blocks an SM.
+    few = Skinny.default_spec({"M": 8, "N": 4096, "K": 4097}, "bfloat16")
+    assert few.tensor_cores and few.tc_ntiles == 1 and few.tc_granule_min_blocks == 2
+    src = kgen.render(few)
+    assert "__launch_bounds__(THREADS, 2)\nkgen_skinny_tc_dot_v1(" in src
+    assert "__launch_bounds__(THREADS, 1)\nkgen_skinny_tc_dot_v8(" in src
+    assert "granule_pick" in src and "#define GRANULE_REACH 40" in src
+    more = Skinny.default_spec({"M": 16, "N": 4096, "K": 4097}, "float16")
+    assert more.tc_granule_min_blocks == more.min_blocks == 1
+    deep = few.replace(loads=16, tc_tiles=1)   # eight windows in flight: the bound would spill
+    assert deep.tc_depth * deep.tc_tiles > 4 and deep.tc_granule_min_blocks == 1
+    f32 = Skinny.default_spec({"M": 16, "N": 4096, "K": 4097}, "float32")
+    assert f32.tensor_cores and f32.tc_granule_min_blocks == f32.min_blocks
+    assert "granule_pick" not in kgen.render(f32)
+    res = kgen.compile(few, "sm_90").resources["kgen_skinny_tc_dot_v1"]
+    assert res["registers"] <= 128 and not res["spill_stores"] and not res["spill_loads"], res

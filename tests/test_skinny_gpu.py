@@ -198,6 +198,40 @@ def _check_random_product(data, spec, small_sizes):
         assert bool(frame[:, 0].isnan().all()) and bool(frame[:, N + 1:].isnan().all()), f"wrote outside C: {where}"
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_granule_reads_of_odd_pitch_weights_match_float64(dtype):
+    # The 16-bit tensor-core dot form reads rows 2 bytes off a 4-byte boundary as whole
+    # granules and picks each lane's values out of its own and the next lane's: every offset
+    # of a row in its granule (the rows of an odd pitch go through all eight), the element
+    # loads of a row's last windows, K split into slabs, 5-64 rows (the bound of two blocks
+    # at up to 8), the weight starting off its buffer's granule, NaN all around it.
+    torch = _torch()
+    tdt = getattr(torch, dtype)
+    cases = [(6, 67, 4097, 0, 0), (8, 45, 77, 1, 3), (16, 130, 1001, 3, 0), (24, 33, 2049, 7, 2),
+             (40, 70, 41, 5, 0), (64, 19, 8191, 2, 0), (5, 300, 16383, 6, 5)]
+    for rows, N, K, offset, k_split in cases:
+        spec = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype)
+        if k_split:
+            spec = spec.replace(k_split=k_split)
+        assert spec.tensor_cores
+        k = kgen.build(spec)
+        buf = torch.full((offset + N * K + 8,), float("nan"), device="cuda", dtype=tdt)
+        W = buf[offset:offset + N * K].view(N, K)
+        W.copy_(torch.randn(N, K, device="cuda").to(tdt))
+        A = torch.randn(rows, K, device="cuda").to(tdt)
+        C = torch.full((rows, N), float("nan"), device="cuda", dtype=tdt)
+        k(A, W.t(), out=C)
+        torch.cuda.synchronize()
+        plan = next(p for p in k._plans.values() if p.width == 1)
+        main = [x for x in plan.launches if x[0] == "main"][0][1]
+        assert main.name == "kgen_skinny_tc_dot_v1", main.name
+        ref = A.double() @ W.double().t()
+        err = float((C.double() - ref).norm() / ref.norm())
+        where = f"{dtype} {rows}x{N}x{K} offset {offset} k_split {k_split}"
+        assert math.isfinite(err) and err <= tolerance(dtype, K), f"relative error {err:.3g}: {where}"
+        k._plans.clear()
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_deterministic_merges_repeat_bit_for_bit(dtype):
     torch = _torch()

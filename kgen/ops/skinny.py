@@ -253,6 +253,20 @@ class Skinny(Spec):
         return max(self.min_blocks, min(8, 1024 // self.threads)) if accs <= 16 else self.min_blocks
 
     @property
+    def tc_granule_min_blocks(self) -> int:
+        """Blocks per SM that ptxas must fit for the 16-bit tensor-core dot form's element-load
+        entry point (kgen_skinny_tc_dot_v1, which reads granules and keeps a fifth one a lane):
+        min_blocks, and two for one mma tile of rows (up to 8) where the windows in flight hold
+        at most 64 registers (tc_depth x tc_tiles <= 4, the defaults). Left free, ptxas took
+        up to 157 registers at 5-8 rows, one block an SM, and the form ran 0.90-1.15x the
+        element loads; held to two blocks 1.11-1.31x (H100, docs/matmul.md). From 9 rows the
+        bound ran slower than free registers (0.96-1.15x against 1.03-1.23x) or spilled (32
+        rows), as it spills with deeper windows; float32 has no such entry."""
+        half = self.dtype in ("float16", "bfloat16")
+        fits = half and self.tensor_cores and self.tc_ntiles == 1 and self.tc_depth * self.tc_tiles <= 4
+        return max(self.min_blocks, 2) if fits else self.min_blocks
+
+    @property
     def tc_ntiles(self) -> int:
         """8-row mma tiles of the small operand in the tensor-core forms."""
         return -(-self.rows // 8)
@@ -532,6 +546,7 @@ class Skinny(Spec):
             wgmma=self.instruction == "wgmma", wg_n=self.wg_n, wg_chunk=self.wg_chunk,
             mma16="bf16" if self.dtype == "bfloat16" else "f16",
             dot_min_blocks=self.dot_min_blocks, axpy_min_blocks=self.axpy_min_blocks,
+            tc_granule_min_blocks=self.tc_granule_min_blocks,
             cluster_slabs=self.k_split if self.merge == "cluster" else 0,
             cluster_attr=f"__cluster_dims__(1, {self.k_split}, 1) " if self.merge == "cluster" else "",
         )
