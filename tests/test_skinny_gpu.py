@@ -203,12 +203,13 @@ def test_granule_reads_of_odd_pitch_weights_match_float64(dtype):
     # The 16-bit tensor-core dot form reads rows 2 bytes off a 4-byte boundary as whole
     # granules and picks each lane's values out of its own and the next lane's: every offset
     # of a row in its granule (the rows of an odd pitch go through all eight), the element
-    # loads of a row's last windows, K split into slabs, 5-64 rows (the bound of two blocks
+    # loads of a row's last windows, K split into slabs, 2-64 rows (the bound of two blocks
     # at up to 8), the weight starting off its buffer's granule, NaN all around it.
     torch = _torch()
     tdt = getattr(torch, dtype)
     cases = [(6, 67, 4097, 0, 0), (8, 45, 77, 1, 3), (16, 130, 1001, 3, 0), (24, 33, 2049, 7, 2),
-             (40, 70, 41, 5, 0), (64, 19, 8191, 2, 0), (5, 300, 16383, 6, 5)]
+             (40, 70, 41, 5, 0), (64, 19, 8191, 2, 0), (5, 300, 16383, 6, 5),
+             (2, 100, 999, 1, 0), (3, 57, 4097, 3, 2)]
     for rows, N, K, offset, k_split in cases:
         spec = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype)
         if k_split:

@@ -709,16 +709,19 @@ class Skinny(Spec):
         return self.replace(**layouts)
 
     @classmethod
-    def simt_for_element_rows(cls, small: int, dtype: str) -> bool:
+    def simt_for_element_rows(cls, small: int, dtype: str, k_contiguous: bool) -> bool:
         """Whether a product of `small` rows (or columns) whose large operand allows only
         element loads (its rows an odd number of elements apart) runs the SIMT forms rather
         than the tensor-core ones default_spec picks. 16-bit inputs, 2 to
-        SIMT_ELEMENT_ROWS_16 rows: there the mma.m16n8k16 forms gather each fragment with
-        2-byte loads, and the SIMT forms ran 1.01-1.37x faster (geometric mean 1.20x; device
-        time, two weights, both storage orders, H200; docs/matmul.md, "Rows that are not
-        16-byte aligned"). In float32 the two ran level at 7-12 rows, the tensor-core forms
-        ahead from 16."""
-        return dtype in ("float16", "bfloat16") and 2 <= small <= SIMT_ELEMENT_ROWS_16
+        SIMT_ELEMENT_ROWS_16 rows, a large operand stored n-contiguous (the axpy forms):
+        there the mma.m16n8k16 axpy form gathers each fragment with 2-byte loads, and the
+        SIMT forms ran 1.01-1.37x faster (geometric mean 1.20x; device time, two weights,
+        both storage orders, H200; docs/matmul.md, "Rows that are not 16-byte aligned").
+        A k-contiguous one (W.t()) keeps the tensor-core dot form, which reads such rows
+        as whole granules: 1.01-1.15x the SIMT forms' speed at 2-4 rows on eight drawn
+        products, 1.15x (0.91-1.81x) on ten held out (H100, docs/matmul.md). In float32 the two kinds of
+        form ran level at 7-12 rows, the tensor-core forms ahead from 16."""
+        return dtype in ("float16", "bfloat16") and 2 <= small <= SIMT_ELEMENT_ROWS_16 and not k_contiguous
 
     @classmethod
     def simt_default_spec(cls, problem, dtype):
@@ -1002,9 +1005,10 @@ DOT_WHOLE_K_SM_SHARE = 0.5
 # 1.00-1.14x on 8 held-out ones. The 16-bit forms gained 1.06-1.09x on the 7 fitted shapes but ran
 # 0.70-1.20x on 8 held-out ones (0.70x at 14x6525x8764 row-major, rows of odd length): they keep two.
 TC_ONE_WAVE_ROWS = 16
-# 16-bit products of 2 to this many rows whose large operand allows only element loads run the
-# SIMT forms (Skinny.simt_for_element_rows): 1.01-1.37x the mma.m16n8k16 forms' speed at 2-4 rows,
-# 0.85-1.01x at 6, 0.28-0.95x from 8 (H200, docs/bench/skinny_unaligned_forms_h200.json).
+# 16-bit products of 2 to this many rows whose large operand allows only element loads and is
+# stored n-contiguous run the SIMT forms (Skinny.simt_for_element_rows): 1.01-1.37x the
+# mma.m16n8k16 forms' speed at 2-4 rows, 0.85-1.01x at 6, 0.28-0.95x from 8 (H200,
+# docs/bench/skinny_unaligned_forms_h200.json).
 SIMT_ELEMENT_ROWS_16 = 4
 
 

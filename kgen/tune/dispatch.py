@@ -419,7 +419,7 @@ def _element_rows_simt(A: Any, B: Any, M: int, N: int, dtype: str) -> bool:
     shape-and-strides shortcut serves."""
     from ..ops.skinny import Skinny
 
-    if not Skinny.simt_for_element_rows(min(M, N), dtype):
+    if not Skinny.simt_for_element_rows(min(M, N), dtype, _large_k_contiguous(A, B, M, N)):
         return False
     return max(_element_strides(B if M <= N else A)) % 2 == 1
 
