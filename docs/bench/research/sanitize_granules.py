@@ -3,7 +3,7 @@ pitch read as whole 16-byte granules) on buffers of exactly the weight's size, t
 `compute-sanitizer --tool memcheck` (and racecheck) with PYTORCH_NO_CUDA_MEMORY_CACHING=1,
 so that a read past the weight, or before the granule holding its first value, is a read
 outside an allocation. Weights W (N x K, K odd) passed as W.t(), starting 0-7 elements into
-their allocation; 5-64 rows, K split or whole, both 16-bit types; each result checked
+their allocation; 2-64 rows, K split or whole, both 16-bit types; each result checked
 against float64 (output NaN-poisoned). Prints one line a case and exits 1 on a mismatch."""
 import sys
 
@@ -13,7 +13,8 @@ import kgen
 from kgen.ops.skinny import Skinny, tolerance
 
 CASES = [(6, 67, 4097, 0, 0), (8, 45, 77, 1, 3), (16, 130, 1001, 3, 0), (24, 33, 2049, 7, 2),
-         (40, 70, 41, 5, 0), (64, 19, 8191, 2, 0), (5, 300, 16383, 6, 5), (12, 9, 45, 4, 0)]
+         (40, 70, 41, 5, 0), (64, 19, 8191, 2, 0), (5, 300, 16383, 6, 5), (12, 9, 45, 4, 0),
+         (2, 100, 999, 1, 0), (3, 57, 4097, 3, 2)]
 
 
 def main() -> int:
