@@ -19,7 +19,7 @@ import sys
 import torch
 
 import kgen
-from kgen.bench.skinny import time_graph
+from kgen.bench.skinny import time_batched, time_graph
 from kgen.ops.skinny import Skinny
 
 DTYPE = os.environ.get("DTYPE", "bfloat16")
@@ -36,20 +36,6 @@ def shapes():
         odd = i % 2 or os.environ.get("ODD")
         out.append((M, N, K - K % 8 + (rng.choice((1, 3, 5, 7)) if odd else rng.choice((2, 4, 6)))))
     return out
-
-
-def stream_us(calls, per=40, repeats=7):
-    """Median device microseconds a call with `per` calls launched back to back."""
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(repeats):
-        start.record()
-        for j in range(per):
-            calls[j % len(calls)]()
-        stop.record()
-        stop.synchronize()
-        samples.append(start.elapsed_time(stop) * 1e3 / per)
-    return sorted(samples)[repeats // 2]
 
 
 def main(name):
@@ -86,7 +72,7 @@ def main(name):
             calls = [(lambda a=a, b=b, c=c, f=f: f(a, b, c)) for a, b, c in zip(A, Bs, C)]
             row[way] = time_graph(torch, calls, 15)
             if fn is not None:
-                row[way + "_stream"] = stream_us(calls)
+                row[way + "_stream"] = time_batched(torch, calls, 7, 40)
         print(f"{M}x{N}x{K} K%8={K % 8}: cublas {row['cublas']:.1f} given {row['given']:.1f} "
               f"stream {row['given_stream']:.1f} aligned {row['aligned']:.1f} "
               f"errs {row['given_err']:.1e} {row['aligned_err']:.1e}", flush=True)
