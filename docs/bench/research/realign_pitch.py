@@ -2,11 +2,13 @@
 pitch K is no multiple of 8 elements, or a row-major B whose pitch N is not): what kgen.matmul
 runs, the same product with B stored at an aligned pitch (the speed an unaligned B should
 reach), and cuBLAS. Device time from a CUDA graph over operands rotated past L2; every result
-checked against float64 first (outputs NaN-poisoned). Env: SEED, COUNT, ROWS (LO-HI), DTYPE,
-ORDER (col: B = W.t(); row: B stored K x N); SHAPES ("MxNxK,...") replaces the draw; TAG names
-the output $OUT/realign_pitch_<ORDER>_<SEED>[_TAG].json. Run it in two trees to compare them.
+checked against float64 first (outputs NaN-poisoned). Env: SEED, COUNT, ROWS (LO-HI), SIDES
+(LO-HI of N and K), DTYPE, ORDER (col: B = W.t(); row: B stored K x N); SHAPES ("MxNxK,...")
+replaces the draw; TAG names the output $OUT/realign_pitch_<ORDER>_<SEED>[_TAG].json. Run it in
+two trees to compare them.
 IN_PLACE=1 also times, where kgen.matmul runs another family, the tensor-core family reading B
-in place (what kgen.matmul would run were the product routed there)."""
+in place (what kgen.matmul would run were the product routed there); SKINNY=1, where it runs the
+tensor-core family, the skinny family's default for the product ("skinny")."""
 import json
 import math
 import os
@@ -17,10 +19,11 @@ COUNT = int(os.environ.get("COUNT", "12"))
 LO, HI = (int(v) for v in os.environ.get("ROWS", "17-256").split("-"))
 DTYPE = os.environ.get("DTYPE", "bfloat16")
 ORDER = os.environ.get("ORDER", "col")
+SIDE_LO, SIDE_HI = (int(v) for v in os.environ.get("SIDES", "1024-16384").split("-"))
 
 
 def draw():
-    """M log-uniform in LO..HI, N and K log-uniform in 1024..16384, B's pitch (K for W.t(), N
+    """M log-uniform in LO..HI, N and K log-uniform in SIDES (1024-16384), B's pitch (K for W.t(), N
     for a row-major B) then moved off a multiple of 8 (odd in half the draws, 2, 4 or 6 modulo
     8 in the rest)."""
     if os.environ.get("SHAPES"):
@@ -29,7 +32,7 @@ def draw():
     out = []
     for i in range(COUNT):
         M = min(HI, int(math.exp(rng.uniform(math.log(LO), math.log(HI + 1)))))
-        N, K = (int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) for _ in range(2))
+        N, K = (int(math.exp(rng.uniform(math.log(SIDE_LO), math.log(SIDE_HI)))) for _ in range(2))
         off = rng.choice((1, 3, 5, 7)) if i % 2 else rng.choice((2, 4, 6))
         if ORDER == "col":
             K = K - K % 8 + off
@@ -92,6 +95,12 @@ def main():
                                  {"layout_a": "row", "layout_b": ORDER, "b_realign": True})
             except Found:
                 pass
+        if os.environ.get("SKINNY") == "1":
+            from kgen.ops.skinny import Skinny
+            try:
+                dispatch._kernel(Skinny, {"M": M, "N": N, "K": K}, DTYPE, False, {})
+            except Found:
+                pass
     kernel_module.build = build
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(kgen.compile, {s.key: s for s in found}.values()))
@@ -116,6 +125,9 @@ def main():
             from kgen.ops.tensorcore import TensorMatmul
             ways["in_place"] = (dispatch._kernel(TensorMatmul, {"M": M, "N": N, "K": K}, DTYPE, False, {
                 "layout_a": "row", "layout_b": ORDER, "b_realign": True}), B)
+        if os.environ.get("SKINNY") == "1" and type(route.spec).__name__ == "TensorMatmul":
+            from kgen.ops.skinny import Skinny
+            ways["skinny"] = (dispatch._kernel(Skinny, {"M": M, "N": N, "K": K}, DTYPE, False, {}), B)
         row = {"shape": [M, N, K], "dtype": DTYPE, "order": ORDER, "route_spec": route.spec.to_json(),
                "aligned_spec": aligned.spec.to_json(),
                **({"in_place_spec": ways["in_place"][0].spec.to_json()} if "in_place" in ways else {})}
@@ -133,6 +145,7 @@ def main():
               f"{row['route']:.1f} aligned {row['aligned']:.1f}"
               + (f" in place {row['in_place']:.1f} ({row['route'] / row['in_place']:.2f}x)" if "in_place" in row
                  else "")
+              + (f" skinny {row['skinny']:.1f} ({row['route'] / row['skinny']:.2f}x)" if "skinny" in row else "")
               + f" | x cuBLAS {row['cublas'] / row['route']:.2f}"
               + (f" BAD {bad}" if bad else ""), flush=True)
         rows.append(row)
