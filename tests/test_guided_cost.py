@@ -110,7 +110,7 @@ def test_too_few_compiled_candidates_do_not_narrow_the_search(tmp_path):
 
 
 class _ThreadPool(CompilePool):
-    """The compile pool with the stand-in compiler in threads, each compile taking tens of ms
+    """The compile pool with the stand-in compiler in threads, each compile taking 60-180 ms
     (so that completions come out of order), counting how many are open at each submit."""
 
     def __init__(self, arch, workers, compiler=None):
@@ -129,7 +129,7 @@ class _ThreadPool(CompilePool):
             self.opens.append(self.open)
 
         def work():
-            time.sleep(0.02 + 0.04 * _jitter(spec))  # long next to choosing a candidate (ms)
+            time.sleep(0.06 + 0.12 * _jitter(spec))  # long next to choosing a candidate (ms)
             return self._inline(spec)
 
         fut = self._threads.submit(work)
