@@ -178,6 +178,19 @@ def time_graph(torch, fn_sets, repeats: int) -> float:
     return statistics.median(samples)
 
 
+def checked_graph_time(torch, fn, A, B, C, ref, repeats: int) -> tuple[float, float, list]:
+    """(relative error against the float64 `ref`, device microseconds per call, the calls) of
+    fn(a, b, c) over the rotated operand sets zip(A, B, C): the first set's output NaN-poisoned,
+    computed and checked, then every set's call captured in a CUDA graph and replayed
+    (time_graph). The calls come back for other timings of the same sets."""
+    C[0].fill_(float("nan"))
+    fn(A[0], B[0], C[0])
+    torch.cuda.synchronize()
+    err = float((C[0].double() - ref).norm() / ref.norm())
+    calls = [(lambda a=a, b=b, c=c: fn(a, b, c)) for a, b, c in zip(A, B, C)]
+    return err, time_graph(torch, calls, repeats), calls
+
+
 def build_ways(build, specs: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """{name: build(spec)} for each spec that builds; name + "_error" in row for each that does
     not (a variant the GPU or the shape rules out is reported beside the others)."""

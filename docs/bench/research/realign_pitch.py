@@ -49,7 +49,7 @@ def main():
 
     import kgen
     import kgen.core.kernel as kernel_module
-    from kgen.bench.skinny import time_graph
+    from kgen.bench.skinny import checked_graph_time
     from kgen.tune import dispatch
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -134,12 +134,7 @@ def main():
         for name, (k, Bs) in ways.items():
             def fn(a, b, c, k=k):
                 return torch.matmul(a, b, out=c) if k is None else k(a, b, out=c)
-            C[0].fill_(float("nan"))
-            fn(A[0], Bs[0], C[0])
-            torch.cuda.synchronize()
-            row[name + "_err"] = float((C[0].double() - ref).norm() / ref.norm())
-            calls = [(lambda a=a, b=b, c=c, fn=fn: fn(a, b, c)) for a, b, c in zip(A, Bs, C)]
-            row[name] = time_graph(torch, calls, 15)
+            row[name + "_err"], row[name], _ = checked_graph_time(torch, fn, A, Bs, C, ref, 15)
         bad = [n for n in ways if not (math.isfinite(row[n + "_err"]) and row[n + "_err"] < 1e-2)]
         print(f"{M}x{N}x{K} {ORDER} ({type(route.spec).__name__}): cublas {row['cublas']:.1f} route "
               f"{row['route']:.1f} aligned {row['aligned']:.1f}"

@@ -19,7 +19,7 @@ import sys
 import torch
 
 import kgen
-from kgen.bench.skinny import time_batched, time_graph
+from kgen.bench.skinny import checked_graph_time, time_batched
 from kgen.ops.skinny import Skinny
 
 DTYPE = os.environ.get("DTYPE", "bfloat16")
@@ -65,12 +65,7 @@ def main(name):
         for way, Bs, fn in (("cublas", W, None), ("given", W, k), ("aligned", Wa, k)):
             def f(a, b, c, fn=fn):
                 return torch.matmul(a, b.t(), out=c) if fn is None else fn(a, b.t(), out=c)
-            C[0].fill_(float("nan"))
-            f(A[0], Bs[0], C[0])
-            torch.cuda.synchronize()
-            row[way + "_err"] = float((C[0].double() - ref).norm() / ref.norm())
-            calls = [(lambda a=a, b=b, c=c, f=f: f(a, b, c)) for a, b, c in zip(A, Bs, C)]
-            row[way] = time_graph(torch, calls, 15)
+            row[way + "_err"], row[way], calls = checked_graph_time(torch, f, A, Bs, C, ref, 15)
             if fn is not None:
                 row[way + "_stream"] = time_batched(torch, calls, 7, 40)
         print(f"{M}x{N}x{K} K%8={K % 8}: cublas {row['cublas']:.1f} given {row['given']:.1f} "
