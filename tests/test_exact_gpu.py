@@ -546,7 +546,8 @@ def skinny_pool() -> list[Skinny]:
         variants = [dict(merge="two_pass", k_split=3), dict(merge="two_pass", waves=4),
                     dict(k_split=40, threads=128, warp_cols=2, loads=4), dict(vector_bytes=8, lane_vectors=2, loads=4),
                     dict(rows=5, warp_cols=3, k_split=1), dict(rows=2, threads=512, lane_vectors=4, loads=8),
-                    dict(vector_bytes=ITEMSIZE[dtype] * 2 if dtype != "float64" else 16, rows=4, waves=1)]
+                    dict(vector_bytes=ITEMSIZE[dtype] * 2 if dtype != "float64" else 16, rows=4, waves=1),
+                    dict(phased=False), dict(phased=False, k_split=3, merge="two_pass")]
         if dtype != "float16":
             variants += [dict(merge="atomic"), dict(merge="atomic", k_split=7, rows=3)]
         for fields in variants:
@@ -601,17 +602,25 @@ def skinny_plan(spec: Skinny, case: dict, sms: int = 132) -> dict:
     tc = spec.tensor_cores and (form == "dot" or spec.runs_tc_axpy)
     widths = spec.widths() if form == "dot" or tc else spec.axpy_widths()
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
+    classes, heads = 0, [0]
+    if form == "dot" and not tc and spec.phased and width < spec.vec and (ITEMSIZE[spec.dtype] >= 4 or width == 1):
+        # The phased entry: class g's columns start (off + g ldl) mod vec elements past a
+        # boundary, and its slabs start past a head that reaches the next one.
+        V = spec.vec
+        width, classes = V, V // math.gcd(ldl % V, V)
+        heads = [min((V - (off + g * ldl) % V) % V, K) for g in range(min(classes, NC))]
     if tc:
         form = "tc_" + form
-    g = spec.geometry(form, width, R, NC, K, case["slots"], sms)
-    return dict(swap=swap, R=R, NC=NC, form=form, width=width, splits=g["splits"], ks=g["ks"])
+    g = spec.geometry(form, width, R, NC, K, case["slots"], sms, max(classes, 1))
+    return dict(swap=swap, R=R, NC=NC, form=form, width=width, splits=g["splits"], ks=g["ks"], classes=classes,
+                heads=heads)
 
 
 def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> bool:
     """Whether `fault` must change the result of this case (exact non-negative products)."""
     plan = skinny_plan(spec, case, sms)
     if fault == "drop_last_k_slab":
-        return case["K"] % plan["ks"] != 0
+        return any(h < case["K"] and (case["K"] - h) % plan["ks"] != 0 for h in plan["heads"])
     if fault == "skip_vector_tail":
         # Tensor-core forms: the dot form's last partial window reads k in groups of 4
         # whatever the load width; the axpy form's lanes read tc_axpy_tiles columns.
@@ -620,6 +629,8 @@ def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> boo
         if plan["form"] == "tc_axpy":
             return plan["NC"] % spec.tc_axpy_tiles != 0
         width = plan["width"]
+        if plan["classes"]:
+            return any(h < case["K"] and (case["K"] - h) % width != 0 for h in plan["heads"])
         return width > 1 and (case["K"] if plan["form"] == "dot" else plan["NC"]) % width != 0
     if fault == "drop_block_partial":
         return plan["splits"] > 1
@@ -639,6 +650,7 @@ def skinny_kernel_for(spec: Skinny, case: dict, build):
     kernel._slots = {f"kgen_skinny_{form}_v{w}": case["slots"]
                      for form, widths in (("dot", spec.widths()), ("axpy", spec.axpy_widths()),
                                           ("tc_dot", spec.widths()), ("tc_axpy", spec.widths())) for w in widths}
+    kernel._slots.update({f"kgen_skinny_dot_phased_c{c}": case["slots"] for c in spec.widths()})
     return kernel
 
 

@@ -199,8 +199,9 @@ def test_skinny_plan_is_the_kernels(monkeypatch):
                                 (1 << 20) + case["off_a"] * item, (1 << 20) + case["off_b"] * item)
             want = skinny_plan(spec, case)
             ks = next(fixed[8] for kind, _, fixed in plan.launches if kind == "main")
-            assert (plan.swap, plan.form, plan.width, plan.splits, ks) == \
-                (want["swap"], want["form"], want["width"], want["splits"], want["ks"]), (spec.to_json(), case)
+            assert (plan.swap, plan.form, plan.width, plan.splits, ks, plan.classes) == \
+                (want["swap"], want["form"], want["width"], want["splits"], want["ks"], want["classes"]), \
+                (spec.to_json(), case)
 
 
 def test_tensor_plan_is_the_kernels(monkeypatch):

@@ -401,14 +401,15 @@ def test_representative_specs_compile_for_sm90_without_spills():
                     | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()})
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_tc_axpy")) for n in names)
         else:
-            want = {f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
+            want = ({f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
+                    | {f"kgen_skinny_dot_phased_c{c}" for c in s.widths()})
         assert want | {"kgen_skinny_merge", "kgen_skinny_prescale"} <= names, (s.to_json(), sorted(names))
         spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
         assert not spilled, f"{s.to_json()} spills: {spilled}"
         for n in want:
             assert c.resources[n]["shared_bytes"] <= 64, "the slab is dynamic shared memory, sized per form"
         # The SIMT forms' launch bounds reach ptxas: registers within what their blocks per SM allow.
-        for n, blocks in (("kgen_skinny_dot_v", s.dot_min_blocks), ("kgen_skinny_axpy_v", s.axpy_min_blocks)):
+        for n, blocks in (("kgen_skinny_dot_", s.dot_min_blocks), ("kgen_skinny_axpy_v", s.axpy_min_blocks)):
             for entry in (e for e in want if e.startswith(n)):
                 assert c.resources[entry]["registers"] <= 65536 // (s.threads * blocks), (s.to_json(), entry)
 
@@ -955,7 +956,9 @@ def test_narrow_entry_points_keep_the_widest_loads_bytes_in_flight():
                 assert s.axpy_lanes(w) == s.lane_vectors * {8: 1, 4: 1, 2: 2, 1: 4}[w], (dtype, w)
         src = kgen.render(s)
         for w in s.widths():
-            assert f"dot_form<{w}, {s.dot_loads(w)}>(" in src
+            assert f"dot_form<{w}, {s.dot_loads(w)}, 0>(" in src
+        for c in s.widths():   # the phased entries: the widest loads from each class's boundary
+            assert f"dot_form<{s.vec}, {s.dot_loads(s.vec)}, {c}>(" in src
         for w in s.axpy_widths():
             assert f"axpy_form<{w}, {s.axpy_lanes(w)}>(" in src
 
@@ -1002,3 +1005,41 @@ def test_odd_pitch_entry_of_the_16_bit_dot_form_reads_granules_two_blocks_an_sm_
     assert "granule_pick" not in kgen.render(f32)
     res = kgen.compile(few, "sm_90").resources["kgen_skinny_tc_dot_v1"]
     assert res["registers"] <= 128 and not res["spill_stores"] and not res["spill_loads"], res
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, dtype):
+    """A weight N x K passed as W.T whose rows are not all 16-byte aligned runs the phased dot
+    entry with V / gcd(K mod V, V) classes of columns (V elements in 16 bytes); a weight that is
+    off a boundary as a whole runs one class; an aligned one runs the widest plain entry, and with
+    phased=False an unaligned one the narrower entry its alignment allows. Each class gets whole
+    column tiles of its own."""
+    from kgen.ops.skinny import ITEMSIZE, SkinnyKernel
+
+    monkeypatch.setattr(skinny_module, "Launch", _PlannedLaunch)
+    item = ITEMSIZE[dtype]
+    base = Skinny.simt_default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
+    V, cols = base.vec, base.dot_cols()
+    rng = random.Random(7)
+    for _ in range(40):
+        spec = base.replace(phased=rng.random() < 0.8)
+        M, N, K = rng.randint(1, 2), rng.randint(1, 9000), rng.randint(1, 9000)
+        offset = rng.choice([0, 0, 1, V - 1])
+        k = object.__new__(SkinnyKernel)
+        k.spec, k._plans, k._sms, k._slots = spec, {}, 132, {}
+        k._fmt_main = k._fmt_merge = k._fmt_prescale = k._fmt_image = "P"
+        k.handle = lambda name, shared=0: 0
+        k._resident_slots = lambda name, shared: 264
+        plan = k._plan(M, K, (K, 1), K, N, (1, K), (M, N), (N, 1), 1 << 20, (1 << 20) + offset * item)
+        main = next(launch for kind, launch, _ in plan.launches if kind == "main")
+        widest = max(w for w in spec.widths() if K % w == 0 and offset % w == 0)
+        # 16-bit rows 4 or 8 bytes off a boundary keep their 4- and 8-byte loads.
+        if widest == V or not spec.phased or (item == 2 and widest > 1):
+            assert plan.classes == 0 and main.name == f"kgen_skinny_dot_v{widest}", (K, offset, main.name)
+            continue
+        classes = V // math.gcd(K % V, V)
+        assert plan.classes == classes and main.name == f"kgen_skinny_dot_phased_c{classes}", (K, offset, main.name)
+        assert classes == (1 if K % V == 0 else V // math.gcd(K, V))
+        per_class = math.ceil(N / classes)
+        assert main.grid[0] == classes * math.ceil(per_class / cols)
+        assert spec.geometry("dot", V, M, N, K, 264, 132, classes)["grid"][0] == main.grid[0]

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import kgen
 from kgen.core.runtime import ArrayError
+import kgen.ops.skinny as skinny_module
 from kgen.ops.skinny import Skinny, tolerance
 
 pytestmark = pytest.mark.gpu
@@ -32,7 +33,8 @@ def spec_pool() -> dict[str, list[Skinny]]:
         specs = [Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype) for small in (1, 2, 3, 16, 64)]
         b = Skinny.default_spec({"M": 8, "N": 4096, "K": 4096}, dtype)
         variants = [dict(k_split=3, merge="two_pass"), dict(k_split=40, threads=128, warp_cols=2, loads=4),
-                    dict(vector_bytes=8, lane_vectors=2, loads=4), dict(rows=5, warp_cols=3, waves=4, k_split=1)]
+                    dict(vector_bytes=8, lane_vectors=2, loads=4), dict(rows=5, warp_cols=3, waves=4, k_split=1),
+                    dict(phased=False)]
         if dtype in ("float32", "float64"):
             variants.append(dict(merge="atomic"))
         # The slabs of a tile merged in a thread block cluster (short K: some slabs empty).
@@ -198,6 +200,56 @@ def _check_random_product(data, spec, small_sizes):
         assert bool(frame[:, 0].isnan().all()) and bool(frame[:, N + 1:].isnan().all()), f"wrote outside C: {where}"
 
 
+def _product_on_offset_weight(torch, k, rows: int, N: int, K: int, offset: int, tdt):
+    """k(A, W.t()) on a random weight N x K stored `offset` elements into a buffer of NaN, with a
+    fresh plan (the kernel may be shared with other tests): (A, W, C, the call's main launch)."""
+    k._plans.clear()
+    buf = torch.full((offset + N * K + 8,), float("nan"), device="cuda", dtype=tdt)
+    W = buf[offset:offset + N * K].view(N, K)
+    W.copy_(torch.randn(N, K, device="cuda").to(tdt))
+    A = torch.randn(rows, K, device="cuda").to(tdt)
+    C = torch.full((rows, N), float("nan"), device="cuda", dtype=tdt)
+    k(A, W.t(), out=C)
+    torch.cuda.synchronize()
+    plan = next(iter(k._plans.values()))
+    return A, W, C, next(launch for kind, launch, _ in plan.launches if kind == "main")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_phased_dot_form_matches_float64_at_every_offset(dtype):
+    # A weight N x K passed as W.t() whose rows lie at several offsets from a 16-byte boundary
+    # (K of every residue modulo the widest load, the weight itself 0-7 elements into its
+    # buffer): the SIMT dot form's phased entry, with the class count the pitch asks for, K
+    # slabs merged by every strategy, fewer columns than classes (empty classes), K shorter
+    # than a class's head, NaN all around the weight.
+    torch = _torch()
+    tdt = getattr(torch, dtype)
+    base = Skinny.default_spec({"M": 3, "N": 4096, "K": 4096}, dtype)
+    if base.tensor_cores:
+        base = Skinny.simt_default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
+    assert not base.tensor_cores
+    V = base.vec
+    merges = [dict(), dict(k_split=3, merge="two_pass"), dict(k_split=5, merge="single_pass"),
+              dict(k_split=4, merge="cluster")] + ([dict(k_split=3, merge="atomic")] if dtype != "bfloat16" else [])
+    cases = [(1, 300, 4097, 0), (3, 257, 4098, 1), (2, 3, 1001, 2), (5, 129, 3, 3), (1, 2, 2, 1),
+             (4, 1000, 6915, 5), (7, 77, 65, 7), (2, 640, 8192 + V // 2, 0), (3, 100, 4096, 1)]
+    for rows, N, K, offset in cases:
+        offset %= V
+        for merge in merges:
+            spec = base.replace(**merge)   # products of more rows than the spec's run in row tiles
+            A, W, C, main = _product_on_offset_weight(torch, kgen.build(spec), rows, N, K, offset, tdt)
+            want_classes = V // math.gcd(K % V, V)
+            where = f"{dtype} {rows}x{N}x{K} offset {offset} {merge}"
+            # 16-bit rows 4 or 8 bytes off a boundary keep their 4- or 8-byte loads (phased_dot).
+            narrow = next(w for w in base.widths() if K % w == 0 and offset % w == 0)
+            want = f"kgen_skinny_dot_phased_c{want_classes}" if skinny_module.phased_dot(base, narrow) else \
+                f"kgen_skinny_dot_v{narrow}"
+            assert main.name == want, (main.name, where)
+            ref = A.double() @ W.double().t()
+            err = float((C.double() - ref).norm() / ref.norm())
+            assert math.isfinite(err) and err <= tolerance(dtype, K), f"relative error {err:.3g}: {where}"
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_granule_reads_of_odd_pitch_weights_match_float64(dtype):
     # The 16-bit tensor-core dot form reads rows 2 bytes off a 4-byte boundary as whole
@@ -215,22 +267,12 @@ def test_granule_reads_of_odd_pitch_weights_match_float64(dtype):
         if k_split:
             spec = spec.replace(k_split=k_split)
         assert spec.tensor_cores
-        k = kgen.build(spec)
-        buf = torch.full((offset + N * K + 8,), float("nan"), device="cuda", dtype=tdt)
-        W = buf[offset:offset + N * K].view(N, K)
-        W.copy_(torch.randn(N, K, device="cuda").to(tdt))
-        A = torch.randn(rows, K, device="cuda").to(tdt)
-        C = torch.full((rows, N), float("nan"), device="cuda", dtype=tdt)
-        k(A, W.t(), out=C)
-        torch.cuda.synchronize()
-        plan = next(p for p in k._plans.values() if p.width == 1)
-        main = [x for x in plan.launches if x[0] == "main"][0][1]
+        A, W, C, main = _product_on_offset_weight(torch, kgen.build(spec), rows, N, K, offset, tdt)
         assert main.name == "kgen_skinny_tc_dot_v1", main.name
         ref = A.double() @ W.double().t()
         err = float((C.double() - ref).norm() / ref.norm())
         where = f"{dtype} {rows}x{N}x{K} offset {offset} k_split {k_split}"
         assert math.isfinite(err) and err <= tolerance(dtype, K), f"relative error {err:.3g}: {where}"
-        k._plans.clear()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -121,6 +121,12 @@ class Skinny(Spec):
                   (64 in 16-bit types), tc_tiles 64-column tiles a warpgroup). In 16-bit
                   types only the dot form (a k-contiguous large operand) is wgmma's; a
                   row-major one runs the mma.sync axpy form.
+    phased        SIMT dot form, where L's columns lie at several offsets from a 16-byte
+                  boundary (a weight N x K passed as W.T with K no multiple of the widest
+                  load, or L off a boundary): each block takes the columns of one offset
+                  and reads them from their first boundary with the widest loads, the
+                  elements before it summed one a lane (the _phased entry). False: the
+                  narrower entry the alignment allows (_v2, _v1).
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -142,6 +148,7 @@ class Skinny(Spec):
     k_warps: int = 1
     axpy_k_warps: int = 1
     instruction: str = "mma_sync"
+    phased: bool = True
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -536,7 +543,7 @@ class Skinny(Spec):
             raw_types=[{"width": w, "type": t} for w, t in sorted(raw[self.dtype].items())],
             rpad=self.rpad, warps=self.warps, dot_unroll=self.dot_unroll, axpy_unroll=self.axpy_unroll,
             dot_chunk=self.dot_chunk, axpy_chunk=self.axpy_chunk, red_rows=self.red_rows,
-            dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
+            dot_widths=self.widths(), axpy_widths=self.axpy_widths(), dot_classes=self.widths(),
             dot_loads={w: self.dot_loads(w) for w in self.widths()},
             axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
@@ -553,11 +560,12 @@ class Skinny(Spec):
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
     def geometry(self, form: str, width: int, R: int, NC: int, K: int, slots: int,
-                 sms: int | None = None) -> dict[str, Any]:
+                 sms: int | None = None, classes: int = 1) -> dict[str, Any]:
         """Grid, K slabs and merge mode of one product in `form` ("dot", "axpy", "tc_dot" or
         "tc_axpy") with loads `width` elements wide, R small rows, NC large columns, on a GPU that runs `slots`
         blocks of this kernel at once on `sms` multiprocessors (None: the SIMT dot form's
-        whole-K rule, DOT_WHOLE_K_SM_SHARE, is not applied)."""
+        whole-K rule, DOT_WHOLE_K_SM_SHARE, is not applied). `classes` > 1: the phased dot
+        form, whose column tiles each hold columns of one class (n modulo classes)."""
         if form in ("wg_dot", "wg_axpy"):
             cols, unit, least = self.warps * 16 * self.tc_tiles, self.wg_chunk, self.wg_chunk
         elif form == "tc_dot":
@@ -572,7 +580,7 @@ class Skinny(Spec):
             cols, unit, least = self.dot_cols(), 32 * self.vec, 2 * self.dot_step
         else:
             cols, unit, least = self.axpy_cols(width), self.warps, 2 * self.warps * self.axpy_unroll
-        col_tiles, row_tiles = -(-NC // cols), -(-R // self.rows)
+        col_tiles, row_tiles = classes * _ceil_div(_ceil_div(NC, classes), cols), -(-R // self.rows)
         tiles = col_tiles * row_tiles
         # Slabs start on whole steps (aligned for any width) and keep each block a few steps deep.
         most = max(1, min(65535, K // least))
@@ -1103,6 +1111,7 @@ class _Plan:
     splits: int
     mode: int
     image_offset: int = -1   # wgmma forms: where S's split chunk images start in the partials buffer
+    classes: int = 0         # phased dot form: classes of columns by offset from a 16-byte boundary (0: not phased)
 
 
 _TORCH_DTYPE_NAMES = {"torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
@@ -1336,8 +1345,13 @@ class SkinnyKernel(Kernel):
             if pl % (w * item) == 0 and ldl % w == 0:
                 width = w
                 break
+        classes = 0
+        if form == "dot" and not tc and phased_dot(spec, width) and pl % item == 0:
+            # The phased entry: columns grouped by their offset from a 16-byte boundary (one
+            # class where only L's own start is off one).
+            width, classes = spec.vec, spec.vec // math.gcd(ldl % spec.vec, spec.vec)
         plan = _Plan(swap=swap, out_shape=(M, N), launches=[], workspace=(0, 0), form=form, width=width,
-                     splits=1, mode=MODE_DIRECT)
+                     splits=1, mode=MODE_DIRECT, classes=classes)
         if R == 0 or NC == 0:
             return plan
         out_args = (o_rs, o_cs, R, NC)
@@ -1349,10 +1363,10 @@ class SkinnyKernel(Kernel):
             return plan
         if tc:
             form = spec.tc_form(form)
-        name = f"kgen_skinny_{form}_v{width}"
+        name = f"kgen_skinny_{form}_v{width}" if not classes else f"kgen_skinny_dot_phased_c{classes}"
         plan.form = form
         shared = spec.shared_for(form)
-        g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared), self._sms)
+        g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared), self._sms, max(classes, 1))
         for dim, v in zip("xyz", g["grid"]):
             if v > (2**31 - 1 if dim == "x" else 65535):
                 raise ArrayError(f"the product {M}x{N}x{K} needs {v} blocks along grid {dim}; too many for one launch")
@@ -1435,6 +1449,18 @@ class SkinnyKernel(Kernel):
         launches = self._arguments(plan, A.data_ptr(), B.data_ptr(), out.data_ptr(), alpha, beta, h)
 
         return BoundLaunch(launches, h, keep=(A, B, out), plan=plan)
+
+
+def phased_dot(spec: Skinny, width: int) -> bool:
+    """Whether the SIMT dot form reads a k-contiguous large operand whose alignment allows
+    loads `width` elements wide through the phased entry (the widest loads from each class of
+    columns' first 16-byte boundary) rather than the _v<width> entry. In 16-bit types only
+    where the rows allow single elements: rows 4 or 8 bytes off a boundary ran 0.96x and
+    1.00x as fast phased as on their 4- and 8-byte loads, rows 2 bytes off 1.02-1.34x (one
+    row, H100 device time, docs/matmul.md)."""
+    if not spec.phased or width >= spec.vec:
+        return False
+    return ITEMSIZE[spec.dtype] >= 4 or width == 1
 
 
 def wg_direct(column_tiles: int, R: int, K: int) -> bool:
