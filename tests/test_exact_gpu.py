@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import kgen
 from kgen.ops.matmul import DEFAULT_F32, SPLIT_F32, Matmul
 from kgen.ops.reduce import STRATEGIES, Reduce
-from kgen.ops.skinny import ITEMSIZE, Skinny
+from kgen.ops.skinny import ITEMSIZE, Skinny, phased_dot
 from kgen.ops.skinny import _form as skinny_form
 from kgen.ops.tensorcore import TensorMatmul
 from test_reduce_gpu import KINDS as ROUNDING_KINDS
@@ -603,7 +603,7 @@ def skinny_plan(spec: Skinny, case: dict, sms: int = 132) -> dict:
     widths = spec.widths() if form == "dot" or tc else spec.axpy_widths()
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
     classes, heads = 0, [0]
-    if form == "dot" and not tc and spec.phased and width < spec.vec and (ITEMSIZE[spec.dtype] >= 4 or width == 1):
+    if form == "dot" and phased_dot(spec, width):
         # The phased entry: class g's columns start (off + g ldl) mod vec elements past a
         # boundary, and its slabs start past a head that reaches the next one.
         V = spec.vec
@@ -624,6 +624,8 @@ def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> boo
     if fault == "skip_vector_tail":
         # Tensor-core forms: the dot form's last partial window reads k in groups of 4
         # whatever the load width; the axpy form's lanes read tc_axpy_tiles columns.
+        if plan["form"] == "tc_dot" and plan["classes"]:
+            return any(h < case["K"] and (case["K"] - h) % 4 != 0 for h in plan["heads"])
         if plan["form"] == "tc_dot":
             return case["K"] % (4 if spec.dtype == "float32" else 8) != 0
         if plan["form"] == "tc_axpy":
@@ -650,7 +652,8 @@ def skinny_kernel_for(spec: Skinny, case: dict, build):
     kernel._slots = {f"kgen_skinny_{form}_v{w}": case["slots"]
                      for form, widths in (("dot", spec.widths()), ("axpy", spec.axpy_widths()),
                                           ("tc_dot", spec.widths()), ("tc_axpy", spec.widths())) for w in widths}
-    kernel._slots.update({f"kgen_skinny_dot_phased_c{c}": case["slots"] for c in spec.widths()})
+    kernel._slots.update({f"kgen_skinny_{form}_phased_c{c}": case["slots"] for form in ("dot", "tc_dot")
+                          for c in spec.widths()})
     return kernel
 
 

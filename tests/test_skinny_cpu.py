@@ -391,7 +391,8 @@ def test_representative_specs_compile_for_sm90_without_spills():
     for s, c in zip(specs, built):
         names = set(c.resources)
         if s.tensor_cores and s.dtype == "float32":   # only the tensor-core entry points are built
-            want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+            want = ({f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+                    | {f"kgen_skinny_tc_dot_phased_c{c}" for c in s.widths()})
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
         elif s.tensor_cores and s.runs_tc_axpy:   # 16-bit from 3 rows: both mma.m16n8k16 forms
             want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
@@ -1007,7 +1008,7 @@ def test_odd_pitch_entry_of_the_16_bit_dot_form_reads_granules_two_blocks_an_sm_
     assert res["registers"] <= 128 and not res["spill_stores"] and not res["spill_loads"], res
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float32 tensor cores"])
 def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, dtype):
     """A weight N x K passed as W.T whose rows are not all 16-byte aligned runs the phased dot
     entry with V / gcd(K mod V, V) classes of columns (V elements in 16 bytes); a weight that is
@@ -1017,13 +1018,22 @@ def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, 
     from kgen.ops.skinny import ITEMSIZE, SkinnyKernel
 
     monkeypatch.setattr(skinny_module, "Launch", _PlannedLaunch)
+    form = "tc_dot" if dtype.endswith("tensor cores") else "dot"
+    dtype = dtype.split()[0]
     item = ITEMSIZE[dtype]
-    base = Skinny.simt_default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
-    V, cols = base.vec, base.dot_cols()
+    if form == "tc_dot":   # the float32 split-TF32 mma.sync dot form (from 7 rows)
+        base = Skinny.default_spec({"M": 12, "N": 4096, "K": 4096}, dtype)
+        assert base.tensor_cores and base.instruction == "mma_sync"
+        cols = base.warps // base.k_warps * 16 * base.tc_tiles
+    else:
+        base = Skinny.simt_default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
+        cols = base.dot_cols()
+    V = base.vec
     rng = random.Random(7)
     for _ in range(40):
         spec = base.replace(phased=rng.random() < 0.8)
-        M, N, K = rng.randint(1, 2), rng.randint(1, 9000), rng.randint(1, 9000)
+        M = rng.randint(1, 2) if form == "dot" else rng.randint(7, 16)
+        N, K = rng.randint(17, 9000), rng.randint(1, 9000)
         offset = rng.choice([0, 0, 1, V - 1])
         k = object.__new__(SkinnyKernel)
         k.spec, k._plans, k._sms, k._slots = spec, {}, 132, {}
@@ -1035,11 +1045,12 @@ def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, 
         widest = max(w for w in spec.widths() if K % w == 0 and offset % w == 0)
         # 16-bit rows 4 or 8 bytes off a boundary keep their 4- and 8-byte loads.
         if widest == V or not spec.phased or (item == 2 and widest > 1):
-            assert plan.classes == 0 and main.name == f"kgen_skinny_dot_v{widest}", (K, offset, main.name)
+            assert plan.classes == 0 and main.name == f"kgen_skinny_{form}_v{widest}", (K, offset, main.name)
             continue
         classes = V // math.gcd(K % V, V)
-        assert plan.classes == classes and main.name == f"kgen_skinny_dot_phased_c{classes}", (K, offset, main.name)
+        assert plan.classes == classes and main.name == f"kgen_skinny_{form}_phased_c{classes}", \
+            (K, offset, main.name)
         assert classes == (1 if K % V == 0 else V // math.gcd(K, V))
         per_class = math.ceil(N / classes)
         assert main.grid[0] == classes * math.ceil(per_class / cols)
-        assert spec.geometry("dot", V, M, N, K, 264, 132, classes)["grid"][0] == main.grid[0]
+        assert spec.geometry(form, V, M, N, K, 264, 132, classes)["grid"][0] == main.grid[0]

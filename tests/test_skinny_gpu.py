@@ -215,24 +215,32 @@ def _product_on_offset_weight(torch, k, rows: int, N: int, K: int, offset: int, 
     return A, W, C, next(launch for kind, launch, _ in plan.launches if kind == "main")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float32 tensor cores"])
 def test_phased_dot_form_matches_float64_at_every_offset(dtype):
     # A weight N x K passed as W.t() whose rows lie at several offsets from a 16-byte boundary
     # (K of every residue modulo the widest load, the weight itself 0-7 elements into its
-    # buffer): the SIMT dot form's phased entry, with the class count the pitch asks for, K
+    # buffer): the phased entry of the SIMT dot form and of the float32 split-TF32 tensor-core
+    # dot form, with the class count the pitch asks for, products of more rows than a tile, K
     # slabs merged by every strategy, fewer columns than classes (empty classes), K shorter
     # than a class's head, NaN all around the weight.
     torch = _torch()
+    form = "tc_dot" if dtype.endswith("tensor cores") else "dot"
+    dtype = dtype.split()[0]
     tdt = getattr(torch, dtype)
-    base = Skinny.default_spec({"M": 3, "N": 4096, "K": 4096}, dtype)
-    if base.tensor_cores:
-        base = Skinny.simt_default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
-    assert not base.tensor_cores
+    if form == "tc_dot":   # the float32 split-TF32 mma.sync dot form
+        base = Skinny.default_spec({"M": 12, "N": 4096, "K": 4096}, dtype)
+        assert base.tensor_cores and base.instruction == "mma_sync"
+    else:
+        base = Skinny.default_spec({"M": 3, "N": 4096, "K": 4096}, dtype)
+        if base.tensor_cores:
+            base = Skinny.simt_default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
+        assert not base.tensor_cores
     V = base.vec
     merges = [dict(), dict(k_split=3, merge="two_pass"), dict(k_split=5, merge="single_pass"),
               dict(k_split=4, merge="cluster")] + ([dict(k_split=3, merge="atomic")] if dtype != "bfloat16" else [])
     cases = [(1, 300, 4097, 0), (3, 257, 4098, 1), (2, 3, 1001, 2), (5, 129, 3, 3), (1, 2, 2, 1),
-             (4, 1000, 6915, 5), (7, 77, 65, 7), (2, 640, 8192 + V // 2, 0), (3, 100, 4096, 1)]
+             (4, 1000, 6915, 5), (7, 77, 65, 7), (2, 640, 8192 + V // 2, 0), (3, 100, 4096, 1),
+             (12, 500, 4099, 0), (20, 333, 2050, 3)]
     for rows, N, K, offset in cases:
         offset %= V
         for merge in merges:
@@ -242,8 +250,8 @@ def test_phased_dot_form_matches_float64_at_every_offset(dtype):
             where = f"{dtype} {rows}x{N}x{K} offset {offset} {merge}"
             # 16-bit rows 4 or 8 bytes off a boundary keep their 4- or 8-byte loads (phased_dot).
             narrow = next(w for w in base.widths() if K % w == 0 and offset % w == 0)
-            want = f"kgen_skinny_dot_phased_c{want_classes}" if skinny_module.phased_dot(base, narrow) else \
-                f"kgen_skinny_dot_v{narrow}"
+            want = f"kgen_skinny_{form}_phased_c{want_classes}" if skinny_module.phased_dot(base, narrow) else \
+                f"kgen_skinny_{form}_v{narrow}"
             assert main.name == want, (main.name, where)
             ref = A.double() @ W.double().t()
             err = float((C.double() - ref).norm() / ref.norm())

@@ -121,12 +121,13 @@ class Skinny(Spec):
                   (64 in 16-bit types), tc_tiles 64-column tiles a warpgroup). In 16-bit
                   types only the dot form (a k-contiguous large operand) is wgmma's; a
                   row-major one runs the mma.sync axpy form.
-    phased        SIMT dot form, where L's columns lie at several offsets from a 16-byte
-                  boundary (a weight N x K passed as W.T with K no multiple of the widest
-                  load, or L off a boundary): each block takes the columns of one offset
-                  and reads them from their first boundary with the widest loads, the
-                  elements before it summed one a lane (the _phased entry). False: the
-                  narrower entry the alignment allows (_v2, _v1).
+    phased        SIMT dot form and float32's split-TF32 mma.sync dot form, where L's
+                  columns lie at several offsets from a 16-byte boundary (a weight N x K
+                  passed as W.T with K no multiple of the widest load, or L off a
+                  boundary): each block takes the columns of one offset and reads them
+                  from their first boundary with the widest loads, the elements before it
+                  added apart (the _phased_c<classes> entries; phased_dot says where).
+                  False: the narrower entry the alignment allows (_v2, _v1).
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -1346,7 +1347,7 @@ class SkinnyKernel(Kernel):
                 width = w
                 break
         classes = 0
-        if form == "dot" and not tc and phased_dot(spec, width) and pl % item == 0:
+        if form == "dot" and phased_dot(spec, width) and pl % item == 0:
             # The phased entry: columns grouped by their offset from a 16-byte boundary (one
             # class where only L's own start is off one).
             width, classes = spec.vec, spec.vec // math.gcd(ldl % spec.vec, spec.vec)
@@ -1363,7 +1364,7 @@ class SkinnyKernel(Kernel):
             return plan
         if tc:
             form = spec.tc_form(form)
-        name = f"kgen_skinny_{form}_v{width}" if not classes else f"kgen_skinny_dot_phased_c{classes}"
+        name = f"kgen_skinny_{form}_v{width}" if not classes else f"kgen_skinny_{form}_phased_c{classes}"
         plan.form = form
         shared = spec.shared_for(form)
         g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared), self._sms, max(classes, 1))
@@ -1460,6 +1461,8 @@ def phased_dot(spec: Skinny, width: int) -> bool:
     row, H100 device time, docs/matmul.md)."""
     if not spec.phased or width >= spec.vec:
         return False
+    if spec.tensor_cores:   # the float32 split-TF32 mma.sync dot form has phased entries too
+        return spec.dtype == "float32" and spec.instruction == "mma_sync"
     return ITEMSIZE[spec.dtype] >= 4 or width == 1
 
 

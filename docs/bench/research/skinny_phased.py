@@ -1,7 +1,8 @@
-"""The SIMT dot form on weights whose rows are not all 16-byte aligned: a weight N x K passed
+"""The skinny dot forms on weights whose rows are not all 16-byte aligned: a weight N x K passed
 as W.t() with K no multiple of the widest load. Device time (a CUDA graph over operand sets
 rotated past L2, replayed; each result first checked against float64 with the output
-NaN-poisoned) of Skinny.default_spec's kernel with the phased entry (the default), the same
+NaN-poisoned) of Skinny.default_spec's kernel (the SIMT dot form, or from 7 float32 rows the
+split-TF32 tensor-core dot form) with the phased entry (the default), the same
 spec with phased=False (the narrower entry the alignment allows), the same values stored at an
 aligned pitch (K rounded up to whole loads: what the widest entry reaches), and cuBLAS through
 torch. N and K are drawn at run time, K of every residue modulo the widest load but zero.
@@ -76,9 +77,9 @@ def main():
         spec = Skinny.default_spec({"M": M, "N": N, "K": K}, DTYPE)
         row = {"M": M, "N": N, "K": K, "dtype": DTYPE, "spec": spec.to_json(),
                "bound_us": (N * K + M * K + M * N) * item / bw * 1e6}
-        if spec.tensor_cores:
+        if spec.tensor_cores and not (DTYPE == "float32" and spec.instruction == "mma_sync"):
             spec = Skinny.simt_default_spec({"M": M, "N": N, "K": K}, DTYPE)
-            row["note"] = "the SIMT spec (default_spec runs the tensor-core forms here)"
+            row["note"] = "the SIMT spec (default_spec runs a tensor-core form without phased entries here)"
         ways = [("phased", spec, Bu, 0), ("narrow", spec.replace(phased=False), Bu, 0), ("aligned", spec, Ba, 0)]
         ways += [(f"chunk{kb}", spec, Bu, kb) for kb in STAGE_KB]
         for name, s, B, kb in ways:
