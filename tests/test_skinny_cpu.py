@@ -395,11 +395,13 @@ def test_representative_specs_compile_for_sm90_without_spills():
                     | {f"kgen_skinny_tc_dot_phased_c{c}" for c in s.widths()})
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
         elif s.tensor_cores and s.runs_tc_axpy:   # 16-bit from 3 rows: both mma.m16n8k16 forms
-            want = {f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+            want = ({f"kgen_skinny_tc_{f}_v{w}" for f in ("dot", "axpy") for w in s.widths()}
+                    | {f"kgen_skinny_tc_dot_phased_c{c}" for c in s.widths()})
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_axpy")) for n in names)
         elif s.tensor_cores:   # 16-bit, 1-2 rows: the mma.m16n8k16 dot form and the SIMT axpy form
             want = ({f"kgen_skinny_tc_dot_v{w}" for w in s.widths()}
-                    | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()})
+                    | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
+                    | {f"kgen_skinny_tc_dot_phased_c{c}" for c in s.widths()})
             assert not any(n.startswith(("kgen_skinny_dot", "kgen_skinny_tc_axpy")) for n in names)
         else:
             want = ({f"kgen_skinny_dot_v{w}" for w in s.widths()} | {f"kgen_skinny_axpy_v{w}" for w in s.axpy_widths()}
@@ -409,8 +411,11 @@ def test_representative_specs_compile_for_sm90_without_spills():
         assert not spilled, f"{s.to_json()} spills: {spilled}"
         for n in want:
             assert c.resources[n]["shared_bytes"] <= 64, "the slab is dynamic shared memory, sized per form"
-        # The SIMT forms' launch bounds reach ptxas: registers within what their blocks per SM allow.
-        for n, blocks in (("kgen_skinny_dot_", s.dot_min_blocks), ("kgen_skinny_axpy_v", s.axpy_min_blocks)):
+        # The launch bounds reach ptxas: registers within what the entries' blocks per SM allow
+        # (the SIMT forms; the 16-bit tensor-core dot form's element-load and phased entries).
+        tc16 = s.tc_granule_min_blocks if s.dtype in ("float16", "bfloat16") else 1
+        for n, blocks in (("kgen_skinny_dot_", s.dot_min_blocks), ("kgen_skinny_axpy_v", s.axpy_min_blocks),
+                          ("kgen_skinny_tc_dot_phased_", tc16), ("kgen_skinny_tc_dot_v1", tc16)):
             for entry in (e for e in want if e.startswith(n)):
                 assert c.resources[entry]["registers"] <= 65536 // (s.threads * blocks), (s.to_json(), entry)
 
@@ -1008,7 +1013,8 @@ def test_odd_pitch_entry_of_the_16_bit_dot_form_reads_granules_two_blocks_an_sm_
     assert res["registers"] <= 128 and not res["spill_stores"] and not res["spill_loads"], res
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float32 tensor cores"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float32 tensor cores",
+                                   "bfloat16 tensor cores", "float16 tensor cores"])
 def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, dtype):
     """A weight N x K passed as W.T whose rows are not all 16-byte aligned runs the phased dot
     entry with V / gcd(K mod V, V) classes of columns (V elements in 16 bytes); a weight that is
@@ -1021,9 +1027,11 @@ def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, 
     form = "tc_dot" if dtype.endswith("tensor cores") else "dot"
     dtype = dtype.split()[0]
     item = ITEMSIZE[dtype]
-    if form == "tc_dot":   # the float32 split-TF32 mma.sync dot form (from 7 rows)
-        base = Skinny.default_spec({"M": 12, "N": 4096, "K": 4096}, dtype)
+    half = item == 2
+    if form == "tc_dot":   # the mma.sync dot form (float32 split-TF32 from 7 rows; 16-bit up to 8)
+        base = Skinny.default_spec({"M": 5 if half else 12, "N": 4096, "K": 4096}, dtype)
         assert base.tensor_cores and base.instruction == "mma_sync"
+        assert not half or base.tc16_fits_two_blocks
         cols = base.warps // base.k_warps * 16 * base.tc_tiles
     else:
         base = Skinny.simt_default_spec({"M": 1, "N": 4096, "K": 4096}, dtype)
@@ -1032,7 +1040,7 @@ def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, 
     rng = random.Random(7)
     for _ in range(40):
         spec = base.replace(phased=rng.random() < 0.8)
-        M = rng.randint(1, 2) if form == "dot" else rng.randint(7, 16)
+        M = rng.randint(1, 2) if form == "dot" else rng.randint(2, 8) if half else rng.randint(7, 16)
         N, K = rng.randint(17, 9000), rng.randint(1, 9000)
         offset = rng.choice([0, 0, 1, V - 1])
         k = object.__new__(SkinnyKernel)
@@ -1044,7 +1052,7 @@ def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, 
         main = next(launch for kind, launch, _ in plan.launches if kind == "main")
         widest = max(w for w in spec.widths() if K % w == 0 and offset % w == 0)
         # 16-bit rows 4 or 8 bytes off a boundary keep their 4- and 8-byte loads.
-        if widest == V or not spec.phased or (item == 2 and widest > 1):
+        if widest == V or not spec.phased or (half and widest > 1):
             assert plan.classes == 0 and main.name == f"kgen_skinny_{form}_v{widest}", (K, offset, main.name)
             continue
         classes = V // math.gcd(K % V, V)

@@ -215,21 +215,24 @@ def _product_on_offset_weight(torch, k, rows: int, N: int, K: int, offset: int, 
     return A, W, C, next(launch for kind, launch, _ in plan.launches if kind == "main")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float32 tensor cores"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float32 tensor cores",
+                                   "bfloat16 tensor cores", "float16 tensor cores"])
 def test_phased_dot_form_matches_float64_at_every_offset(dtype):
     # A weight N x K passed as W.t() whose rows lie at several offsets from a 16-byte boundary
     # (K of every residue modulo the widest load, the weight itself 0-7 elements into its
-    # buffer): the phased entry of the SIMT dot form and of the float32 split-TF32 tensor-core
-    # dot form, with the class count the pitch asks for, products of more rows than a tile, K
-    # slabs merged by every strategy, fewer columns than classes (empty classes), K shorter
-    # than a class's head, NaN all around the weight.
+    # buffer): the phased entry of the SIMT dot form and of the mma.sync tensor-core dot forms
+    # (float32 split-TF32; 16-bit with one warp or several a column group), with the class count
+    # the pitch asks for, products of more rows than a tile, K slabs merged by every strategy,
+    # fewer columns than classes (empty classes), K shorter than a class's head, NaN all
+    # around the weight.
     torch = _torch()
     form = "tc_dot" if dtype.endswith("tensor cores") else "dot"
     dtype = dtype.split()[0]
     tdt = getattr(torch, dtype)
-    if form == "tc_dot":   # the float32 split-TF32 mma.sync dot form
-        base = Skinny.default_spec({"M": 12, "N": 4096, "K": 4096}, dtype)
-        assert base.tensor_cores and base.instruction == "mma_sync"
+    half = dtype in ("float16", "bfloat16")
+    if form == "tc_dot":   # the mma.sync dot form (16-bit: four warps a column group at 5 rows)
+        base = Skinny.default_spec({"M": 5 if half else 12, "N": 4096, "K": 4096}, dtype)
+        assert base.tensor_cores and base.instruction == "mma_sync" and (not half or base.k_warps > 1)
     else:
         base = Skinny.default_spec({"M": 3, "N": 4096, "K": 4096}, dtype)
         if base.tensor_cores:
@@ -237,7 +240,9 @@ def test_phased_dot_form_matches_float64_at_every_offset(dtype):
         assert not base.tensor_cores
     V = base.vec
     merges = [dict(), dict(k_split=3, merge="two_pass"), dict(k_split=5, merge="single_pass"),
-              dict(k_split=4, merge="cluster")] + ([dict(k_split=3, merge="atomic")] if dtype != "bfloat16" else [])
+              dict(k_split=4, merge="cluster")] + ([] if half else [dict(k_split=3, merge="atomic")])
+    if form == "tc_dot" and half:   # one warp a column group; and 16 rows (the granules, not phased)
+        merges += [dict(k_warps=1), dict(k_warps=1, rows=16, k_split=3, merge="two_pass")]
     cases = [(1, 300, 4097, 0), (3, 257, 4098, 1), (2, 3, 1001, 2), (5, 129, 3, 3), (1, 2, 2, 1),
              (4, 1000, 6915, 5), (7, 77, 65, 7), (2, 640, 8192 + V // 2, 0), (3, 100, 4096, 1),
              (12, 500, 4099, 0), (20, 333, 2050, 3)]
@@ -250,7 +255,7 @@ def test_phased_dot_form_matches_float64_at_every_offset(dtype):
             where = f"{dtype} {rows}x{N}x{K} offset {offset} {merge}"
             # 16-bit rows 4 or 8 bytes off a boundary keep their 4- or 8-byte loads (phased_dot).
             narrow = next(w for w in base.widths() if K % w == 0 and offset % w == 0)
-            want = f"kgen_skinny_{form}_phased_c{want_classes}" if skinny_module.phased_dot(base, narrow) else \
+            want = f"kgen_skinny_{form}_phased_c{want_classes}" if skinny_module.phased_dot(spec, narrow) else \
                 f"kgen_skinny_{form}_v{narrow}"
             assert main.name == want, (main.name, where)
             ref = A.double() @ W.double().t()
@@ -264,14 +269,15 @@ def test_granule_reads_of_odd_pitch_weights_match_float64(dtype):
     # granules and picks each lane's values out of its own and the next lane's: every offset
     # of a row in its granule (the rows of an odd pitch go through all eight), the element
     # loads of a row's last windows, K split into slabs, 2-64 rows (the bound of two blocks
-    # at up to 8), the weight starting off its buffer's granule, NaN all around it.
+    # at up to 8), the weight starting off its buffer's granule, NaN all around it. (phased=False:
+    # the entry such rows run where the phased one is not taken.)
     torch = _torch()
     tdt = getattr(torch, dtype)
     cases = [(6, 67, 4097, 0, 0), (8, 45, 77, 1, 3), (16, 130, 1001, 3, 0), (24, 33, 2049, 7, 2),
              (40, 70, 41, 5, 0), (64, 19, 8191, 2, 0), (5, 300, 16383, 6, 5),
              (2, 100, 999, 1, 0), (3, 57, 4097, 3, 2)]
     for rows, N, K, offset, k_split in cases:
-        spec = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype)
+        spec = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype).replace(phased=False)
         if k_split:
             spec = spec.replace(k_split=k_split)
         assert spec.tensor_cores

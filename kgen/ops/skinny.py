@@ -270,9 +270,15 @@ class Skinny(Spec):
         element loads; held to two blocks 1.11-1.31x (H100, docs/matmul.md). From 9 rows the
         bound ran slower than free registers (0.96-1.15x against 1.03-1.23x) or spilled (32
         rows), as it spills with deeper windows; float32 has no such entry."""
+        return max(self.min_blocks, 2) if self.tc16_fits_two_blocks else self.min_blocks
+
+    @property
+    def tc16_fits_two_blocks(self) -> bool:
+        """Whether the 16-bit tensor-core dot form's element-load and phased entries are held to
+        two blocks an SM (tc_granule_min_blocks): one mma tile of rows and at most 64 registers
+        of windows in flight."""
         half = self.dtype in ("float16", "bfloat16")
-        fits = half and self.tensor_cores and self.tc_ntiles == 1 and self.tc_depth * self.tc_tiles <= 4
-        return max(self.min_blocks, 2) if fits else self.min_blocks
+        return half and self.tensor_cores and self.tc_ntiles == 1 and self.tc_depth * self.tc_tiles <= 4
 
     @property
     def tc_ntiles(self) -> int:
@@ -1453,16 +1459,21 @@ class SkinnyKernel(Kernel):
 
 
 def phased_dot(spec: Skinny, width: int) -> bool:
-    """Whether the SIMT dot form reads a k-contiguous large operand whose alignment allows
-    loads `width` elements wide through the phased entry (the widest loads from each class of
-    columns' first 16-byte boundary) rather than the _v<width> entry. In 16-bit types only
-    where the rows allow single elements: rows 4 or 8 bytes off a boundary ran 0.96x and
-    1.00x as fast phased as on their 4- and 8-byte loads, rows 2 bytes off 1.02-1.34x (one
-    row, H100 device time, docs/matmul.md)."""
+    """Whether the dot form (SIMT, or the mma.sync tensor-core one) reads a k-contiguous large
+    operand whose alignment allows loads `width` elements wide through the phased entry (the
+    widest loads from each class of columns' first 16-byte boundary) rather than the
+    _v<width> entry. In 16-bit types only where the rows allow single elements: in the SIMT
+    form rows 4 or 8 bytes off a boundary ran 0.96x and 1.00x as fast phased as on their 4- and
+    8-byte loads, rows 2 bytes off 1.02-1.34x (one row, H100 device time, docs/matmul.md)."""
     if not spec.phased or width >= spec.vec:
         return False
-    if spec.tensor_cores:   # the float32 split-TF32 mma.sync dot form has phased entries too
-        return spec.dtype == "float32" and spec.instruction == "mma_sync"
+    if spec.tensor_cores:   # the mma.sync dot forms have phased entries too (not wgmma)
+        if spec.instruction != "mma_sync" or spec.dtype == "float64":
+            return False
+        # 16-bit: rows 2 bytes off a 4-byte boundary, in place of the granules, up to 8 rows
+        # (two blocks an SM): 1.02-1.09x the granules there; rows 4 or 8 bytes off ran 0.96-1.02x
+        # their 4- and 8-byte loads, and 12-56 rows 0.67-1.18x (H100, docs/matmul.md).
+        return spec.dtype == "float32" or (width == 1 and spec.tc16_fits_two_blocks)
     return ITEMSIZE[spec.dtype] >= 4 or width == 1
 
 
