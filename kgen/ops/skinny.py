@@ -121,13 +121,13 @@ class Skinny(Spec):
                   (64 in 16-bit types), tc_tiles 64-column tiles a warpgroup). In 16-bit
                   types only the dot form (a k-contiguous large operand) is wgmma's; a
                   row-major one runs the mma.sync axpy form.
-    phased        SIMT dot form and float32's split-TF32 mma.sync dot form, where L's
-                  columns lie at several offsets from a 16-byte boundary (a weight N x K
-                  passed as W.T with K no multiple of the widest load, or L off a
-                  boundary): each block takes the columns of one offset and reads them
-                  from their first boundary with the widest loads, the elements before it
-                  added apart (the _phased_c<classes> entries; phased_dot says where).
-                  False: the narrower entry the alignment allows (_v2, _v1).
+    phased        SIMT dot form and the mma.sync tensor-core dot forms (float32 split-TF32;
+                  16-bit up to 8 rows), where L's columns lie at several offsets from a
+                  16-byte boundary (a weight N x K passed as W.T with K no multiple of the
+                  widest load, or L off a boundary): each block takes the columns of one
+                  offset and reads them from their first boundary with the widest loads, the
+                  elements before it added apart (the _phased_c<classes> entries; phased_dot
+                  says where). False: the narrower entry the alignment allows (_v2, _v1).
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -550,7 +550,7 @@ class Skinny(Spec):
             raw_types=[{"width": w, "type": t} for w, t in sorted(raw[self.dtype].items())],
             rpad=self.rpad, warps=self.warps, dot_unroll=self.dot_unroll, axpy_unroll=self.axpy_unroll,
             dot_chunk=self.dot_chunk, axpy_chunk=self.axpy_chunk, red_rows=self.red_rows,
-            dot_widths=self.widths(), axpy_widths=self.axpy_widths(), dot_classes=self.widths(),
+            dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             dot_loads={w: self.dot_loads(w) for w in self.widths()},
             axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
