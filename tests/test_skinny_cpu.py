@@ -136,6 +136,27 @@ def test_simt_dot_form_keeps_k_whole_from_half_the_sms():
             spec.geometry(form, 4, 1 if form == "axpy" else 12, 8192, 4096, 132 * 8)
 
 
+def test_simt_dot_form_splits_few_tiles_of_three_rows_or_more():
+    """No more column tiles than SMs (at least half of them) of 3+ float32 rows with a long K:
+    about two blocks an SM (floor(2 x SMs / tiles) slabs); short K, 1-2 rows, other dtypes and
+    more tiles than SMs keep K whole."""
+    from kgen.ops.skinny import DOT_FEW_TILES_MIN_K, dot_few_tile_slabs
+
+    four = Skinny.default_spec({"M": 4, "N": 5432, "K": 9152}, "float32")
+    assert four.dot_cols() == 64 and not four.tensor_cores
+    for N, K, splits in ((5432, 9152, 3), (4998, 13248, 3), (6385, 5568, 2), (8404, 7424, 2),
+                         (8512, 9152, 1), (5432, 1920, 1), (5432, DOT_FEW_TILES_MIN_K, 3)):
+        g = four.geometry("dot", 4, 4, N, K, 132 * 8, 132)
+        assert g["splits"] == splits, (N, K, g)
+        assert g["mode"] == (MODE_DIRECT if splits == 1 else MODE_TICKET)
+    two = Skinny.default_spec({"M": 2, "N": 3000, "K": 9152}, "float32")   # 32 columns: 94 tiles
+    assert two.geometry("dot", 4, 2, 3000, 9152, 132 * 8, 132)["splits"] == 1
+    assert dot_few_tile_slabs("float64", 4, 85, 9152, 132) == 1
+    assert dot_few_tile_slabs("float32", 4, 66, 9152, 132) == 4
+    assert dot_few_tile_slabs("float32", 4, 132, 9152, 132) == 2
+    assert dot_few_tile_slabs("float32", 4, 133, 9152, 132) == 1
+
+
 def test_form_from_strides():
     assert _form(4096, 4096, 1, 4096) == ("dot", 4096)       # W stored N x K, B = W.T
     assert _form(4096, 4096, 4100, 1) == ("axpy", 4100)      # B row-major with a padded row

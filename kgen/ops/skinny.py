@@ -597,10 +597,13 @@ class Skinny(Spec):
             ks = _ceil_div(_ceil_div(K, self.k_split), unit) * unit
             return {"grid": (col_tiles, self.k_split, row_tiles), "splits": self.k_split, "ks": ks,
                     "mode": MODE_CLUSTER, "tiles": tiles, "cols": cols}
+        # Enough column tiles of the SIMT dot form keep the memory busy: a split only adds its
+        # merge, except where no more tiles than SMs of 3+ float32 rows stream a long K.
+        dot_rule = bool(form == "dot" and sms and tiles >= DOT_WHOLE_K_SM_SHARE * sms)
         if self.k_split:
             want = self.k_split
-        elif form == "dot" and sms and tiles >= DOT_WHOLE_K_SM_SHARE * sms:
-            want = 1   # enough column tiles to keep the memory busy: a split only adds its merge
+        elif dot_rule:
+            want = dot_few_tile_slabs(self.dtype, self.rows, tiles, K, sms or 0)
         else:
             want = -(-self.waves * max(slots, 1) // tiles)
         if form in ("tc_dot", "tc_axpy") and self.dtype in ("float16", "bfloat16"):
@@ -609,7 +612,7 @@ class Skinny(Spec):
             # fewer slabs would leave part of one wave of resident blocks empty.
             lean = max(1, K * ITEMSIZE[self.dtype] // (64 * R))
             most = min(most, max(lean, -(-max(slots, 1) // tiles)))
-        if self.k_split or want == 1:
+        if self.k_split or dot_rule or want == 1:
             splits = _slabs(K, max(1, min(want, most)), unit)
         else:
             splits = wave_fitted_splits(K, unit, tiles, slots, min(want, most), most)
@@ -1014,6 +1017,17 @@ WIDE_DOT_MIN_K_16 = 6144
 # 32.8 µs whole; 6x1728x2112, 27 tiles: 21.0 against 13.2). Held out (12 float32 products, seed
 # 7702, docs/bench/research/decode_bound.py): the 8 it changed ran 1.01-1.24x faster.
 DOT_WHOLE_K_SM_SHARE = 0.5
+# ... except float32 products of at least DOT_FEW_TILES_MIN_ROWS rows (64 columns a block) whose
+# column tiles are no more than the SMs, with K of at least DOT_FEW_TILES_MIN_K: there K whole
+# gives an SM one block or none, and dot_few_tile_slabs cuts it into about two blocks an SM.
+# Device time on an H100 (docs/bench/research/skinny_f32_splits.py; docs/matmul.md, "Few tiles
+# of 3+ rows"): fitted on eight products of 3-6 rows, 79-132 tiles and K of 3904-13248 (1.02-1.20x
+# over K whole; with K of 1152-1920 K whole stayed the fastest on three of four, and at 1-2 rows,
+# 32 columns a block, on five of 82-118 tiles it was the fastest or within 1%); on twelve held-out
+# products of 68-128 tiles it ran 1.14x faster (1.02-1.27x), within 2% of the best split on all.
+DOT_FEW_TILES_MIN_ROWS = 3
+DOT_FEW_TILES_MIN_K = 3840
+
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
 # fitted to the last wave"): 1.00-1.13x on the 5 float32 shapes of 8-16 rows it was fitted on, and
@@ -1046,6 +1060,16 @@ def split_tf32_enabled() -> bool:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def dot_few_tile_slabs(dtype: str, rows: int, tiles: int, K: int, sms: int) -> int:
+    """K slabs of the SIMT dot form where its column tiles are at least DOT_WHOLE_K_SM_SHARE of
+    the `sms` SMs: 1 (K whole), or for float32 blocks of DOT_FEW_TILES_MIN_ROWS rows or more with
+    no more tiles than SMs and K of DOT_FEW_TILES_MIN_K or more, floor(2 x sms / tiles) (at least
+    2): about two blocks an SM."""
+    if dtype != "float32" or rows < DOT_FEW_TILES_MIN_ROWS or tiles > sms or K < DOT_FEW_TILES_MIN_K:
+        return 1
+    return max(2, 2 * sms // tiles)
 
 
 def _slabs(K: int, splits: int, unit: int) -> int:
