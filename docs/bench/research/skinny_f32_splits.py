@@ -4,7 +4,9 @@ runs against the same spec with K in a fixed number of slabs (k_split 1-16), one
 other column counts a warp and load depths, and cuBLAS (TF32 off). Device time from a CUDA
 graph over operands rotated past L2; each result checked against float64 first (outputs
 NaN-poisoned). SHAPES=MxNxK,... replaces the draw; SPLITS_ONLY=1 times only the k_split
-variants. Output: $OUT/skinny_f32_splits_<SEED>.json."""
+variants; VARIANTS=axpy times the row-major (axpy) form's fields instead (waves, lane_vectors,
+loads, and their pairs); ROWS=LO-HI draws M from LO to HI (default 1-16) and MULTIPLE=1 keeps N
+as drawn (a third odd) instead of multiples of 64. Output: $OUT/skinny_f32_splits_<SEED>.json."""
 import concurrent.futures as cf
 import json
 import math
@@ -21,6 +23,8 @@ from kgen.tune import dispatch
 SEED = int(os.environ.get("SEED", "7801"))
 COUNT = int(os.environ.get("COUNT", "14"))
 ORDERS = os.environ.get("ORDERS", "col").split(",")
+ROWS = tuple(int(v) for v in os.environ.get("ROWS", "1-16").split("-"))
+MULTIPLE = int(os.environ.get("MULTIPLE", "64"))
 torch.backends.cuda.matmul.allow_tf32 = False
 
 
@@ -29,8 +33,11 @@ def shapes(rng):
         return [tuple(int(v) for v in t.split("x")) for t in os.environ["SHAPES"].split(",")]
     out = []
     while len(out) < COUNT:
-        M = max(1, min(16, int(math.exp(rng.uniform(0, math.log(17))))))
-        N, K = (-(-int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) // 64) * 64 for _ in range(2))
+        M = max(ROWS[0], min(ROWS[1], int(math.exp(rng.uniform(math.log(ROWS[0]), math.log(ROWS[1] + 1))))))
+        N, K = (-(-int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) // MULTIPLE) * MULTIPLE
+                for _ in range(2))
+        if MULTIPLE == 1:
+            N = N - N % 2 + (rng.random() < 1 / 3)   # a third of N odd, K any
         if N * K * 4 >= 16e6:
             out.append((M, N, K))
     return out
@@ -47,6 +54,16 @@ def variants(spec):
         if s not in out.values():
             out[name] = s
 
+    if os.environ.get("VARIANTS") == "axpy":
+        for w in (1, 3):
+            add(f"waves={w}", waves=w)
+        for ld in (4, 16):
+            add(f"loads={ld}", loads=ld)
+        add("lane_vectors=2", lane_vectors=2)
+        for w in (1, 3):
+            add(f"lane_vectors=2,waves={w}", lane_vectors=2, waves=w)
+        add("lane_vectors=2,loads=4", lane_vectors=2, loads=4)
+        return out
     for s in (1, 2, 3, 4, 6, 8, 12, 16):
         add(f"k_split={s}", k_split=s)
     if os.environ.get("SPLITS_ONLY"):
