@@ -138,14 +138,15 @@ def test_simt_dot_form_keeps_k_whole_from_half_the_sms():
 
 def test_simt_dot_form_splits_few_tiles_of_three_rows_or_more():
     """No more column tiles than SMs (at least half of them) of 3+ float32 rows with a long K:
-    about two blocks an SM (floor(2 x SMs / tiles) slabs); short K, 1-2 rows, other dtypes and
-    more tiles than SMs keep K whole."""
-    from kgen.ops.skinny import DOT_FEW_TILES_MIN_K, dot_few_tile_slabs
+    about two blocks an SM (floor(2 x SMs / tiles) slabs; two slabs from a longer K than three);
+    short K, 1-2 rows, other dtypes and more tiles than SMs keep K whole."""
+    from kgen.ops.skinny import DOT_FEW_TILES_MIN_K, DOT_FEWER_TILES_MIN_K, dot_few_tile_slabs
 
     four = Skinny.default_spec({"M": 4, "N": 5432, "K": 9152}, "float32")
     assert four.dot_cols() == 64 and not four.tensor_cores
     for N, K, splits in ((5432, 9152, 3), (4998, 13248, 3), (6385, 5568, 2), (8404, 7424, 2),
-                         (8512, 9152, 1), (5432, 1920, 1), (5432, DOT_FEW_TILES_MIN_K, 3)):
+                         (8512, 9152, 1), (5432, 1152, 1), (5432, DOT_FEWER_TILES_MIN_K, 3),
+                         (6385, DOT_FEW_TILES_MIN_K - 1, 1), (6385, DOT_FEW_TILES_MIN_K, 2)):
         g = four.geometry("dot", 4, 4, N, K, 132 * 8, 132)
         assert g["splits"] == splits, (N, K, g)
         assert g["mode"] == (MODE_DIRECT if splits == 1 else MODE_TICKET)

@@ -1025,8 +1025,13 @@ DOT_WHOLE_K_SM_SHARE = 0.5
 # over K whole; with K of 1152-1920 K whole stayed the fastest on three of four, and at 1-2 rows,
 # 32 columns a block, on five of 82-118 tiles it was the fastest or within 1%); on twelve held-out
 # products of 68-128 tiles it ran 1.14x faster (1.02-1.27x), within 2% of the best split on all.
+# Three or more slabs (no more than 88 tiles on 132 SMs) pay from a shorter K: on 13 products
+# of 3-6 rows with K of 2064-3889 (seed 9805) they ran 1.06-1.15x faster than K whole where two
+# slabs (89-126 tiles) ran 0.98-1.04x; at K = 1152 three slabs ran 0.90x (4x4757x1152). Held
+# out (ten products of 67-86 tiles, K 2187-3816, seed 9806): 1.073x (1.005-1.122x).
 DOT_FEW_TILES_MIN_ROWS = 3
 DOT_FEW_TILES_MIN_K = 3840
+DOT_FEWER_TILES_MIN_K = 1920
 
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
@@ -1065,11 +1070,12 @@ def _ceil_div(a: int, b: int) -> int:
 def dot_few_tile_slabs(dtype: str, rows: int, tiles: int, K: int, sms: int) -> int:
     """K slabs of the SIMT dot form where its column tiles are at least DOT_WHOLE_K_SM_SHARE of
     the `sms` SMs: 1 (K whole), or for float32 blocks of DOT_FEW_TILES_MIN_ROWS rows or more with
-    no more tiles than SMs and K of DOT_FEW_TILES_MIN_K or more, floor(2 x sms / tiles) (at least
-    2): about two blocks an SM."""
-    if dtype != "float32" or rows < DOT_FEW_TILES_MIN_ROWS or tiles > sms or K < DOT_FEW_TILES_MIN_K:
+    no more tiles than SMs, floor(2 x sms / tiles) (at least 2: about two blocks an SM) where K
+    is at least DOT_FEW_TILES_MIN_K for two slabs, DOT_FEWER_TILES_MIN_K for more."""
+    if dtype != "float32" or rows < DOT_FEW_TILES_MIN_ROWS or tiles > sms:
         return 1
-    return max(2, 2 * sms // tiles)
+    slabs = max(2, 2 * sms // tiles)
+    return slabs if K >= (DOT_FEW_TILES_MIN_K if slabs == 2 else DOT_FEWER_TILES_MIN_K) else 1
 
 
 def _slabs(K: int, splits: int, unit: int) -> int:
