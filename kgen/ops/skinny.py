@@ -1018,8 +1018,9 @@ WIDE_DOT_MIN_K_16 = 6144
 # 7702, docs/bench/research/decode_bound.py): the 8 it changed ran 1.01-1.24x faster.
 DOT_WHOLE_K_SM_SHARE = 0.5
 # ... except float32 products of at least DOT_FEW_TILES_MIN_ROWS rows (64 columns a block) whose
-# column tiles are no more than the SMs, with K of at least DOT_FEW_TILES_MIN_K: there K whole
-# gives an SM one block or none, and dot_few_tile_slabs cuts it into about two blocks an SM.
+# column tiles are no more than the SMs, with a long enough K (DOT_FEW_TILES_MIN_K for two slabs,
+# DOT_FEWER_TILES_MIN_K for three or more): there K whole gives an SM one block or none, and
+# dot_few_tile_slabs cuts it into about two blocks an SM.
 # Device time on an H100 (docs/bench/research/skinny_f32_splits.py; docs/matmul.md, "Few tiles
 # of 3+ rows"): fitted on eight products of 3-6 rows, 79-132 tiles and K of 3904-13248 (1.02-1.20x
 # over K whole; with K of 1152-1920 K whole stayed the fastest on three of four, and at 1-2 rows,
