@@ -1499,7 +1499,7 @@ def phased_dot(spec: Skinny, width: int) -> bool:
     if not spec.phased or width >= spec.vec:
         return False
     if spec.tensor_cores:   # the mma.sync dot forms have phased entries too (not wgmma)
-        if spec.instruction != "mma_sync" or spec.dtype == "float64":
+        if spec.instruction != "mma_sync":
             return False
         # 16-bit: rows 2 bytes off a 4-byte boundary, in place of the granules, up to 8 rows
         # (two blocks an SM): 1.02-1.09x the granules there; rows 4 or 8 bytes off ran 0.96-1.02x
