@@ -768,6 +768,53 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     assert aligned[0] is None and aligned[1] is None
 
 
+def test_b_realign_slots_keep_each_warp_on_one_branch_of_the_shift():
+    """b_realign's producer slots (realign_shift_rows, and the kernel's realign_row_of written
+    out in Python): every row of a 64-row box once; each warp's 16 rows share the shift's case
+    (phase / 4, its branch); the eight threads of a quarter warp (four slots, two halves) load
+    consecutive staging windows, and store their swizzled chunks (rows with bit 3 set in the
+    order 2, 3, 0, 1) meeting at most two to a bank group."""
+    from kgen.ops.tensorcore import realign_shift_rows
+
+    def kernel_row_of(s, base_phase, ldb):
+        r0 = 8 >> min(3, (ldb & -ldb).bit_length() - 1)
+        firsts = [0] * 4
+        for j in range(r0):
+            firsts[((base_phase + 2 * ((j * (ldb & 7)) & 7)) & 15) >> 2] |= 1 << j
+        start = 0
+        for c in range(4):
+            n = bin(firsts[c]).count("1")
+            assert n <= 2   # the kernel's bit pick takes the first or the second set bit
+            size = n * (64 // r0)
+            if start <= s < start + size:
+                p = s - start
+                bits = firsts[c] & (firsts[c] - 1) if p % n else firsts[c]
+                return (p // n) * r0 + (bits & -bits).bit_length() - 1
+            start += size
+        raise AssertionError("no case holds slot %d" % s)
+
+    src = kgen.render(TensorMatmul.swap_spec({"M": 26, "N": 2246, "K": 5606}, "bfloat16").with_realigned_b())
+    assert "__device__ __forceinline__ int realign_row_of(int s, const unsigned (&firsts)[4], int r0)" in src
+    assert "return (p / n) * r0 + __ffs(bits) - 1;" in src and "const int rotate = row & 8 ? 2 : 0;" in src
+    for ldb in (2245, 2246, 2244, 8150, 8192, 4097, 3001, 7, 12, 5606, 10546, 4477):
+        for base_phase in (0, 2, 6, 14):
+            rows = realign_shift_rows(base_phase, ldb)
+            assert rows == [kernel_row_of(s, base_phase, ldb) for s in range(64)], (ldb, base_phase)
+            assert sorted(rows) == list(range(64))
+            for warp in range(4):
+                cases = {((base_phase + 2 * row * ldb) % 16) // 4 for row in rows[16 * warp:16 * warp + 16]}
+                assert len(cases) == 1, (ldb, base_phase, warp)
+            for quarter in range(16):
+                for q in range(4):
+                    groups: dict[int, int] = {}
+                    for row in rows[4 * quarter:4 * quarter + 4]:
+                        c = q ^ (2 if row & 8 else 0)
+                        for half in (0, 1):
+                            g = ((4 * half + c) ^ (row & 7)) % 8
+                            groups[g] = groups.get(g, 0) + 1
+                    assert max(groups.values()) <= 2, (ldb, base_phase, quarter, q, rows[4 * quarter:4 * quarter + 4])
+
+
 def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
     """Where the default's tiles are wider than 128 columns (65-256 rows against more than 132
     column tiles), asking for b_realign gives transposed tiles of REALIGN_SWAP_BN columns that read

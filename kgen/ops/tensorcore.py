@@ -1203,6 +1203,16 @@ def wgmma_ring_stages(BM: int, BN: int, blocks_per_sm: int = 1) -> int:
     return min(WGMMA_MAX_STAGES, (per_block - 1024) // _wgmma_stage_bytes(BM, BN))
 
 
+def realign_shift_rows(base_phase: int, ldb: int) -> list[int]:
+    """b_realign's producer slots, as the kernel orders them (realign_row_of): the row of a
+    64-row box of B that slot s (warp s // 16) copies and shifts, B at a pointer of this 16-byte
+    phase with this leading dimension. The rows by the shift's case for their phase (a row's
+    misalignment in bytes over 4: the shift branches on it), then by row: each warp's 16 rows
+    take one branch. A warp of rows of four phases took 1.3x the time of one of one phase
+    (docs/tensorcore.md, "One branch a warp")."""
+    return sorted(range(64), key=lambda row: (((base_phase + 2 * row * ldb) % 16) // 4, row))
+
+
 class _TensorMaps:
     """The TMA descriptors of A and B for one launch plan of the wgmma kernel: geometry fixed
     by the plan, base addresses per call (kgen.core.tma.TiledMap: a model's loop passes one
