@@ -328,3 +328,42 @@ def test_unaligned_weights_of_17_64_rows_go_to_the_in_place_transposed_tiles_whe
     monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
     assert dispatch.call_family(np.zeros((40, 2001), np.float16), np.zeros((2000, 2001), np.float16).T,
                                 "float16") is Skinny
+
+
+def test_odd_pitched_row_major_weights_of_5_16_rows_go_to_the_in_place_transposed_tiles(monkeypatch):
+    """On an sm_90 GPU, 5-16 rows against a row-major 16-bit B whose rows are an odd number of
+    elements apart (N odd, or an odd row stride) run the wgmma kernel reading B in place
+    (dispatch asks for b_realign by the strides); 2-4 rows keep the skinny SIMT forms, even
+    pitches and W.t() the skinny forms, short sides the skinny forms; without wgmma the skinny
+    forms throughout. REALIGN_ROW_ROWS starts where the SIMT forms for element rows stop."""
+    from kgen.ops.skinny import SIMT_ELEMENT_ROWS_16, Skinny
+    from kgen.ops.tensorcore import REALIGN_ROW_ROWS, TensorMatmul
+    from kgen.tune import dispatch
+
+    lo, hi = REALIGN_ROW_ROWS
+    assert lo == SIMT_ELEMENT_ROWS_16 + 1
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    rng = random.Random(12)
+    for _ in range(60):
+        M, N, K = rng.randint(lo, hi), rng.randint(1024, 16384), rng.randint(1024, 16384)
+        N += 1 - N % 2
+        A, B = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16)
+        assert dispatch.call_family(A, B, "float16") is TensorMatmul, (M, N, K)
+        assert dispatch._realigns_b(B, M, N, K, "float16")
+        # the same values at an even pitch that is no multiple of 8, an odd stride of an even
+        # width, W.t()
+        even = N + 1 if (N + 1) % 8 else N + 3
+        assert dispatch.call_family(A, np.zeros((K, even), np.float16)[:, :N], "float16") is Skinny, (M, N, K)
+        assert dispatch.call_family(A, np.zeros((K, N + 2), np.float16)[:, :N + 1], "float16") is TensorMatmul
+        assert dispatch.call_family(A, np.zeros((N, K + 1 - K % 2), np.float16).T[:K], "float16") is Skinny
+    for M, N, K in ((lo - 1, 2001, 3000), (2, 2001, 3000), (hi + 1, 2001, 3000)):
+        A, B = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16)
+        family = dispatch.call_family(A, B, "float16")
+        assert family is (TensorMatmul if M > hi else Skinny), (M, N, K, family)   # past 16: as before
+        assert TensorMatmul.realign_row_suits(M, N, K, "float16") is False
+    for M, N, K in ((8, 1001, 3000), (8, 2001, 1000)):   # a side below STREAM_MIN_SIDE
+        assert TensorMatmul.realign_row_suits(M, N, K, "float16") is False
+    assert TensorMatmul.realign_row_suits(8, 2001, 3000, "float32") is False   # 16-bit only
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    assert dispatch.call_family(np.zeros((8, 3000), np.float16), np.zeros((3000, 2001), np.float16),
+                                "float16") is Skinny

@@ -340,7 +340,9 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                            # more than 132 column tiles: transposed tiles of 128 columns (realign_swap_spec)
                            (69, 9537, 2265, "row"), (150, 12001, 1025, "row"), (100, 9600, 1099, "col"),
                            # 17-64 rows against a small unaligned W.t() (realign_swap_suits)
-                           (40, 2001, 3001, "col"), (17, 1500, 1027, "col")):
+                           (40, 2001, 3001, "col"), (17, 1500, 1027, "col"),
+                           # 5-16 rows against a row-major B of an odd pitch (realign_row_suits)
+                           (5, 1107, 1331, "row"), (9, 7001, 2049, "row"), (16, 1025, 4100, "row")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
         B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)

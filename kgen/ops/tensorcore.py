@@ -166,6 +166,17 @@ REALIGN_SPLIT_MIN_K = 2048
 # 0.92-1.42x, 1.21x geometric mean; seed 9114 with the rule, both trees: three, 1.02-1.50x.
 REALIGN_SWAP_ROWS = (17, 64)
 REALIGN_SWAP_MAX_SIDE = 3584
+# 5-16 rows against a row-major 16-bit B whose rows are an odd number of elements apart ran the
+# skinny tensor-core axpy form, which then gathers B element by element (31-47% of the bound).
+# The transposed tiles reading B in place (b_realign) ran 1.05-2.02x faster on all nine such
+# products of two draws (device time on an H100, docs/bench/research/realign_pitch.py, IN_PLACE=1
+# ROWS=3-16 ORDER=row, seeds 9941 float16 and 9942 bfloat16; docs/matmul.md, "Odd pitches from
+# 5 rows"), while at 3-4 rows the skinny SIMT forms (Skinny.simt_for_element_rows, up to
+# SIMT_ELEMENT_ROWS_16 = 4 rows) stayed ahead on two of three, and at pitches of 2, 4 or 6
+# modulo 8 (4- and 8-byte loads) the skinny forms won on 6 of 9. Held out (seeds 9944, 9945,
+# the rule in the tree): 1.15-2.46x faster on 10 of 12, 0.78x at 7x2705x15022 (118 k steps a
+# block at the producer's pace), 0.97x at 7x9889x2472.
+REALIGN_ROW_ROWS = (5, 16)
 MAX_CLUSTER_MERGE = 8
 _PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
@@ -945,6 +956,16 @@ class TensorMatmul(Spec):
         lo, hi = REALIGN_SWAP_ROWS
         return (cls.realign_suits(M, N, K, dtype) and lo <= M <= hi and N <= REALIGN_SWAP_MAX_SIDE
                 and K <= REALIGN_SWAP_MAX_SIDE and cls.swap_suits(M, N, K, dtype))
+
+    @classmethod
+    def realign_row_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether kgen.matmul runs a product of REALIGN_ROW_ROWS rows against a row-major B whose
+        rows are an odd number of elements apart (the caller checks the stride) on the
+        transposed tiles that read B in place (b_realign, an sm_90 GPU) rather than the skinny
+        forms: N and K of at least STREAM_MIN_SIDE and the transposed tiles' range (swap_suits)."""
+        lo, hi = REALIGN_ROW_ROWS
+        return (cls.realign_suits(M, N, K, dtype) and lo <= M <= hi and N >= STREAM_MIN_SIDE
+                and K >= STREAM_MIN_SIDE and cls.swap_suits(M, N, K, dtype))
 
     def with_realigned_b(self) -> "TensorMatmul":
         """This spec reading a row-major B in place whatever its alignment (b_realign), its

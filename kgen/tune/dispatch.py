@@ -347,6 +347,11 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
         # W.t() of a weight whose rows TMA cannot read, where the wgmma kernel's producer threads
         # read it in place faster than the skinny forms (b_realign, TensorMatmul.realign_swap_suits)
         or (M <= N and k_contiguous and TensorMatmul.realign_swap_suits(M, N, K, dtype)))
+    if (dtype in ("float16", "bfloat16") and M <= N and not k_contiguous and _runs_wgmma()
+            and TensorMatmul.realign_row_suits(M, N, K, dtype) and max(_element_strides(B)) % 2 == 1):
+        # A row-major B of an odd pitch: the skinny forms past SIMT_ELEMENT_ROWS_16 rows gather
+        # it element by element, the wgmma kernel's producer threads read it in place faster.
+        return TensorMatmul
     split = not allow_tf32 and _split_on_hopper(dtype)
     return matmul_family(M, N, K, dtype, allow_tf32, k_contiguous, in_place, split)
 

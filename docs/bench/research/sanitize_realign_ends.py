@@ -1,6 +1,6 @@
 """kgen.matmul on bfloat16 and float16 products whose B rows are not 16-byte aligned, on the
-wgmma kernel whose producer threads read B in place (b_realign): transposed tiles of 24-256
-rows and 64 or 128 columns, K whole and in slices merged in clusters (realign_split_spec); B
+wgmma kernel whose producer threads read B in place (b_realign): transposed tiles of 8-256
+rows and 64 or 128 columns (5-16 rows against a row-major B of an odd pitch among them), K whole and in slices merged in clusters (realign_split_spec); B
 row-major and W.t(), A at an odd offset in some. Every result NaN-poisoned first and checked
 against float64. Run under compute-sanitizer --tool memcheck|racecheck with
 PYTORCH_NO_CUDA_MEMORY_CACHING=1, so that each tensor is its own allocation.
@@ -36,7 +36,10 @@ for M, N, K, order, dt, odd_a in ((61, 3001, 1000, "row", torch.bfloat16, False)
                                   (70, 4520, 901, "col", torch.float16, True),
                                   (19, 4918, 1745, "row", torch.bfloat16, True),
                                   (82, 4520, 2853, "col", torch.bfloat16, False),
-                                  (33, 8447, 3001, "row", torch.bfloat16, False)):
+                                  (33, 8447, 3001, "row", torch.bfloat16, False),
+                                  (5, 1107, 1331, "row", torch.bfloat16, False),
+                                  (9, 7001, 2049, "row", torch.float16, True),
+                                  (16, 1025, 4101, "row", torch.bfloat16, False)):
     A = torch.randn(M, K + 1, device="cuda").to(dt)[:, 1:] if odd_a else torch.randn(M, K, device="cuda").to(dt)
     B = weight(N, K, dt).t() if order == "col" else weight(K, N, dt)
     C = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
