@@ -6,7 +6,8 @@ graph over operands rotated past L2; each result checked against float64 first (
 NaN-poisoned). SHAPES=MxNxK,... replaces the draw; SPLITS_ONLY=1 times only the k_split
 variants; VARIANTS=axpy times the row-major (axpy) form's fields instead (waves, lane_vectors,
 loads, and their pairs); ROWS=LO-HI draws M from LO to HI (default 1-16) and MULTIPLE=1 keeps N
-as drawn (a third odd) instead of multiples of 64. Output: $OUT/skinny_f32_splits_<SEED>.json."""
+as drawn (a third odd) instead of multiples of 64; N_RANGE=LO-HI draws N from LO to HI (default
+1024-16384). Output: $OUT/skinny_f32_splits_<SEED>.json."""
 import concurrent.futures as cf
 import json
 import math
@@ -25,6 +26,7 @@ COUNT = int(os.environ.get("COUNT", "14"))
 ORDERS = os.environ.get("ORDERS", "col").split(",")
 ROWS = tuple(int(v) for v in os.environ.get("ROWS", "1-16").split("-"))
 MULTIPLE = int(os.environ.get("MULTIPLE", "64"))
+N_RANGE = tuple(int(v) for v in os.environ.get("N_RANGE", "1024-16384").split("-"))
 torch.backends.cuda.matmul.allow_tf32 = False
 
 
@@ -34,8 +36,8 @@ def shapes(rng):
     out = []
     while len(out) < COUNT:
         M = max(ROWS[0], min(ROWS[1], int(math.exp(rng.uniform(math.log(ROWS[0]), math.log(ROWS[1] + 1))))))
-        N, K = (-(-int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) // MULTIPLE) * MULTIPLE
-                for _ in range(2))
+        N, K = (-(-int(math.exp(rng.uniform(math.log(lo), math.log(hi)))) // MULTIPLE) * MULTIPLE
+                for lo, hi in (N_RANGE, (1024, 16384)))
         if MULTIPLE == 1:
             N = N - N % 2 + (rng.random() < 1 / 3)   # a third of N odd, K any
         if N * K * 4 >= 16e6:
