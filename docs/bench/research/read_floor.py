@@ -61,10 +61,11 @@ def main():
                     grid = sms * per_sm
                     part = torch.empty(grid, device="cuda")
 
-                    def call(x, kern=kern, grid=grid, threads=threads, part=part):
+                    def call(x, kern=kern, grid=grid, threads=threads, part=part, n4=n // 4):
                         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
                         with stream:
-                            kern((grid,), (threads,), (cupy.uint64(x.data_ptr()), cupy.int64(n // 4), cupy.uint64(part.data_ptr())))
+                            kern((grid,), (threads,),
+                                 (cupy.uint64(x.data_ptr()), cupy.int64(n4), cupy.uint64(part.data_ptr())))
 
                     call(bufs[0])
                     torch.cuda.synchronize()
