@@ -528,6 +528,14 @@ class Skinny(Spec):
                 dup |= offset
         return levels, count, dup
 
+    def compile_options(self) -> tuple[str, ...]:
+        """nvcc optimises the module's entry points in parallel (-split-compile=0: a thread per
+        CPU of the host). A module holds every load width, phase class and merge entry (11 in a
+        float32 one), built on a product's first call: on a 16-core H100 host the float32
+        modules of 1, 8 and 24 rows (wgmma) compiled in 2.0, 3.1 and 6.4 s against 3.9, 8.2 and
+        16.9, to cubins of the same size (docs/matmul.md, "First calls")."""
+        return ("-split-compile=0",)
+
     def target_arch(self, arch: str) -> str:
         if self.merge == "cluster" and int(arch[3:].rstrip("af")) < 90:
             raise ValueError(f"merge='cluster' needs thread block clusters (sm_90 and later); this target is "
