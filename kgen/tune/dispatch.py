@@ -337,7 +337,9 @@ TENSOR_F64_MIN_MACS = 1 << 28
 def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Spec]:
     """The family kgen.matmul(A, B) runs: matmul_family with the storage of the call's
     operands (is the large one k-contiguous, can the wgmma kernel read it in place: rows TMA
-    reads, or an unaligned W.t() that TensorMatmul.realign_swap_suits)."""
+    reads, or an unaligned W.t() that TensorMatmul.realign_swap_suits), except that a
+    row-major 16-bit B of an odd pitch at TensorMatmul.realign_row_suits's rows runs the wgmma
+    kernel, which reads it in place."""
     from ..ops.tensorcore import TensorMatmul
 
     (M, K), N = A.shape, B.shape[1]
