@@ -4,29 +4,26 @@ on the same values stored at an aligned pitch, the TMA kernel kgen.matmul runs f
 copy, and cuBLAS on the unaligned B. Device time from a CUDA graph over operands rotated past
 L2; every result checked against float64 first (outputs NaN-poisoned). Prints one line a
 product (B's bytes over the time in the brackets, GB/s)."""
-import math
 import os
 
 import torch
 
 import kgen
-from kgen.bench.skinny import checked_graph_time
+from kgen.bench.skinny import Operands, checked_graph_time
 from kgen.tune import dispatch
 
 SHAPES = [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
-tdt = getattr(torch, os.environ.get("DTYPE", "float16"))
+DTYPE = os.environ.get("DTYPE", "float16")
+tdt = getattr(torch, DTYPE)
 l2 = torch.cuda.get_device_properties(0).L2_cache_size
 for M, N, K in SHAPES:
-    per = (M * K + K * N + M * N) * 2
-    sets = max(2, min(24, math.ceil(3 * l2 / per)))
-    A = [torch.randn(M, K, device="cuda").to(tdt) for _ in range(sets)]
-    B = [torch.randn(K, N, device="cuda").to(tdt) for _ in range(sets)]
+    ops = Operands(torch, M, N, K, DTYPE, "row", l2)
+    A, B, C = ops.A, ops.B, ops.C
     Ba = []
     for b in B:
         w = torch.zeros(K, -(-N // 8) * 8, device="cuda", dtype=tdt)
         w[:, :N].copy_(b)
         Ba.append(w[:, :N])
-    C = [torch.empty(M, N, device="cuda", dtype=tdt) for _ in range(sets)]
     ref = A[0].double() @ B[0].double()
     kgen.matmul(A[0], B[0])
     kgen.matmul(A[0], Ba[0])

@@ -5,23 +5,21 @@ called on the same values stored three ways: a pitch of a multiple of 8 at an al
 crosses a 128-byte line, every thread takes the same branch of the shift), and the unaligned
 pitch (rows at four phases). Device time from a CUDA graph over operands rotated past L2,
 every result checked against float64 first (outputs NaN-poisoned). Prints one line a product."""
-import math
 import os
 
 import torch
 
 import kgen
-from kgen.bench.skinny import checked_graph_time
+from kgen.bench.skinny import Operands, checked_graph_time
 from kgen.tune import dispatch
 
 SHAPES = [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
-tdt = torch.float16
+DTYPE = "float16"
+tdt = getattr(torch, DTYPE)
 l2 = torch.cuda.get_device_properties(0).L2_cache_size
 for M, N, K in SHAPES:
-    per = (M * K + K * N + M * N) * 2
-    sets = max(2, min(24, math.ceil(3 * l2 / per)))
-    A = [torch.randn(M, K, device="cuda").to(tdt) for _ in range(sets)]
-    B = [torch.randn(K, N, device="cuda").to(tdt) for _ in range(sets)]
+    ops = Operands(torch, M, N, K, DTYPE, "row", l2)
+    A, B, C = ops.A, ops.B, ops.C
     pitch = -(-N // 8) * 8 + 8
     aligned, shifted = [], []
     for b in B:
@@ -31,7 +29,6 @@ for M, N, K in SHAPES:
         w2 = torch.zeros(K, pitch, device="cuda", dtype=tdt)
         w2[:, 1:N + 1].copy_(b)
         shifted.append(w2[:, 1:N + 1])
-    C = [torch.empty(M, N, device="cuda", dtype=tdt) for _ in range(sets)]
     ref = A[0].double() @ B[0].double()
     kgen.matmul(A[0], B[0])
     route = dispatch._fast[("matmul", A[0].shape, A[0].stride(), B[0].shape, B[0].stride(), A[0].dtype, False)]
