@@ -307,12 +307,6 @@ class TensorMatmul(Spec):
                  stage, so a B whose rows are not 16-byte aligned (a row pitch that is no
                  multiple of 8 elements, an odd pointer) is read in place instead of copied
                  aligned first. kgen.matmul turns it on for such a B (with_realigned_b).
-    acc_sets     wgmma only, 1, 2 or 4: independent sets of accumulators each consumer spreads a
-                 k tile's wgmmas over (the k16 step j adds into set j % acc_sets), summed
-                 once after the unit's last k tile. With one set every wgmma waits for the one
-                 before (they add into the same registers); a narrow wgmma (the few rows of
-                 swap_ab) has little work to cover that wait. Not with split_tf32; at most 256
-                 accumulators a thread over the sets (acc_sets x WG_N / 2 <= 128).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -340,7 +334,6 @@ class TensorMatmul(Spec):
     split_merge: str = "workspace"
     swap_ab: bool = False
     b_realign: bool = False
-    acc_sets: int = 1
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -376,8 +369,6 @@ class TensorMatmul(Spec):
         if self.b_realign and self.instruction != "wgmma":
             fail("b_realign", True, "False with instruction='mma_sync' (the mma.sync kernel reads any B in place "
                  "with repack=False)")
-        if self.acc_sets != 1 and self.instruction != "wgmma":
-            fail("acc_sets", self.acc_sets, "1 with instruction='mma_sync' (its warps hold one set of sums)")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
@@ -507,14 +498,6 @@ class TensorMatmul(Spec):
         if self.min_blocks not in (0, 1):
             fail("min_blocks", self.min_blocks,
                  "0 or 1 with instruction='wgmma' (one block an SM holds the accumulators)")
-        if self.acc_sets not in (1, 2, 4):
-            fail("acc_sets", self.acc_sets, "1, 2 or 4 (accumulator sets over a k tile's 4 wgmmas)")
-        if self.acc_sets > 1 and self.split_tf32:
-            fail("acc_sets", self.acc_sets, "1 with split_tf32 (its consumers promote one set of sums)")
-        wg_n = BM if self.swap_ab else BN
-        if self.acc_sets * wg_n > 256:
-            fail("acc_sets", self.acc_sets, f"at most {max(1, 256 // wg_n)} for a wgmma N of {wg_n} (the sets' "
-                 "accumulators, acc_sets x N / 2 registers a thread, must fit beside the rest)")
         if self.b_realign and not (self.kind in ("f16", "bf16") and BN in (64, 128) and self.cluster == 1):
             fail("b_realign", True, "False unless the inputs are 16-bit, BN is 64 or 128 and cluster=1 (the "
                  "producer threads shift B's rows into boxes of 64)")
@@ -667,7 +650,7 @@ class TensorMatmul(Spec):
             persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
             PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN,
             staged=self.staged_epilogue,
-            b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, ACC_SETS=self.acc_sets)
+            b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH)
 
     @property
     def staged_epilogue(self) -> bool:
