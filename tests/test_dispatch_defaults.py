@@ -367,3 +367,68 @@ def test_odd_pitched_row_major_weights_of_5_16_rows_go_to_the_in_place_transpose
     monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
     assert dispatch.call_family(np.zeros((8, 3000), np.float16), np.zeros((3000, 2001), np.float16),
                                 "float16") is Skinny
+
+
+def test_mid_size_16bit_products_of_unaligned_rows_run_mma_sync_reading_them_in_place(monkeypatch):
+    """On an sm_90 GPU, a float16/bfloat16 product of SMALL_PRODUCT_MACS to UNALIGNED_ELEMENT_MACS
+    multiply-adds whose A or B rows are not 16-byte aligned (K or N no multiple of 8, either
+    storage order), and which neither the transposed nor the streaming tiles take, runs the
+    mma.sync default with element loads (one launch) instead of the wgmma kernel after copies;
+    aligned operands, larger products and other GPUs keep the wgmma kernel's tiles (or the
+    portable choice); an exact tuned entry keeps its own."""
+    from kgen.ops.tensorcore import SMALL_PRODUCT_MACS, UNALIGNED_ELEMENT_MACS
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    rng = random.Random(21)
+    moved = kept = 0
+    while moved < 25 or kept < 10:
+        M, N, K = (int(2 ** rng.uniform(4, 13)) for _ in range(3))
+        dtype = rng.choice(("float16", "bfloat16"))
+        nptype = np.float16   # numpy has no bfloat16: the strides and shape are what count
+        suits = TensorMatmul.element_loads_suits(M, N, K, dtype)
+        assert suits == (SMALL_PRODUCT_MACS < M * N * K <= UNALIGNED_ELEMENT_MACS
+                         and not TensorMatmul.swap_suits(M, N, K, dtype)
+                         and not TensorMatmul.stream_suits(M, N, K, dtype)), (M, N, K)
+        if dispatch.matmul_family(M, N, K, dtype) is not TensorMatmul:
+            continue
+        A, B = np.zeros((M, K), nptype), np.zeros((K, N), nptype)
+        unaligned = K % 8 != 0 or N % 8 != 0
+        overrides = dispatch.call_overrides(A, B, TensorMatmul, dtype, stand_in=True)
+        assert overrides.get("element_loads", False) == (suits and unaligned), (M, N, K, overrides)
+        spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype).for_layouts(
+            {"M": M, "N": N, "K": K}, **overrides)
+        if suits and unaligned:
+            moved += 1
+            assert spec.instruction == "mma_sync" and spec.repack is False and not spec.b_realign, spec.to_json()
+            # B as W.t() of an N x K weight: the same request, the spec reads it column-major
+            Bt = np.zeros((N, K), nptype).T
+            got = dispatch.call_overrides(A, Bt, TensorMatmul, dtype, stand_in=True)
+            assert got.get("element_loads", False) == (K % 8 != 0), (M, N, K, got)   # both rows K long
+            if K % 8:
+                t = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype).for_layouts(
+                    {"M": M, "N": N, "K": K}, **got)
+                assert t.instruction == "mma_sync" and t.layout_b == "col" and t.repack is False
+            # rows padded to a multiple of 8 (a wider buffer, sliced): nothing to copy, wgmma kept
+            Ap = np.zeros((M, K + (-K) % 8), nptype)[:, :K]
+            Bp = np.zeros((K, N + (-N) % 8), nptype)[:, :N]
+            assert "element_loads" not in dispatch.call_overrides(Ap, Bp, TensorMatmul, dtype, stand_in=True)
+        elif M * N * K > UNALIGNED_ELEMENT_MACS:
+            kept += 1
+            assert spec.instruction == "wgmma", spec.to_json()
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    A, B = np.zeros((1000, 301), np.float16), np.zeros((301, 777), np.float16)
+    assert TensorMatmul.element_loads_suits(1000, 777, 301, "float16")
+    assert "element_loads" not in dispatch.call_overrides(A, B, TensorMatmul, "float16", stand_in=True)
+    assert TensorMatmul.element_loads_suits(1000, 777, 301, "float32") is False   # 16-bit only
+
+    # The request reaches the spec call_spec resolves, except for an exact tuned entry.
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    p = {"M": 1000, "N": 777, "K": 301}
+    tuned = TensorMatmul.wgmma_default_spec(p, "float16")
+    for origin, want in (("shipped", "mma_sync"), ("exact", "wgmma")):
+        monkeypatch.setattr(dispatch, "select",
+                            lambda cls, problem, dtype, o=origin, **kw: dispatch.Choice(tuned, o, problem))
+        assert dispatch.call_spec(A, B).instruction == want, origin
+    with pytest.raises(kgen.ArrayError, match="inner dimensions"):
+        dispatch.call_spec(A, np.zeros((300, 777), np.float16))

@@ -354,6 +354,31 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
             f"{M}x{N}x{K}: not run with b_realign"
 
 
+def test_matmul_reads_unaligned_mid_size_16bit_operands_with_element_loads():
+    """kgen.matmul on mid-size 16-bit products whose A or B rows are not 16-byte aligned
+    (TensorMatmul.element_loads_suits) runs mma.sync reading them in place, correctly:
+    NaN-poisoned out= and a fresh result, K split or whole, both orders of B, odd offsets."""
+    if not _hopper():
+        pytest.skip("the element-load rule replaces the wgmma kernel, which needs an sm_90 GPU")
+    torch = _torch()
+    from kgen.tune import dispatch
+
+    for M, N, K, order, offset in ((2370, 186, 54, "row", 0), (373, 818, 847, "row", 1), (2485, 42, 223, "row", 0),
+                                   (2211, 155, 567, "col", 0), (648, 17, 3201, "row", 3), (1293, 150, 761, "col", 1),
+                                   (300, 2001, 301, "row", 0), (4079, 22, 256, "row", 0)):
+        assert TensorMatmul.element_loads_suits(M, N, K, "bfloat16"), (M, N, K)
+        A = _operand(torch, M, K, "row", 0, offset, torch.bfloat16)
+        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
+        spec = dispatch.call_spec(A, B)
+        assert spec.instruction == "mma_sync" and spec.repack is False, (M, N, K, spec.to_json())
+        C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        kgen.matmul(A, B, out=C)
+        fresh = kgen.matmul(A, B)
+        torch.cuda.synchronize()
+        for got, label in ((C, "out="), (fresh, "fresh")):
+            _check(spec, A, B, got, None, 1.0, 0.0, f"kgen.matmul {M}x{N}x{K} {order} +{offset} {label}")
+
+
 def test_streaming_spec_with_split_k_on_model_like_shapes():
     """TensorMatmul.stream_spec on few rows against model-like weights (W.T and row-major):
     every output written (NaN-poisoned C), alpha and beta applied once, and two runs of one

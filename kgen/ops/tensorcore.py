@@ -191,6 +191,17 @@ TF32_TRANSPOSE_MIN = 512
 # against 33-51 µs; from 1923x51x438 (43M multiply-adds) up the wgmma kernel was as fast
 # or faster.
 SMALL_PRODUCT_MACS = 1 << 24
+# kgen.matmul runs 16-bit products of SMALL_PRODUCT_MACS to this many multiply-adds that the
+# wgmma kernel would take with its general tiles on mma.sync with element loads too, where an
+# operand's rows are not 16-byte aligned (K or N no multiple of 8, as most drawn sides are):
+# one launch reading them in place, where the wgmma kernel copies them first (one launch
+# each). Measured on an H100 as users call it (one call between CUDA events, host time
+# included; docs/bench/research/small16_routes.py, docs/tensorcore.md "Unaligned mid-size
+# products: element loads"): fitted on 30 bfloat16 products of 2^20-2^29 multiply-adds (seed
+# 9981; 2^28 and 2^28.5 did best), then on 50 held out (seeds 9982 bfloat16, 9983 float16) the
+# 18 products the rule moves ran 0.887x -> 0.958x cuBLAS (geometric mean over all 50); past
+# 2^28 the wgmma kernel won more often (169x3061x912: 1.19x against 0.87x).
+UNALIGNED_ELEMENT_MACS = 1 << 28
 # float32 products (TF32 off) run as three TF32 products on the wgmma kernel (split_tf32) where
 # dispatch finds an sm_90 GPU and the product has at least SPLIT_TF32_MIN_MACS multiply-adds, both
 # sides of at least SPLIT_TF32_MIN_SIDE and K of at least SPLIT_TF32_MIN_K. Fitted on 37 products
@@ -941,6 +952,17 @@ class TensorMatmul(Spec):
         return specs
 
     @classmethod
+    def element_loads_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether an M x N x K product whose operands' rows are not all 16-byte aligned runs
+        mma.sync with element loads (for_layouts(element_loads=True)) rather than the wgmma
+        kernel's general tiles after copies: 16-bit inputs, more than SMALL_PRODUCT_MACS (below,
+        default_spec runs element loads anyway) and at most UNALIGNED_ELEMENT_MACS multiply-adds,
+        and neither the transposed tiles (swap_suits) nor the streaming ones (stream_suits), which
+        read a large unaligned B in place or stream it."""
+        return (dtype in ("float16", "bfloat16") and SMALL_PRODUCT_MACS < M * N * K <= UNALIGNED_ELEMENT_MACS
+                and not cls.swap_suits(M, N, K, dtype) and not cls.stream_suits(M, N, K, dtype))
+
+    @classmethod
     def realign_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether kgen.matmul reads an unaligned B in place (with_realigned_b) for an
         M x N x K product: 16-bit inputs and at most REALIGN_MAX_ROWS rows, where B's copy
@@ -1028,7 +1050,15 @@ class TensorMatmul(Spec):
         itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
         gives way to wgmma_default_spec(split_tf32=True). b_realign=True: with_realigned_b of
         the result; where that does not apply to tiles of more than 128 columns, the transposed
-        tiles that read B in place (realign_swap_spec), else the result as it is (B copied)."""
+        tiles that read B in place (realign_swap_spec), else the result as it is (B copied).
+        element_loads=True (a request, not a field): where element_loads_suits the product and
+        this is the wgmma kernel's general tiles, the mma.sync default reading the operands in
+        place (repack off) instead."""
+        p = self.normalize_problem(problem)
+        if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32 \
+                and self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype):
+            layouts.pop("b_realign", None)
+            return self.mma_default_spec(p, self.dtype).replace(repack=False, **layouts)
         if layouts.pop("b_realign", False):
             spec = self.for_layouts(problem, **layouts)
             realigned = spec.with_realigned_b()
@@ -1041,7 +1071,6 @@ class TensorMatmul(Spec):
                 if split is not None:
                     return split
             return realigned
-        p = self.normalize_problem(problem)
         if self.swap_ab and layouts.get("layout_a") == "col":
             # The transposed tile reads A K-major: a column-major A takes the 64-row tiles.
             fallback = (self.stream_spec(p, self.dtype) if self.stream_suits(p["M"], p["N"], p["K"], self.dtype)

@@ -195,14 +195,9 @@ def _shape_dtype(x: Any, name: str) -> tuple[tuple[int, ...], Any, bool]:
                      "(pycuda GPUArray, torch, CuPy, Numba)")
 
 
-def _col_major(x: Any, name: str) -> bool:
-    """Whether a 2-D device array is stored column by column (e.g. a transposed view)."""
-    tensor = runtime.torch_tensor_type()
-    if tensor is not None and isinstance(x, tensor):
-        (rows, cols), strides = x.shape, x.stride()
-    else:
-        v = runtime.view(x, name)
-        (rows, cols), strides = v.shape, v.strides
+def _col_major(x: Any) -> bool:
+    """Whether a 2-D array is stored column by column (e.g. a transposed view)."""
+    (rows, cols), strides = x.shape, _element_strides(x)
     return rows > 1 and cols > 1 and strides[0] == 1 and strides[1] != 1
 
 
@@ -214,30 +209,44 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
         k = _kernels.get(memo)
     if k is not None:
         return k
+    k = build(resolve_spec(cls, problem, dtype, overrides, tune=tune))
+    with _lock:
+        _kernels[memo] = k
+    return k
+
+
+def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None = None, *,
+                 tune: bool = False, device=None, db: Any = None) -> Spec:
+    """The spec a call runs: select()'s choice (after tuning it when `tune` and nothing was
+    tuned for exactly this problem) on the call's operands (`overrides`, from call_overrides),
+    except that a choice tuned for exactly this problem keeps its instruction, repack and
+    kind of form. No GPU is needed when `device` is given."""
+    where = {k: v for k, v in (("device", device), ("db", db)) if v is not None}
     try:
-        choice = select(cls, problem, dtype)
+        choice = select(cls, problem, dtype, **where)
     except ValueError as exc:
         raise ArrayError(str(exc)) from None
     if tune and choice.origin != "exact":
         from .tuner import autotune
 
         autotune(cls, problem, dtype)
-        choice = select(cls, problem, dtype)
+        choice = select(cls, problem, dtype, **where)
     spec = choice.spec
-    fields = {f.name for f in dataclasses.fields(spec)}
+    fields = {f.name for f in dataclasses.fields(spec)} | LAYOUT_REQUESTS
     changes = {k: v for k, v in (overrides or {}).items() if k in fields}
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
         # instruction's specs (and repack settings, and both kinds of form) too: its choice stands.
-        changes.pop("instruction", None)
-        changes.pop("repack", None)
-        changes.pop("tensor_cores", None)
+        for name in ("instruction", "repack", "tensor_cores", "element_loads"):
+            changes.pop(name, None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
-    k = build(spec)
-    with _lock:
-        _kernels[memo] = k
-    return k
+    return spec
+
+
+# Requests in call_overrides that are not spec fields: the family's for_layouts reads them
+# (TensorMatmul.for_layouts: b_realign is both).
+LAYOUT_REQUESTS = frozenset({"element_loads"})
 
 
 def _dtype_name(dt: Any, allowed: tuple[str, ...], what: str) -> str:
@@ -291,32 +300,10 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
     family = call_family(A, B, dtype, allow_tf32)
-    overrides: dict[str, Any] = {}
-    if dev_a and family.kernel in ("matmul", "tensor_matmul"):
-        # A transposed device view is read in place by a column-major spec of the same tiles.
-        overrides = {"layout_a": "col" if _col_major(A, "A") else "row",
-                     "layout_b": "col" if runtime.is_device_array(B) and _col_major(B, "B") else "row"}
-    from ..ops.matmul import ELEMENT_LOADS_MAX_MACS
-
-    if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
-        # Small products: unaligned operands read in place (one launch), not repacked first.
-        overrides["repack"] = False
-    if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
-        # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
-        overrides["tensor_cores"] = False
-    if family.kernel == "skinny" and _split_on_hopper(dtype) and _wgmma_suits(problem):
-        # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
-        # mma.sync forms, which run on every GPU).
-        overrides["instruction"] = "wgmma"
-    if family.kernel == "tensor_matmul" and "layout_b" in overrides and _realigns_b(B, M, N, K, dtype):
-        # A 16-bit B whose rows TMA cannot read (a pitch of no multiple of 16 bytes): the wgmma
-        # kernel's producer threads read it in place rather than copy it first.
-        overrides["b_realign"] = True
+    overrides = call_overrides(A, B, family, dtype, allow_tf32, dev_a)
     if family.kernel == "tensor_matmul" and dtype == "float32":
-        # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
-        # a tuned entry for this problem holds. The tuner searches TF32 specs, not the split's
-        # tiles, so tune=True does not apply to the split: it runs its own default.
-        overrides["split_tf32"] = not allow_tf32
+        # The tuner searches TF32 specs, not the split's tiles, so tune=True does not apply to
+        # the split: it runs its own default.
         tune = tune and allow_tf32
     k = _kernel(family, problem, dtype, tune, overrides)
     result = k(A, B, out=out, alpha=alpha, beta=beta, stream=stream)
@@ -332,6 +319,64 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
 # up the tensor-core kernels ran at 0.47-0.72x cuBLAS DGEMM where the SIMT tiles ran at
 # 0.35-0.61x; at 512^3 the two tied (0.89x / 0.90x) and at 200^3 the SIMT tiles won (1.03x / 0.87x).
 TENSOR_F64_MIN_MACS = 1 << 28
+
+
+def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: bool = False,
+                   on_device: bool = True, stand_in: bool = False) -> dict[str, Any]:
+    """What kgen.matmul(A, B) asks of `family`'s chosen spec for these operands (their storage
+    orders and strides; resolve_spec applies it): the layouts of device arrays, element loads
+    where copies cost more than they save, the skinny family's SIMT or wgmma forms, B read in
+    place, and float32 on the TF32 tensor cores as one product or three. `on_device`: A is a
+    device array; `stand_in`: numpy arrays stand for device arrays of their strides."""
+    (M, K), N = A.shape, B.shape[1]
+    problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
+    overrides: dict[str, Any] = {}
+    if (on_device or stand_in) and family.kernel in ("matmul", "tensor_matmul"):
+        # A transposed device view is read in place by a column-major spec of the same tiles.
+        b_in_place = stand_in or runtime.is_device_array(B)
+        overrides = {"layout_a": "col" if _col_major(A) else "row",
+                     "layout_b": "col" if b_in_place and _col_major(B) else "row"}
+    from ..ops.matmul import ELEMENT_LOADS_MAX_MACS
+
+    if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
+        # Small products: unaligned operands read in place (one launch), not repacked first.
+        overrides["repack"] = False
+    if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
+        # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
+        overrides["tensor_cores"] = False
+    if family.kernel == "skinny" and _split_on_hopper(dtype) and _wgmma_suits(problem):
+        # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
+        # mma.sync forms, which run on every GPU).
+        overrides["instruction"] = "wgmma"
+    if family.kernel == "tensor_matmul" and _element_loads(A, B, M, N, K, dtype):
+        # Mid-size 16-bit products with rows TMA cannot read: mma.sync reading them in place
+        # (one launch) rather than the wgmma kernel after copies.
+        overrides["element_loads"] = True
+    elif family.kernel == "tensor_matmul" and "layout_b" in overrides and _realigns_b(B, M, N, K, dtype):
+        # A 16-bit B whose rows TMA cannot read (a pitch of no multiple of 16 bytes): the wgmma
+        # kernel's producer threads read it in place rather than copy it first.
+        overrides["b_realign"] = True
+    if family.kernel == "tensor_matmul" and dtype == "float32":
+        # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
+        # a tuned entry for this problem holds.
+        overrides["split_tf32"] = not allow_tf32
+    return overrides
+
+
+def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any = None) -> Spec:
+    """The spec kgen.matmul(A, B, allow_tf32=...) runs for these operands (numpy arrays stand
+    for device arrays of the same shapes and strides), with the tuning database `db` (None:
+    the default one, False: none) on `device` (an autotune.DeviceInfo; None: this GPU)."""
+    sa, da, _ = _shape_dtype(A, "A")
+    sb, _, _ = _shape_dtype(B, "B")
+    if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
+        raise ArrayError(f"A and B must be 2-D with equal inner dimensions, got shapes {sa} and {sb}")
+    dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
+    (M, K), N = sa, sb[1]
+    problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
+    family = call_family(A, B, dtype, allow_tf32)
+    overrides = call_overrides(A, B, family, dtype, allow_tf32, stand_in=True)
+    return resolve_spec(family, problem, dtype, overrides, device=device, db=db)
 
 
 def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Spec]:
@@ -441,6 +486,19 @@ def _realigns_b(B: Any, M: int, N: int, K: int, dtype: str) -> bool:
     from ..ops.tensorcore import TensorMatmul
 
     return TensorMatmul.realign_suits(M, N, K, dtype) and K > 1 and N > 1 and max(_element_strides(B)) % 8 != 0
+
+
+def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
+    """Whether kgen.matmul runs this product on mma.sync reading its operands in place
+    (TensorMatmul.element_loads_suits, with for_layouts' element_loads request): an sm_90 GPU,
+    where the default is the wgmma kernel, and an operand whose leading dimension is no multiple
+    of 8 elements (16 bytes), which that kernel would copy first. The strides decide, as in
+    _realigns_b."""
+    from ..ops.tensorcore import TensorMatmul
+
+    if not (_runs_wgmma() and TensorMatmul.element_loads_suits(M, N, K, dtype)):
+        return False
+    return any(max(_element_strides(x)) % 8 != 0 for x in (A, B))
 
 
 def _wgmma_suits(problem: dict[str, int]) -> bool:
