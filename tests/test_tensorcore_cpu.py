@@ -932,3 +932,29 @@ def test_staged_epilogue_keeps_the_kernel_code_small(fields):
     res = compiled.resources["kgen_tc_wgmma"]
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0
     assert _text_bytes(compiled.cubin, "kgen_tc_wgmma") < 48 * 1024
+
+
+def test_unaligned_outputs_go_through_shared_memory_where_the_tile_fits():
+    """The mma.sync kernel stores an output without pair stores (an odd N or pitch) through
+    shared memory where BN is a multiple of 64 and the float sums fit over the stages; not
+    float64, not the wgmma kernel (its own epilogues), and the rendered source has the staged
+    store exactly then."""
+    from kgen.ops.tensorcore import TensorMatmul as T
+
+    cases = [
+        (T(dtype="bfloat16", tile=(128, 128, 32), warp_tile=(64, 64), stages=4, repack=False), True),
+        (T(dtype="float16", tile=(128, 64, 32), warp_tile=(64, 32), stages=4), True),
+        (T(dtype="bfloat16", tile=(128, 128, 32), warp_tile=(64, 64), stages=3), False),   # 48 KB < 64 KB of sums
+        (T(dtype="bfloat16", tile=(128, 256, 32), warp_tile=(64, 64), stages=3), False),
+        (T(dtype="float16", tile=(64, 32, 32), warp_tile=(32, 32), stages=4), False),       # BN no multiple of 64
+        (T(dtype="float32", tf32=True, tile=(128, 128, 32), warp_tile=(64, 64), stages=3, smem_layout="pad"), True),
+        (T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad"), False),
+        (T.wgmma_default_spec({"M": 2000, "N": 2001, "K": 2000}, "bfloat16"), False),
+    ]
+    for spec, staged in cases:
+        assert spec.staged_unaligned_output is staged, spec.to_json()
+        BM, BN, _ = spec.tile
+        if staged:
+            assert BN % 64 == 0 and BM * BN * 4 <= spec.shared_bytes
+        rendered = "consecutive threads store consecutive elements of a row" in kgen.render(spec)
+        assert rendered is staged, spec.to_json()
