@@ -215,6 +215,11 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
     return k
 
 
+# Requests in call_overrides that are not spec fields: the family's for_layouts reads them
+# (TensorMatmul.for_layouts: b_realign is both).
+LAYOUT_REQUESTS = frozenset({"element_loads"})
+
+
 def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None = None, *,
                  tune: bool = False, device=None, db: Any = None) -> Spec:
     """The spec a call runs: select()'s choice (after tuning it when `tune` and nothing was
@@ -244,9 +249,18 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
     return spec
 
 
-# Requests in call_overrides that are not spec fields: the family's for_layouts reads them
-# (TensorMatmul.for_layouts: b_realign is both).
-LAYOUT_REQUESTS = frozenset({"element_loads"})
+def _product_of(A: Any, B: Any) -> tuple[str, dict[str, int], bool]:
+    """(dtype name, the problem {M, N, K}, is A on the device?) of A @ B, or ArrayError naming
+    what is wrong with the operands."""
+    sa, da, dev_a = _shape_dtype(A, "A")
+    sb, _, _ = _shape_dtype(B, "B")
+    if len(sa) != 2 or len(sb) != 2:
+        raise ArrayError(f"A and B must be 2-D, got shapes {sa} and {sb}")
+    (M, K), (K2, N) = sa, sb
+    if K != K2:
+        raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
+    dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
+    return dtype, {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}, dev_a
 
 
 def _dtype_name(dt: Any, allowed: tuple[str, ...], what: str) -> str:
@@ -290,15 +304,7 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
             if repeat is not None:
                 _remember_repeat(repeat, k, A, B)
             return result
-    sa, da, dev_a = _shape_dtype(A, "A")
-    sb, _, _ = _shape_dtype(B, "B")
-    if len(sa) != 2 or len(sb) != 2:
-        raise ArrayError(f"A and B must be 2-D, got shapes {sa} and {sb}")
-    (M, K), (K2, N) = sa, sb
-    if K != K2:
-        raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
-    dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
-    problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
+    dtype, problem, dev_a = _product_of(A, B)
     family = call_family(A, B, dtype, allow_tf32)
     overrides = call_overrides(A, B, family, dtype, allow_tf32, dev_a)
     if family.kernel == "tensor_matmul" and dtype == "float32":
@@ -367,13 +373,7 @@ def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any 
     """The spec kgen.matmul(A, B, allow_tf32=...) runs for these operands (numpy arrays stand
     for device arrays of the same shapes and strides), with the tuning database `db` (None:
     the default one, False: none) on `device` (an autotune.DeviceInfo; None: this GPU)."""
-    sa, da, _ = _shape_dtype(A, "A")
-    sb, _, _ = _shape_dtype(B, "B")
-    if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
-        raise ArrayError(f"A and B must be 2-D with equal inner dimensions, got shapes {sa} and {sb}")
-    dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
-    (M, K), N = sa, sb[1]
-    problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
+    dtype, problem, _ = _product_of(A, B)
     family = call_family(A, B, dtype, allow_tf32)
     overrides = call_overrides(A, B, family, dtype, allow_tf32, stand_in=True)
     return resolve_spec(family, problem, dtype, overrides, device=device, db=db)
@@ -460,8 +460,13 @@ def _large_rows_aligned(A: Any, B: Any, M: int, N: int) -> bool:
     """Whether the large operand's leading dimension spans a multiple of 16 bytes (TMA's
     row alignment; a 16-bit element is 2 bytes). The pointer's own alignment is left to the
     kernel, which copies an unaligned operand."""
-    st = _element_strides(B if M <= N else A)
-    return max(st) % 8 == 0
+    return _rows_aligned(B if M <= N else A)
+
+
+def _rows_aligned(x: Any) -> bool:
+    """Whether a 16-bit array's leading dimension (its largest stride) is a multiple of 8
+    elements: 16 bytes, the row alignment TMA reads."""
+    return max(_element_strides(x)) % 8 == 0
 
 
 def _element_rows_simt(A: Any, B: Any, M: int, N: int, dtype: str) -> bool:
@@ -485,7 +490,7 @@ def _realigns_b(B: Any, M: int, N: int, K: int, dtype: str) -> bool:
     alone is copied aligned)."""
     from ..ops.tensorcore import TensorMatmul
 
-    return TensorMatmul.realign_suits(M, N, K, dtype) and K > 1 and N > 1 and max(_element_strides(B)) % 8 != 0
+    return TensorMatmul.realign_suits(M, N, K, dtype) and K > 1 and N > 1 and not _rows_aligned(B)
 
 
 def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
@@ -498,7 +503,7 @@ def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
 
     if not (_runs_wgmma() and TensorMatmul.element_loads_suits(M, N, K, dtype)):
         return False
-    return any(max(_element_strides(x)) % 8 != 0 for x in (A, B))
+    return not (_rows_aligned(A) and _rows_aligned(B))
 
 
 def _wgmma_suits(problem: dict[str, int]) -> bool:
