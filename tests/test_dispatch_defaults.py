@@ -409,11 +409,14 @@ def test_mid_size_16bit_products_of_unaligned_rows_run_mma_sync_reading_them_in_
                 t = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype).for_layouts(
                     {"M": M, "N": N, "K": K}, **got)
                 assert t.instruction == "mma_sync" and t.layout_b == "col" and t.repack is False
-            # rows padded to a multiple of 8 (a wider buffer, sliced): nothing to copy, wgmma kept
+            # rows padded to a multiple of 8 (a wider buffer, sliced): nothing to copy, wgmma kept,
+            # unless a short K's output rows (N apart) are what the wgmma kernel would store badly
             Ap = np.zeros((M, K + (-K) % 8), nptype)[:, :K]
             Bp = np.zeros((K, N + (-N) % 8), nptype)[:, :N]
-            assert "element_loads" not in dispatch.call_overrides(Ap, Bp, TensorMatmul, dtype, stand_in=True)
-        elif M * N * K > UNALIGNED_ELEMENT_MACS:
+            short_unaligned = bool(TensorMatmul.short_k_suits(M, N, K, dtype) and N % 8)
+            assert ("element_loads" in dispatch.call_overrides(Ap, Bp, TensorMatmul, dtype, stand_in=True)) \
+                is short_unaligned
+        elif M * N * K > UNALIGNED_ELEMENT_MACS and not TensorMatmul.short_k_suits(M, N, K, dtype):
             kept += 1
             assert spec.instruction == "wgmma", spec.to_json()
     monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
@@ -432,3 +435,68 @@ def test_mid_size_16bit_products_of_unaligned_rows_run_mma_sync_reading_them_in_
         assert dispatch.call_spec(A, B).instruction == want, origin
     with pytest.raises(kgen.ArrayError, match="inner dimensions"):
         dispatch.call_spec(A, np.zeros((300, 777), np.float16))
+
+
+def test_short_k_16bit_products_run_mma_sync_in_tiles_that_share_an_sm(monkeypatch):
+    """A float16/bfloat16 product of K at most SHORT_K_MAX and both sides of at least
+    SHORT_K_MIN_SIDE runs mma.sync reading its operands in place, in 128x128 blocks two an SM
+    where they make two waves or K is at least SHORT_K_WIDE_K, else 128x64 blocks three an SM
+    (the spec compiles within those registers: prune_reason; it stages an output without pair
+    stores): by default up to SMALL_PRODUCT_MACS, and on an sm_90 GPU, whatever its size, where
+    N is no multiple of 8 or the element-load rule takes it; an aligned larger one keeps the
+    wgmma kernel. Longer K, narrower products and float32 keep their own rules. Via call_spec,
+    as kgen.matmul resolves it with no tuning database, both storage orders of B."""
+    from kgen.ops.tensorcore import (SHORT_K_MAX, SHORT_K_MIN_SIDE, SHORT_K_WIDE_K, SHORT_K_WIDE_TILES,
+                                     SMALL_PRODUCT_MACS)
+    from kgen.tune import dispatch
+    from kgen.tune.device import DeviceInfo, arch_limits
+
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    h100 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    rng = random.Random(31)
+    seen = {"wide": 0, "narrow": 0, "wgmma": 0, "other": 0}
+    while min(seen.values()) < 6:
+        M, N = (int(2 ** rng.uniform(8, 13.5)) for _ in range(2))
+        K = int(2 ** rng.uniform(3, 9))
+        N, K = (N | 1 if rng.random() < 0.4 else N), (K | 1 if rng.random() < 0.4 else K)
+        N, K = (-(-N // 8) * 8 if rng.random() < 0.3 else N), (-(-K // 8) * 8 if rng.random() < 0.3 else K)
+        dtype = rng.choice(("float16", "bfloat16"))
+        if dispatch.matmul_family(M, N, K, dtype) is not TensorMatmul:
+            continue
+        A = np.zeros((M, K), np.float16)
+        B = np.zeros((K, N), np.float16) if rng.random() < 0.5 else np.zeros((N, K), np.float16).T
+        spec = dispatch.call_spec(A, B, device=h100, db=False)
+        suits = K <= SHORT_K_MAX and min(M, N) >= SHORT_K_MIN_SIDE
+        assert TensorMatmul.short_k_suits(M, N, K, dtype) is suits
+        if not suits:
+            seen["other"] += 1
+            assert spec.min_blocks == 0, (M, N, K, spec.to_json())
+            continue
+        small = M * N * K <= SMALL_PRODUCT_MACS
+        element_rule = TensorMatmul.element_loads_suits(M, N, K, dtype) and (K % 8 or N % 8)
+        if not (small or N % 8 or element_rule):
+            seen["wgmma"] += 1
+            assert spec.instruction == "wgmma" and spec.min_blocks == 0, (M, N, K, spec.to_json())
+            continue
+        assert spec.instruction == "mma_sync" and spec.repack is False and spec.split_k == 1, spec.to_json()
+        assert spec.layout_b == ("col" if B.strides[0] == 2 and N > 1 else "row")
+        wide = -(-M // 128) * -(-N // 128) >= SHORT_K_WIDE_TILES or K >= SHORT_K_WIDE_K
+        seen["wide" if wide else "narrow"] += 1
+        want = ((128, 128, 32), (64, 32), 2) if wide else ((128, 64, 32), (32, 32), 3)
+        assert (spec.tile, spec.warp_tile, spec.min_blocks) == want, (M, N, K, spec.to_json())
+        assert spec.staged_unaligned_output
+        assert not spec.prune_reason({"M": M, "N": N, "K": K}, h100.limits)
+    # Short K but float32 (the SIMT or split-TF32 rules), or a side under the bound: not these.
+    assert not TensorMatmul.short_k_suits(4096, 4096, 64, "float32")
+    assert not TensorMatmul.short_k_suits(SHORT_K_MIN_SIDE - 1, 4096, 64, "bfloat16")
+    assert not TensorMatmul.short_k_suits(4096, 4096, SHORT_K_MAX + 1, "bfloat16")
+    # Another GPU: the request is sm_90's (the rule's own default below SMALL_PRODUCT_MACS stands).
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    assert "element_loads" not in dispatch.call_overrides(np.zeros((4000, 33), np.float16),
+                                                          np.zeros((33, 4001), np.float16), TensorMatmul,
+                                                          "float16", stand_in=True)
+    # The tuner's space holds both tiles.
+    keys = {s.key for s in TensorMatmul.search_space({"M": 4096, "N": 4096, "K": 64}, "bfloat16")}
+    for spec in (TensorMatmul.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
+                 TensorMatmul.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "bfloat16")):
+        assert spec.replace(repack=True).key in keys

@@ -152,7 +152,18 @@ def representative() -> list[TensorMatmul]:
                 specs[s.key] = s
         s = T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype).replace(layout_a="col", layout_b="col")
         specs[s.key] = s
+        specs.update((s.key, s) for s in short_k_specs(dtype))
     return list(specs.values())
+
+
+def short_k_specs(dtype: str) -> list[TensorMatmul]:
+    """The short-K rule's two tiles (two and three blocks an SM, registers capped by
+    min_blocks) in three storage orders."""
+    if dtype not in ("float16", "bfloat16"):
+        return []
+    return [TensorMatmul.short_k_spec(problem, dtype).replace(layout_a=la, layout_b=lb)
+            for problem in ({"M": 4096, "N": 4096, "K": 64}, {"M": 1000, "N": 1000, "K": 20})
+            for la, lb in (("row", "row"), ("row", "col"), ("col", "col"))]
 
 
 @pytest.mark.nvcc
@@ -160,7 +171,7 @@ def representative() -> list[TensorMatmul]:
 def test_representative_specs_compile_without_spills(arch):
     # sm_80 (the mma.sync path's first arch): the largest mma.sync default of each dtype.
     specs = representative() if arch == "sm_90" else [
-        TensorMatmul.mma_default_spec({"M": 8192, "N": 8192, "K": 8192}, d) for d in DTYPES]
+        TensorMatmul.mma_default_spec({"M": 8192, "N": 8192, "K": 8192}, d) for d in DTYPES] + short_k_specs("bfloat16")
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, arch), specs))
     spills = []
@@ -446,8 +457,12 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
             assert s == TensorMatmul.swap_spec({"M": M, "N": N, "K": K}, dtype)   # A's rows as the wgmma N
             continue
         if M * N * K <= SMALL_PRODUCT_MACS:
-            # Small products: one launch of the mma.sync kernel with element loads.
-            assert s == TensorMatmul.mma_default_spec({"M": M, "N": N, "K": K}, dtype).replace(repack=False)
+            # Small products: one launch of the mma.sync kernel with element loads (a short K's
+            # in tiles that share an SM).
+            want = (TensorMatmul.short_k_spec({"M": M, "N": N, "K": K}, dtype)
+                    if TensorMatmul.short_k_suits(M, N, K, dtype)
+                    else TensorMatmul.mma_default_spec({"M": M, "N": N, "K": K}, dtype).replace(repack=False))
+            assert s == want
             continue
         BM, BN, BK = s.tile
         assert s.wgmma and BK * ITEMSIZE[dtype] == 128 and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]

@@ -48,6 +48,9 @@ def spec_pool() -> list[TensorMatmul]:
           raster="col", repack=False),
         T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle", split_k=2),
         T(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=3, smem_layout="pad", repack=False),
+        # the short-K rule's tiles: two and three blocks an SM (min_blocks), operands read in place
+        T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
+        T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
     ]
     if _hopper():   # the wgmma kernel: the defaults, every block shape class, stages, split-K, both outputs
         pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16"),
@@ -377,6 +380,36 @@ def test_matmul_reads_unaligned_mid_size_16bit_operands_with_element_loads():
         torch.cuda.synchronize()
         for got, label in ((C, "out="), (fresh, "fresh")):
             _check(spec, A, B, got, None, 1.0, 0.0, f"kgen.matmul {M}x{N}x{K} {order} +{offset} {label}")
+
+
+def test_matmul_runs_short_k_16bit_products_in_tiles_that_share_an_sm():
+    """kgen.matmul on 16-bit products of a short K (TensorMatmul.short_k_suits) runs mma.sync
+    reading the operands in place, both tiles of the rule, correctly: odd N, K and offsets,
+    both orders of B, a NaN-poisoned out= of an odd pitch (the staged store), a fresh result,
+    and beta."""
+    torch = _torch()
+    from kgen.tune import dispatch
+
+    bf16, f16 = torch.bfloat16, torch.float16
+    for M, N, K, order, offset, dt in ((1493, 1761, 35, "row", 0, bf16), (2067, 1538, 21, "col", 1, f16),
+                                       (4301, 4497, 25, "row", 3, bf16), (3970, 794, 95, "col", 0, bf16),
+                                       (513, 4095, 128, "row", 0, f16), (6193, 1001, 1, "row", 1, bf16),
+                                       (1809, 3720, 20, "row", 0, bf16)):
+        A = _operand(torch, M, K, "row", 0, offset, dt)
+        B = _operand(torch, K, N, order, 0, offset, dt)
+        spec = dispatch.call_spec(A, B)
+        assert spec.instruction == "mma_sync" and spec.repack is False and spec.min_blocks > 1, spec.to_json()
+        C = torch.full((M, N + 3), float("nan"), device="cuda", dtype=dt)[:, 1:N + 1]
+        kgen.matmul(A, B, out=C)
+        fresh = kgen.matmul(A, B)
+        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(dt)
+        D = C0.clone()
+        kgen.matmul(A, B, out=D, alpha=-0.5, beta=2.0)
+        torch.cuda.synchronize()
+        label = f"kgen.matmul {M}x{N}x{K} {order} +{offset} {dt}"
+        for got, what in ((C, "out= of pitch N + 3"), (fresh, "fresh")):
+            _check(spec, A, B, got, None, 1.0, 0.0, f"{label} {what}")
+        _check(spec, A, B, D, C0, -0.5, 2.0, f"{label} beta")
 
 
 def test_streaming_spec_with_split_k_on_model_like_shapes():

@@ -202,6 +202,30 @@ SMALL_PRODUCT_MACS = 1 << 24
 # 18 products the rule moves ran 0.887x -> 0.958x cuBLAS (geometric mean over all 50); past
 # 2^28 the wgmma kernel won more often (169x3061x912: 1.19x against 0.87x).
 UNALIGNED_ELEMENT_MACS = 1 << 28
+# 16-bit products of a short K (at most SHORT_K_MAX) with both sides of at least SHORT_K_MIN_SIDE
+# store far more than they read or compute: a block's loads, k steps and stores come one after
+# the other, and what hides them is other blocks on the same SM. Those of at most
+# SMALL_PRODUCT_MACS, and on an sm_90 GPU those whose operands the wgmma kernel would copy (the
+# element-load rule) or whose output rows it would store a piece at a time (N no multiple of 8;
+# dispatch's _element_loads), run mma.sync, operands read in place (repack off), in tiles that
+# keep two or three blocks an SM (min_blocks):
+#   128x128 blocks of 64x32 warp tiles, 4 stages, two blocks an SM, where the 128x128 tiles make
+#   at least SHORT_K_WIDE_TILES (two waves of an H100's SMs) or K is at least SHORT_K_WIDE_K;
+#   128x64 blocks of 32x32 warp tiles, 3 stages, three blocks an SM, elsewhere.
+# Both hold the block's float sums over their stages, so an output without pair stores goes
+# through shared memory (staged_unaligned_output). Fitted on 12 bfloat16 products drawn with M, N
+# of 512-8192 and K of 16-128, half of N odd (device time over operands rotated past L2, H100;
+# docs/bench/research/short_k_tiles.py SEED=9401, docs/tensorcore.md "Short K"): the default
+# (the mma.sync default's 4 warps of 255 registers, or the wgmma kernel's tiles) ran 0.59x
+# cuBLAS, ten fixed variants 0.41-0.75x; on 10 held out (SEED=9402) the rule's choice was within
+# 11% of the fastest variant on every product. Where N is a multiple of 8 and the wgmma kernel
+# reads the operands (or copies a short-K A, which is small), it stayed faster from ~2^26 up
+# (4541x7147x57: 56.4 µs against 84.0; 1995x7988x31: 31.0 against 37.4; held-out SEED=9302 of
+# docs/bench/research/odd_output_ab.py).
+SHORT_K_MAX = 128
+SHORT_K_MIN_SIDE = 512
+SHORT_K_WIDE_TILES = 264
+SHORT_K_WIDE_K = 64
 # float32 products (TF32 off) run as three TF32 products on the wgmma kernel (split_tf32) where
 # dispatch finds an sm_90 GPU and the product has at least SPLIT_TF32_MIN_MACS multiply-adds, both
 # sides of at least SPLIT_TF32_MIN_SIDE and K of at least SPLIT_TF32_MIN_K. Fitted on 37 products
@@ -732,14 +756,19 @@ class TensorMatmul(Spec):
         """float16/bfloat16 and TF32: the wgmma kernel (wgmma_default_spec), which dispatch
         replaces by mma_default_spec on a GPU other than sm_90 (prune_reason rules it out
         there); products of at most SMALL_PRODUCT_MACS multiply-adds mma_default_spec with
-        element loads (one launch, no copies), except few rows that swap_suits takes.
+        element loads (one launch, no copies), except few rows that swap_suits takes and a
+        short K (short_k_suits), which short_k_spec takes (larger ones take it where dispatch
+        asks for element loads: for_layouts).
         float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
         (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against
         0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch replaces by m8n8k4 below
         sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
             p = cls.normalize_problem(problem)
-            if p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS and not cls.swap_suits(p["M"], p["N"], p["K"], dtype):
+            small = p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS
+            if small and cls.short_k_suits(p["M"], p["N"], p["K"], dtype):
+                return cls.short_k_spec(p, dtype)
+            if small and not cls.swap_suits(p["M"], p["N"], p["K"], dtype):
                 return cls.mma_default_spec(p, dtype).replace(repack=False)
             return cls.wgmma_default_spec(problem, dtype)
         spec = cls.mma_default_spec(problem, dtype)
@@ -748,6 +777,23 @@ class TensorMatmul(Spec):
             # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100.
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3)
         return spec
+
+    @classmethod
+    def short_k_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether the default runs M x N x K as a short-K product (short_k_spec): 16-bit inputs,
+        K of at most SHORT_K_MAX and M and N of at least SHORT_K_MIN_SIDE."""
+        return dtype in ("float16", "bfloat16") and K <= SHORT_K_MAX and min(M, N) >= SHORT_K_MIN_SIDE
+
+    @classmethod
+    def short_k_spec(cls, problem, dtype):
+        """mma.sync in tiles that keep two or three blocks an SM, operands read in place (the
+        constants at SHORT_K_MAX say how each was chosen)."""
+        cls._check_dtype_name(dtype)
+        p = cls.normalize_problem(problem)
+        tiles = -(-p["M"] // 128) * -(-p["N"] // 128)
+        if tiles >= SHORT_K_WIDE_TILES or p["K"] >= SHORT_K_WIDE_K:
+            return cls(dtype=dtype, tile=(128, 128, 32), warp_tile=(64, 32), stages=4, min_blocks=2, repack=False)
+        return cls(dtype=dtype, tile=(128, 64, 32), warp_tile=(32, 32), stages=3, min_blocks=3, repack=False)
 
     @classmethod
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
@@ -925,6 +971,12 @@ class TensorMatmul(Spec):
                     for WM, WN in ((32, 32), (32, 64), (64, 32), (64, 64)):
                         add(tile=(BM, BN, bks[0]), warp_tile=(WM, WN), stages=4, split_k=split,
                             smem_layout=_DEFAULTS[dtype]["smem_layout"])
+        if dtype in ("float16", "bfloat16"):
+            # Two to four blocks an SM (min_blocks caps each thread's registers): where K is short,
+            # one block's loads and stores overlap the others' (short_k_spec).
+            for tile, warp, stages, blocks in (((64, 64), (32, 32), 2, 4), ((128, 64), (32, 32), 3, 3),
+                                               ((128, 128), (64, 32), 4, 2), ((64, 128), (32, 64), 4, 3)):
+                add(tile=(*tile, bks[1]), warp_tile=warp, stages=stages, min_blocks=blocks)
         if dtype == "float64":
             # sm_90's 16-row shapes (pruned on older GPUs): m16n8k16 in 32x32 warp tiles, and
             # m16n8k8, whose smaller fragments leave room for 64x32 and 32x64 ones.
@@ -1064,14 +1116,17 @@ class TensorMatmul(Spec):
         gives way to wgmma_default_spec(split_tf32=True). b_realign=True: with_realigned_b of
         the result; where that does not apply to tiles of more than 128 columns, the transposed
         tiles that read B in place (realign_swap_spec), else the result as it is (B copied).
-        element_loads=True (a request, not a field): where element_loads_suits the product and
-        this is the wgmma kernel's general tiles, the mma.sync default reading the operands in
-        place (repack off) instead."""
+        element_loads=True (a request, not a field): where this is the wgmma kernel's general
+        tiles, the short-K tiles (short_k_spec) where short_k_suits the product, else where
+        element_loads_suits it the mma.sync default reading the operands in place (repack off)."""
         p = self.normalize_problem(problem)
-        if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32 \
-                and self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype):
-            layouts.pop("b_realign", None)
-            return self.mma_default_spec(p, self.dtype).replace(repack=False, **layouts)
+        if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32:
+            if self.short_k_suits(p["M"], p["N"], p["K"], self.dtype):
+                layouts.pop("b_realign", None)
+                return self.short_k_spec(p, self.dtype).replace(**layouts)
+            if self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype):
+                layouts.pop("b_realign", None)
+                return self.mma_default_spec(p, self.dtype).replace(repack=False, **layouts)
         if layouts.pop("b_realign", False):
             spec = self.for_layouts(problem, **layouts)
             realigned = spec.with_realigned_b()
@@ -1107,8 +1162,9 @@ class TensorMatmul(Spec):
         over = block_limit_reason(self.threads, self.shared_bytes, limits, MAX_SHARED_BYTES)
         if over:
             return over
-        # Fragments and addresses take ~64 registers beyond the accumulators; a cap below
-        # that (block size x min_blocks) spills.
+        # Fragments and addresses take registers beyond the accumulators (~64 for 64x64 warp tiles,
+        # ~48 for 32x32: ptxas kept 128x64 blocks of 32x32 warp tiles in 80, three blocks an SM, no
+        # spills); a cap below that (block size x min_blocks) spills.
         cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
         if self.mma_shape:
             # float64 16-row fragments are large: k/2 doubles of A a row tile, k/4 of B a column tile.
@@ -1122,9 +1178,10 @@ class TensorMatmul(Spec):
             if need > cap:
                 return (f"float64 {self.mma_shape} accumulators and fragments take ~{need} registers a thread, "
                         f"above {cap} (spills)")
-        if not self.wgmma and cap < self.accumulator_registers + 64:
+        fragments = 32 + 4 * -(-self.warp_tile[0] // 16) + 2 * -(-self.warp_tile[1] // 8)
+        if not self.wgmma and cap < self.accumulator_registers + fragments:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
-                   f"below ~{self.accumulator_registers + 64} needed (spills)"
+                   f"below ~{self.accumulator_registers + fragments} needed (spills)"
         return tile_fit_reason(self, self.normalize_problem(problem), "warps")
 
     @classmethod

@@ -498,10 +498,16 @@ def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
     (TensorMatmul.element_loads_suits, with for_layouts' element_loads request): an sm_90 GPU,
     where the default is the wgmma kernel, and an operand whose leading dimension is no multiple
     of 8 elements (16 bytes), which that kernel would copy first. The strides decide, as in
-    _realigns_b."""
+    _realigns_b. And a product of a short K (TensorMatmul.short_k_suits) whose output rows are
+    not 16-byte aligned (N no multiple of 8), which the wgmma kernel would store a piece at a
+    time: the request then gives the short-K tiles, whatever the product's size."""
     from ..ops.tensorcore import TensorMatmul
 
-    if not (_runs_wgmma() and TensorMatmul.element_loads_suits(M, N, K, dtype)):
+    if not _runs_wgmma():
+        return False
+    if TensorMatmul.short_k_suits(M, N, K, dtype) and N % 8:
+        return True
+    if not TensorMatmul.element_loads_suits(M, N, K, dtype):
         return False
     return not (_rows_aligned(A) and _rows_aligned(B))
 

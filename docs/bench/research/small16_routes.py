@@ -11,7 +11,9 @@ Shapes: random_matmul_shapes(400, SEED) (kgen bench calls' general draw) with M*
 2^MIN_LOG2 to 2^MAX_LOG2 multiply-adds that dispatch sends to TensorMatmul, the first COUNT;
 DTYPE (bfloat16). Per route: the relative error against float64 (output NaN-poisoned first),
 one call between CUDA events (median of 40, host time included) and back-to-back calls
-(median over batches of 20), beside torch.matmul (cuBLAS) timed the same way, in one process.
+(median over batches of 20), and with DEVICE=1 the device time (`_dev`: 20 calls into one
+output captured in a CUDA graph, replayed; operands resident in L2), beside torch.matmul
+(cuBLAS) timed the same way, in one process.
 Output: $OUT/small16_routes_<DTYPE>_<SEED>.json and a line a product."""
 import json
 import os
@@ -53,7 +55,7 @@ def main():
 
     import torch
 
-    from kgen.bench.skinny import time_batched, time_single
+    from kgen.bench.skinny import time_batched, time_graph, time_single
 
     todo = [(s, routes(*s)) for s in shapes()]
     specs = {sp.key: sp for _, r in todo for sp in r.values()}
@@ -82,10 +84,15 @@ def main():
             row[n + "_err"] = float((C.double() - ref).norm() / ref.norm())
             row[n + "_one"] = time_single(torch, [lambda fn=fn, A=A, B=B: fn(A, B)], 40)
             row[n + "_pipe"] = time_batched(torch, [lambda fn=fn, A=A, B=B: fn(A, B)], 15, 20)
+            if os.environ.get("DEVICE") == "1":
+                call = ((lambda A=A, B=B, C=C: torch.matmul(A, B, out=C)) if n == "cublas"
+                        else (lambda fn=fn, A=A, B=B, C=C: fn(A, B, out=C)))
+                row[n + "_dev"] = time_graph(torch, [call] * 20, 15)
         result["rows"].append(row)
         names = list(ways)
         print(f"{M}x{N}x{K} ({M * N * K / 2 ** 20:.0f}M): " + "  ".join(
-            f"{n} {row[n + '_one']:.1f}/{row[n + '_pipe']:.1f}" for n in names)
+            f"{n} {row[n + '_one']:.1f}/{row[n + '_pipe']:.1f}" + (f"/{row[n + '_dev']:.1f}" if n + "_dev" in row
+                                                                    else "") for n in names)
             + f"  err {max(row[n + '_err'] for n in names):.1e}", flush=True)
         with open(path, "w") as f:
             json.dump(result, f)
