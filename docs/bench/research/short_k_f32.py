@@ -1,0 +1,90 @@
+"""Which SIMT matmul spec a float32 product of a short K wants: device time (a CUDA graph over
+operands and outputs rotated past L2) of kgen.matmul's default (the shipped table's pick) and of
+Matmul variants with more, smaller blocks an SM (tiles of 32-128, thread tiles of 4x4-8x8,
+min_blocks 2-4, 2-3 stages), operands read in place (repack off), beside cuBLAS (torch.mm, TF32
+off). Each result is first checked against float64 with the output NaN-poisoned.
+Shapes: M, N log-uniform from 512 to 8192, K from 16 to KMAX (128), N odd half the time, drawn
+with SEED (9501); COUNT of them (12). Output: $OUT/short_k_f32_<SEED>.json and a line a product."""
+import json
+import math
+import os
+import random
+
+import kgen
+from kgen.ops.matmul import Matmul
+
+SEED = int(os.environ.get("SEED", "9501"))
+COUNT = int(os.environ.get("COUNT", "12"))
+KMAX = int(os.environ.get("KMAX", "128"))
+
+
+def shapes():
+    rng = random.Random(SEED)
+    out = []
+    for _ in range(COUNT):
+        M, N = (int(2 ** rng.uniform(9, 13)) for _ in range(2))
+        K = int(2 ** rng.uniform(4, math.log2(KMAX)))
+        out.append((M, N | 1 if rng.random() < 0.5 else N, K))
+    return out
+
+
+def variants():
+    base = dict(shared_memory=True, vector_loads=True, smem_pad=4, async_copy=True, interior_fast_path=True)
+
+    def v(tile, thread, warp, stages, mb, repack=False):
+        return Matmul(dtype="float32", tile=tile, thread_tile=thread, warp_tile=warp, stages=stages, min_blocks=mb,
+                      repack=repack, **base)
+
+    return {"t64x64_4x4_b4": v((64, 64, 16), (4, 4), (16, 32), 2, 4),
+            "t64x64_4x4_b4_rp": v((64, 64, 16), (4, 4), (16, 32), 2, 4, True),
+            "t64x64_4x4_s3_b3": v((64, 64, 16), (4, 4), (16, 32), 3, 3),
+            "t128x64_8x4_b2": v((128, 64, 16), (8, 4), (64, 16), 2, 2),
+            "t64x128_4x8_b3": v((64, 128, 16), (4, 8), (16, 64), 2, 3),
+            "t128x128_8x8_b2": v((128, 128, 8), (8, 8), (32, 64), 2, 2),
+            "t128x128_8x8_b2_rp": v((128, 128, 8), (8, 8), (32, 64), 2, 2, True),
+            "t128x128_8x8_k16_b1": v((128, 128, 16), (8, 8), (32, 64), 2, 1),
+            "t32x128_4x8_b4": v((32, 128, 16), (4, 8), (16, 64), 2, 4),
+            "t64x256_8x8_b1": v((64, 256, 16), (8, 8), (32, 64), 2, 1)}
+
+
+def main():
+    import concurrent.futures as cf
+
+    import torch
+
+    from kgen.bench.skinny import Operands, time_graph
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    todo = shapes()
+    fixed = variants()
+    ok = dict(fixed)
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(kgen.compile, ok.values()))
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    result = {"device": torch.cuda.get_device_name(), "seed": SEED, "rows": []}
+    for M, N, K in todo:
+        ops = Operands(torch, M, N, K, "float32", "row", l2)
+        ref = ops.A[0].double() @ ops.B[0].double()
+        ways = {"cublas": lambda a, b, out: torch.mm(a, b, out=out), "public": kgen.matmul,
+                **{n: kgen.build(s) for n, s in ok.items()}}
+        row = {"shape": [M, N, K]}
+        for n, fn in ways.items():
+            ops.C[0].fill_(float("nan"))
+            fn(ops.A[0], ops.B[0], out=ops.C[0])
+            torch.cuda.synchronize()
+            row[n + "_err"] = float((ops.C[0].double() - ref).norm() / ref.norm())
+            row[n + "_us"] = time_graph(torch, [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c))
+                                                for a, b, c in zip(ops.A, ops.B, ops.C)], 15)
+        result["rows"].append(row)
+        best = min((n for n in ways if n != "cublas"), key=lambda n: row[n + "_us"])
+        print(f"{M}x{N}x{K}: cublas {row['cublas_us']:.1f} public {row['public_us']:.1f} best {best} "
+              f"{row[best + '_us']:.1f} | " + " ".join(f"{n} {row[n + '_us']:.1f}" for n in ok)
+              + f" err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
+        del ops
+        torch.cuda.empty_cache()
+    with open(os.path.join(os.environ.get("OUT", "."), f"short_k_f32_{SEED}.json"), "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()
