@@ -6,9 +6,7 @@ off). Each result is first checked against float64 with the output NaN-poisoned.
 Shapes: M, N log-uniform from 512 to 8192, K from 16 to KMAX (128), N odd half the time, drawn
 with SEED (9501); COUNT of them (12). Output: $OUT/short_k_f32_<SEED>.json and a line a product."""
 import json
-import math
 import os
-import random
 
 import kgen
 from kgen.ops.matmul import Matmul
@@ -19,13 +17,9 @@ KMAX = int(os.environ.get("KMAX", "128"))
 
 
 def shapes():
-    rng = random.Random(SEED)
-    out = []
-    for _ in range(COUNT):
-        M, N = (int(2 ** rng.uniform(9, 13)) for _ in range(2))
-        K = int(2 ** rng.uniform(4, math.log2(KMAX)))
-        out.append((M, N | 1 if rng.random() < 0.5 else N, K))
-    return out
+    from short_k_tiles import short_k_shapes   # this folder: the 16-bit sweep's draw
+
+    return short_k_shapes(SEED, COUNT, KMAX)
 
 
 def variants():

@@ -21,14 +21,19 @@ DTYPE = os.environ.get("DTYPE", "bfloat16")
 LAYOUT = os.environ.get("LAYOUT", "row")
 
 
-def shapes():
-    rng = random.Random(SEED)
+def short_k_shapes(seed: int, count: int, kmax: int):
+    """M, N log-uniform from 512 to 8192, K from 16 to kmax, N odd half the time."""
+    rng = random.Random(seed)
     out = []
-    for _ in range(COUNT):
+    for _ in range(count):
         M, N = (int(2 ** rng.uniform(9, 13)) for _ in range(2))
-        K = int(2 ** rng.uniform(4, math.log2(KMAX)))
+        K = int(2 ** rng.uniform(4, math.log2(kmax)))
         out.append((M, N | 1 if rng.random() < 0.5 else N, K))
     return out
+
+
+def shapes():
+    return short_k_shapes(SEED, COUNT, KMAX)
 
 
 def variants():
