@@ -156,13 +156,44 @@ def representative() -> list[TensorMatmul]:
     return list(specs.values())
 
 
+def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_few():
+    """16-bit products on mma.sync with element loads: the short-K tiles where short_k_suits,
+    else 64x64 blocks of four 32x32 warp tiles, two stages, four blocks an SM, K split into
+    slices of at least 128 k up to ~264 blocks where the tiles are fewer than
+    ELEMENT_SPLIT_TILES and K is at least ELEMENT_SPLIT_MIN_K; within the registers four blocks
+    leave (prune_reason)."""
+    from kgen.ops.tensorcore import ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_TILES
+
+    rng = __import__("random").Random(11)
+    splits = set()
+    for _ in range(300):
+        M, N, K = (int(2 ** rng.uniform(0, 13)) for _ in range(3))
+        p = {"M": M, "N": N, "K": K}
+        dtype = rng.choice(("float16", "bfloat16"))
+        s = TensorMatmul.element_spec(p, dtype)
+        assert s.instruction == "mma_sync" and s.repack is False
+        if TensorMatmul.short_k_suits(M, N, K, dtype):
+            assert s == TensorMatmul.short_k_spec(p, dtype)
+            continue
+        assert (s.tile, s.warp_tile, s.stages, s.min_blocks) == ((64, 64, 32), (32, 32), 2, 4)
+        tiles = -(-M // 64) * -(-N // 64)
+        if tiles >= ELEMENT_SPLIT_TILES or K < ELEMENT_SPLIT_MIN_K:
+            assert s.split_k == 1, (M, N, K)
+        else:
+            assert 1 <= s.split_k <= 16 and K // s.split_k >= 128 and (s.split_k - 1) * tiles < 264, (M, N, K)
+        splits.add(s.split_k)
+        assert not s.prune_reason(p, LIMITS), (M, N, K)
+    assert {1, 16} <= splits and len(splits) > 4
+
+
 def short_k_specs(dtype: str) -> list[TensorMatmul]:
-    """The short-K rule's two tiles (two and three blocks an SM, registers capped by
-    min_blocks) in three storage orders."""
+    """element_spec's three tiles (the short-K rule's two and three blocks an SM, 64x64 blocks
+    four an SM; registers capped by min_blocks) in three storage orders."""
     if dtype not in ("float16", "bfloat16"):
         return []
-    return [TensorMatmul.short_k_spec(problem, dtype).replace(layout_a=la, layout_b=lb)
-            for problem in ({"M": 4096, "N": 4096, "K": 64}, {"M": 1000, "N": 1000, "K": 20})
+    return [TensorMatmul.element_spec(problem, dtype).replace(layout_a=la, layout_b=lb)
+            for problem in ({"M": 4096, "N": 4096, "K": 64}, {"M": 1000, "N": 1000, "K": 20},
+                            {"M": 400, "N": 300, "K": 2000})
             for la, lb in (("row", "row"), ("row", "col"), ("col", "col"))]
 
 
@@ -459,8 +490,7 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
         if M * N * K <= SMALL_PRODUCT_MACS:
             # Small products: one launch of the mma.sync kernel with element loads (a short K's
             # in tiles that share an SM).
-            want = (TensorMatmul.short_k_spec({"M": M, "N": N, "K": K}, dtype)
-                    if TensorMatmul.short_k_suits(M, N, K, dtype)
+            want = (TensorMatmul.element_spec({"M": M, "N": N, "K": K}, dtype) if dtype != "float32"
                     else TensorMatmul.mma_default_spec({"M": M, "N": N, "K": K}, dtype).replace(repack=False))
             assert s == want
             continue

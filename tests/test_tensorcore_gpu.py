@@ -51,6 +51,7 @@ def spec_pool() -> list[TensorMatmul]:
         # the short-K rule's tiles: two and three blocks an SM (min_blocks), operands read in place
         T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
         T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
+        T.element_spec({"M": 300, "N": 200, "K": 3000}, "bfloat16"),   # 64x64 four an SM, K split
     ]
     if _hopper():   # the wgmma kernel: the defaults, every block shape class, stages, split-K, both outputs
         pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16"),

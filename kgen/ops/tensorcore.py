@@ -226,6 +226,22 @@ SHORT_K_MAX = 128
 SHORT_K_MIN_SIDE = 512
 SHORT_K_WIDE_TILES = 264
 SHORT_K_WIDE_K = 64
+# The other 16-bit products that run mma.sync reading their operands in place (at most
+# SMALL_PRODUCT_MACS, or the element-load rule's) take 64x64 blocks of four 32x32 warp tiles, 2
+# stages, four blocks an SM (element_spec), K split where the tiles are fewer than
+# ELEMENT_SPLIT_TILES and K is at least ELEMENT_SPLIT_MIN_K: into slices of at least 128 k, as many
+# as make ~2 blocks an SM's worth (264) of work. The mma.sync default's 128x128 blocks (four warps
+# of 255 registers, two an SM) left most of the GPU idle there. Device time over operands rotated
+# past L2 (H100, docs/bench/research/el_tiles.py, 24 products of seeds 9601-9602 with both sides of
+# 128 or more and K past SHORT_K_MAX): the default 0.42x and 0.47x cuBLAS, these tiles with the
+# default's split 0.77x and 0.81x, with a split to fill the SMs 0.82x and 0.93x; splitting 105-130
+# tiles in two lost (238x1881x260 13.1 -> 15.0 µs), so the split stops at ELEMENT_SPLIT_TILES. A
+# split adds a second launch (the workspace's sum), a few µs of host time a call: as users call
+# them, products of K below 512 (5-20 µs on the GPU) lost more there than the split saved
+# (4079x22x256: 0.85x -> 0.60x cuBLAS back to back), so K is split from ELEMENT_SPLIT_MIN_K, as
+# the mma.sync default splits it.
+ELEMENT_SPLIT_TILES = 100
+ELEMENT_SPLIT_MIN_K = 512
 # float32 products (TF32 off) run as three TF32 products on the wgmma kernel (split_tf32) where
 # dispatch finds an sm_90 GPU and the product has at least SPLIT_TF32_MIN_MACS multiply-adds, both
 # sides of at least SPLIT_TF32_MIN_SIDE and K of at least SPLIT_TF32_MIN_K. Fitted on 37 products
@@ -755,10 +771,10 @@ class TensorMatmul(Spec):
     def default_spec(cls, problem, dtype):
         """float16/bfloat16 and TF32: the wgmma kernel (wgmma_default_spec), which dispatch
         replaces by mma_default_spec on a GPU other than sm_90 (prune_reason rules it out
-        there); products of at most SMALL_PRODUCT_MACS multiply-adds mma_default_spec with
-        element loads (one launch, no copies), except few rows that swap_suits takes and a
-        short K (short_k_suits), which short_k_spec takes (larger ones take it where dispatch
-        asks for element loads: for_layouts).
+        there); products of at most SMALL_PRODUCT_MACS multiply-adds mma.sync with element
+        loads (one launch, no copies: element_spec for 16-bit inputs, mma_default_spec with
+        repack off for TF32), except few rows that swap_suits takes (larger ones take
+        element_spec where dispatch asks for element loads: for_layouts).
         float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
         (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against
         0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch replaces by m8n8k4 below
@@ -766,9 +782,9 @@ class TensorMatmul(Spec):
         if dtype in ("float16", "bfloat16", "float32"):
             p = cls.normalize_problem(problem)
             small = p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS
-            if small and cls.short_k_suits(p["M"], p["N"], p["K"], dtype):
-                return cls.short_k_spec(p, dtype)
             if small and not cls.swap_suits(p["M"], p["N"], p["K"], dtype):
+                if dtype in ("float16", "bfloat16"):
+                    return cls.element_spec(p, dtype)
                 return cls.mma_default_spec(p, dtype).replace(repack=False)
             return cls.wgmma_default_spec(problem, dtype)
         spec = cls.mma_default_spec(problem, dtype)
@@ -794,6 +810,22 @@ class TensorMatmul(Spec):
         if tiles >= SHORT_K_WIDE_TILES or p["K"] >= SHORT_K_WIDE_K:
             return cls(dtype=dtype, tile=(128, 128, 32), warp_tile=(64, 32), stages=4, min_blocks=2, repack=False)
         return cls(dtype=dtype, tile=(128, 64, 32), warp_tile=(32, 32), stages=3, min_blocks=3, repack=False)
+
+    @classmethod
+    def element_spec(cls, problem, dtype):
+        """The mma.sync kernel reading a 16-bit product's operands in place (repack off), for
+        the products that default_spec and the element-load rule give it: short_k_spec where
+        short_k_suits, else 64x64 blocks four an SM, K split where the tiles are few (the
+        constants at ELEMENT_SPLIT_TILES say how each was chosen)."""
+        cls._check_dtype_name(dtype)
+        p = cls.normalize_problem(problem)
+        if cls.short_k_suits(p["M"], p["N"], p["K"], dtype):
+            return cls.short_k_spec(p, dtype)
+        tiles = -(-p["M"] // 64) * -(-p["N"] // 64)
+        split = (max(1, min(16, -(-264 // tiles), p["K"] // 128))
+                 if tiles < ELEMENT_SPLIT_TILES and p["K"] >= ELEMENT_SPLIT_MIN_K else 1)
+        return cls(dtype=dtype, tile=(64, 64, 32), warp_tile=(32, 32), stages=2, min_blocks=4, repack=False,
+                   split_k=split)
 
     @classmethod
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
@@ -1117,16 +1149,14 @@ class TensorMatmul(Spec):
         the result; where that does not apply to tiles of more than 128 columns, the transposed
         tiles that read B in place (realign_swap_spec), else the result as it is (B copied).
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
-        tiles, the short-K tiles (short_k_spec) where short_k_suits the product, else where
-        element_loads_suits it the mma.sync default reading the operands in place (repack off)."""
+        tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
+        reading the operands in place)."""
         p = self.normalize_problem(problem)
-        if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32:
-            if self.short_k_suits(p["M"], p["N"], p["K"], self.dtype):
-                layouts.pop("b_realign", None)
-                return self.short_k_spec(p, self.dtype).replace(**layouts)
-            if self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype):
-                layouts.pop("b_realign", None)
-                return self.mma_default_spec(p, self.dtype).replace(repack=False, **layouts)
+        if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32 and (
+                self.short_k_suits(p["M"], p["N"], p["K"], self.dtype)
+                or self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype)):
+            layouts.pop("b_realign", None)
+            return self.element_spec(p, self.dtype).replace(**layouts)
         if layouts.pop("b_realign", False):
             spec = self.for_layouts(problem, **layouts)
             realigned = spec.with_realigned_b()
