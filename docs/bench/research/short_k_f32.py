@@ -46,7 +46,7 @@ def main():
 
     import torch
 
-    from kgen.bench.skinny import Operands, time_graph
+    from kgen.bench.skinny import Operands, checked_graph_time
 
     torch.backends.cuda.matmul.allow_tf32 = False
     todo = shapes()
@@ -63,12 +63,8 @@ def main():
                 **{n: kgen.build(s) for n, s in ok.items()}}
         row = {"shape": [M, N, K]}
         for n, fn in ways.items():
-            ops.C[0].fill_(float("nan"))
-            fn(ops.A[0], ops.B[0], out=ops.C[0])
-            torch.cuda.synchronize()
-            row[n + "_err"] = float((ops.C[0].double() - ref).norm() / ref.norm())
-            row[n + "_us"] = time_graph(torch, [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c))
-                                                for a, b, c in zip(ops.A, ops.B, ops.C)], 15)
+            row[n + "_err"], row[n + "_us"], _ = checked_graph_time(
+                torch, lambda a, b, c, fn=fn: fn(a, b, out=c), ops.A, ops.B, ops.C, ref, 15)
         result["rows"].append(row)
         best = min((n for n in ways if n != "cublas"), key=lambda n: row[n + "_us"])
         print(f"{M}x{N}x{K}: cublas {row['cublas_us']:.1f} public {row['public_us']:.1f} best {best} "

@@ -62,7 +62,7 @@ def main():
 
     import torch
 
-    from kgen.bench.skinny import Operands, time_graph
+    from kgen.bench.skinny import Operands, checked_graph_time, time_graph
 
     todo = shapes()
     fixed = variants()
@@ -84,12 +84,8 @@ def main():
                 **{n: kgen.build(s.replace(layout_b=LAYOUT)) for n, s in {**defaults[(M, N, K)], **fixed}.items()}}
         row = {"shape": [M, N, K]}
         for n, fn in ways.items():
-            ops.C[0].fill_(float("nan"))
-            fn(ops.A[0], ops.B[0], out=ops.C[0])
-            torch.cuda.synchronize()
-            row[n + "_err"] = float((ops.C[0].double() - ref).norm() / ref.norm())
-            row[n + "_us"] = time_graph(torch, [(lambda fn=fn, a=a, b=b, c=c: fn(a, b, out=c))
-                                                for a, b, c in zip(ops.A, ops.B, ops.C)], 15)
+            row[n + "_err"], row[n + "_us"], _ = checked_graph_time(
+                torch, lambda a, b, c, fn=fn: fn(a, b, out=c), ops.A, ops.B, ops.C, ref, 15)
         row["fill_us"] = time_graph(torch, [(lambda c=c: c.fill_(1.0)) for c in ops.C], 15)
         result["rows"].append(row)
         best = min((n for n in ways if n != "cublas"), key=lambda n: row[n + "_us"])
