@@ -200,8 +200,14 @@ SMALL_PRODUCT_MACS = 1 << 24
 # products: element loads"): fitted on 30 bfloat16 products of 2^20-2^29 multiply-adds (seed
 # 9981; 2^28 and 2^28.5 did best), then on 50 held out (seeds 9982 bfloat16, 9983 float16) the
 # 18 products the rule moves ran 0.887x -> 0.958x cuBLAS (geometric mean over all 50); past
-# 2^28 the wgmma kernel won more often (169x3061x912: 1.19x against 0.87x).
-UNALIGNED_ELEMENT_MACS = 1 << 28
+# 2^28 the wgmma kernel won more often (169x3061x912: 1.19x against 0.87x). Refitted with
+# element_spec's tiles (SEED=9985 MIN_LOG2=27 MAX_LOG2=31 DEVICE=1 small16_routes.py, 11 products
+# the rule's range can take): bounds of 2^28.5 and 2^29 tied, 0.773x -> 0.824x in one call and
+# 0.706x -> 0.808x back to back over 2^28; held out (SEED=9986, 6 products) 0.826x -> 0.944x and
+# 0.841x -> 0.989x. In device time the wgmma kernel after its copies stayed faster there
+# (0.959x -> 0.880x over the 11; 2533x358x363 1.40x against 1.01x): the copies cost launches,
+# whose host time a call pays.
+UNALIGNED_ELEMENT_MACS = int(2 ** 28.5)
 # 16-bit products of a short K (at most SHORT_K_MAX) with both sides of at least SHORT_K_MIN_SIDE
 # store far more than they read or compute: a block's loads, k steps and stores come one after
 # the other, and what hides them is other blocks on the same SM. Those of at most

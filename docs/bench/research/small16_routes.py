@@ -6,7 +6,9 @@ aligned and the wgmma kernel, which reads by TMA, copies them aligned first):
   mma_el   TensorMatmul.mma_default_spec with element loads (repack off: one launch reading
            the rows in place, K split as the spec has it: a workspace and a second launch);
   mma_el1  the same with K whole (one launch);
-  mma_cp   mma_default_spec with repack on (copies, then 16-byte cp.async loads).
+  mma_cp   mma_default_spec with repack on (copies, then 16-byte cp.async loads);
+  element  TensorMatmul.element_spec (what the element-load rule runs: 64x64 blocks four an SM, or
+           the short-K tiles).
 Shapes: random_matmul_shapes(400, SEED) (kgen bench calls' general draw) with M*N*K from
 2^MIN_LOG2 to 2^MAX_LOG2 multiply-adds that dispatch sends to TensorMatmul, the first COUNT;
 DTYPE (bfloat16). Per route: the relative error against float64 (output NaN-poisoned first),
@@ -44,7 +46,7 @@ def routes(M, N, K) -> dict:
     p = {"M": M, "N": N, "K": K}
     mma = T.mma_default_spec(p, DTYPE)
     out = {"wgmma": T.wgmma_default_spec(p, DTYPE), "mma_el": mma.replace(repack=False),
-           "mma_cp": mma.replace(repack=True)}
+           "mma_cp": mma.replace(repack=True), "element": T.element_spec(p, DTYPE)}
     if mma.split_k > 1:
         out["mma_el1"] = mma.replace(repack=False, split_k=1)
     return out
