@@ -241,12 +241,16 @@ SHORT_K_WIDE_K = 64
 # past L2 (H100, docs/bench/research/el_tiles.py, 24 products of seeds 9601-9602 with both sides of
 # 128 or more and K past SHORT_K_MAX): the default 0.42x and 0.47x cuBLAS, these tiles with the
 # default's split 0.77x and 0.81x, with a split to fill the SMs 0.82x and 0.93x; splitting 105-130
-# tiles in two lost (238x1881x260 13.1 -> 15.0 µs), so the split stops at ELEMENT_SPLIT_TILES. A
+# tiles in two at K of 260-330 lost (238x1881x260 13.1 -> 15.0 µs). A
 # split adds a second launch (the workspace's sum), a few µs of host time a call: as users call
 # them, products of K below 512 (5-20 µs on the GPU) lost more there than the split saved
 # (4079x22x256: 0.85x -> 0.60x cuBLAS back to back), so K is split from ELEMENT_SPLIT_MIN_K, as
-# the mma.sync default splits it.
-ELEMENT_SPLIT_TILES = 100
+# the mma.sync default splits it. From K = 512 the split pays up to 160 tiles (refitted on 12 such
+# products of 100-399 tiles, docs/bench/research/el_split.py SEED=9611: unsplit 0.693x cuBLAS,
+# the rule with a bound of 100 0.693x, 132 0.827x, 160 0.834x, 200 0.836x; held out, SEED=9612,
+# 0.672x -> 0.791x at 160; device time only: those products take 15-30 µs on the GPU, the
+# mma.sync default split them too, and their public calls were not timed against the bound).
+ELEMENT_SPLIT_TILES = 160
 ELEMENT_SPLIT_MIN_K = 512
 # float32 products (TF32 off) run as three TF32 products on the wgmma kernel (split_tf32) where
 # dispatch finds an sm_90 GPU and the product has at least SPLIT_TF32_MIN_MACS multiply-adds, both

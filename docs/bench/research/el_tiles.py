@@ -49,23 +49,25 @@ def variants(M, N, K):
     return out
 
 
-def main():
+def measure(todo, name: str, seed: int = SEED, dtype: str = DTYPE, public: bool = True):
+    """Device time of each spec of [(shape, {name: spec})] in `dtype` beside cuBLAS (and
+    kgen.matmul where `public`), each first checked against float64; rows printed and written
+    to $OUT/<name>_<seed>.json."""
     import concurrent.futures as cf
 
     import torch
 
     from kgen.bench.skinny import Operands, checked_graph_time
 
-    todo = [(s, variants(*s)) for s in shapes()]
     specs = {sp.key: sp for _, v in todo for sp in v.values()}
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(kgen.compile, specs.values()))
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    result = {"device": torch.cuda.get_device_name(), "dtype": DTYPE, "seed": SEED, "rows": []}
+    result = {"device": torch.cuda.get_device_name(), "dtype": dtype, "seed": seed, "rows": []}
     for (M, N, K), v in todo:
-        ops = Operands(torch, M, N, K, DTYPE, "row", l2)
+        ops = Operands(torch, M, N, K, dtype, "row", l2)
         ref = ops.A[0].double() @ ops.B[0].double()
-        ways = {"cublas": lambda a, b, out: torch.mm(a, b, out=out), "public": kgen.matmul,
+        ways = {"cublas": lambda a, b, out: torch.mm(a, b, out=out), **({"public": kgen.matmul} if public else {}),
                 **{n: kgen.build(s) for n, s in v.items()}}
         row = {"shape": [M, N, K], "splits": {n: s.split_k for n, s in v.items()}}
         for n, fn in ways.items():
@@ -76,8 +78,12 @@ def main():
               + f" err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
         del ops
         torch.cuda.empty_cache()
-    with open(os.path.join(os.environ.get("OUT", "."), f"el_tiles_{SEED}.json"), "w") as f:
+    with open(os.path.join(os.environ.get("OUT", "."), f"{name}_{seed}.json"), "w") as f:
         json.dump(result, f)
+
+
+def main():
+    measure([(s, variants(*s)) for s in shapes()], "el_tiles")
 
 
 if __name__ == "__main__":
