@@ -5,10 +5,8 @@ min_blocks 2-4, 2-3 stages), operands read in place (repack off), beside cuBLAS 
 off). Each result is first checked against float64 with the output NaN-poisoned.
 Shapes: M, N log-uniform from 512 to 8192, K from 16 to KMAX (128), N odd half the time, drawn
 with SEED (9501); COUNT of them (12). Output: $OUT/short_k_f32_<SEED>.json and a line a product."""
-import json
 import os
 
-import kgen
 from kgen.ops.matmul import Matmul
 
 SEED = int(os.environ.get("SEED", "9501"))
@@ -42,38 +40,13 @@ def variants():
 
 
 def main():
-    import concurrent.futures as cf
-
     import torch
 
-    from kgen.bench.skinny import Operands, checked_graph_time
+    from el_tiles import measure   # this folder: the same measurement
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    todo = shapes()
     fixed = variants()
-    ok = dict(fixed)
-    with cf.ThreadPoolExecutor(16) as ex:
-        list(ex.map(kgen.compile, ok.values()))
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    result = {"device": torch.cuda.get_device_name(), "seed": SEED, "rows": []}
-    for M, N, K in todo:
-        ops = Operands(torch, M, N, K, "float32", "row", l2)
-        ref = ops.A[0].double() @ ops.B[0].double()
-        ways = {"cublas": lambda a, b, out: torch.mm(a, b, out=out), "public": kgen.matmul,
-                **{n: kgen.build(s) for n, s in ok.items()}}
-        row = {"shape": [M, N, K]}
-        for n, fn in ways.items():
-            row[n + "_err"], row[n + "_us"], _ = checked_graph_time(
-                torch, lambda a, b, c, fn=fn: fn(a, b, out=c), ops.A, ops.B, ops.C, ref, 15)
-        result["rows"].append(row)
-        best = min((n for n in ways if n != "cublas"), key=lambda n: row[n + "_us"])
-        print(f"{M}x{N}x{K}: cublas {row['cublas_us']:.1f} public {row['public_us']:.1f} best {best} "
-              f"{row[best + '_us']:.1f} | " + " ".join(f"{n} {row[n + '_us']:.1f}" for n in ok)
-              + f" err {max(row[n + '_err'] for n in ways):.1e}", flush=True)
-        del ops
-        torch.cuda.empty_cache()
-    with open(os.path.join(os.environ.get("OUT", "."), f"short_k_f32_{SEED}.json"), "w") as f:
-        json.dump(result, f)
+    measure([(shape, fixed) for shape in shapes()], "short_k_f32", SEED, "float32")
 
 
 if __name__ == "__main__":
