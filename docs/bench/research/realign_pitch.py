@@ -8,7 +8,11 @@ replaces the draw; TAG names the output $OUT/realign_pitch_<ORDER>_<SEED>[_TAG].
 two trees to compare them.
 IN_PLACE=1 also times, where kgen.matmul runs another family, the tensor-core family reading B
 in place (what kgen.matmul would run were the product routed there); SKINNY=1, where it runs the
-tensor-core family, the skinny family's default for the product ("skinny")."""
+tensor-core family, the skinny family's default for the product ("skinny"). OTHERS=1, where it runs
+the tensor-core family: that family's spec for the layouts without b_realign (B copied to an
+aligned pitch first, "copies") and mma.sync reading both operands in place (TensorMatmul.element_spec,
+"element"). REALIGN_DEPTH=n: the fills of B the producer threads keep in flight
+(kgen.ops.tensorcore.REALIGN_DEPTH) set to n in this process, to compare depths run by run."""
 import json
 import math
 import os
@@ -49,6 +53,9 @@ def main():
 
     import kgen
     import kgen.core.kernel as kernel_module
+    import kgen.ops.tensorcore as tensorcore
+    if os.environ.get("REALIGN_DEPTH"):
+        tensorcore.REALIGN_DEPTH = int(os.environ["REALIGN_DEPTH"])
     from kgen.bench.skinny import checked_graph_time
     from kgen.tune import dispatch
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -101,6 +108,14 @@ def main():
                 dispatch._kernel(Skinny, {"M": M, "N": N, "K": K}, DTYPE, False, {})
             except Found:
                 pass
+        if os.environ.get("OTHERS") == "1":
+            from kgen.ops.tensorcore import TensorMatmul
+            try:
+                dispatch._kernel(TensorMatmul, {"M": M, "N": N, "K": K}, DTYPE, False,
+                                 {"layout_a": "row", "layout_b": ORDER})
+            except Found:
+                pass
+            found.append(TensorMatmul.element_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=ORDER))
     kernel_module.build = build
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(kgen.compile, {s.key: s for s in found}.values()))
@@ -128,6 +143,12 @@ def main():
         if os.environ.get("SKINNY") == "1" and type(route.spec).__name__ == "TensorMatmul":
             from kgen.ops.skinny import Skinny
             ways["skinny"] = (dispatch._kernel(Skinny, {"M": M, "N": N, "K": K}, DTYPE, False, {}), B)
+        if os.environ.get("OTHERS") == "1" and type(route.spec).__name__ == "TensorMatmul":
+            from kgen.ops.tensorcore import TensorMatmul
+            ways["copies"] = (dispatch._kernel(TensorMatmul, {"M": M, "N": N, "K": K}, DTYPE, False, {
+                "layout_a": "row", "layout_b": ORDER}), B)
+            ways["element"] = (kgen.build(TensorMatmul.element_spec({"M": M, "N": N, "K": K}, DTYPE)
+                                          .replace(layout_b=ORDER)), B)
         row = {"shape": [M, N, K], "dtype": DTYPE, "order": ORDER, "route_spec": route.spec.to_json(),
                "aligned_spec": aligned.spec.to_json(),
                **({"in_place_spec": ways["in_place"][0].spec.to_json()} if "in_place" in ways else {})}
@@ -141,13 +162,15 @@ def main():
               + (f" in place {row['in_place']:.1f} ({row['route'] / row['in_place']:.2f}x)" if "in_place" in row
                  else "")
               + (f" skinny {row['skinny']:.1f} ({row['route'] / row['skinny']:.2f}x)" if "skinny" in row else "")
+              + "".join(f" {n} {row[n]:.1f} ({row['route'] / row[n]:.2f}x)" for n in ("copies", "element") if n in row)
               + f" | x cuBLAS {row['cublas'] / row['route']:.2f}"
               + (f" BAD {bad}" if bad else ""), flush=True)
         rows.append(row)
         A = B = Ba = C = pairs = None
         torch.cuda.empty_cache()
-    tag = os.environ.get("TAG", "")
-    with open(os.path.join(os.environ.get("OUT", "."), f"realign_pitch_{ORDER}_{SEED}{'_' + tag if tag else ''}.json"),
+    tags = [t for t in (os.environ.get("TAG", ""),
+                        f"depth{tensorcore.REALIGN_DEPTH}" if os.environ.get("REALIGN_DEPTH") else "") if t]
+    with open(os.path.join(os.environ.get("OUT", "."), f"realign_pitch_{ORDER}_{SEED}{''.join('_' + t for t in tags)}.json"),
               "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 

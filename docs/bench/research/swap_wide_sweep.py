@@ -73,14 +73,19 @@ def compiles(spec) -> bool:
     return all(r["spill_stores"] == 0 for r in res.values())
 
 
-def main():
-    import torch
-
-    todo = cases()
+def compiled_only(todo):
+    """`todo` ((shape, order, {name: spec}) items) without the specs that do not compile
+    without spills, compiled in parallel."""
     with cf.ThreadPoolExecutor(16) as ex:
         specs = {s.key: s for _, _, v in todo for s in v.values()}
         ok = dict(zip(specs, ex.map(compiles, specs.values())))
-    todo = [(shape, order, {n: s for n, s in v.items() if ok[s.key]}) for shape, order, v in todo]
+    return [(shape, order, {n: s for n, s in v.items() if ok[s.key]}) for shape, order, v in todo]
+
+
+def main():
+    import torch
+
+    todo = compiled_only(cases())
     rows = []
     for row, ways in sweep(torch, todo, 10):
         rows.append(row)
