@@ -328,7 +328,8 @@ def fake_gpu(monkeypatch):
 
     monkeypatch.setattr(kernel_mod.Kernel, "handle", lambda self, name, dynamic_shared=0: 1)
     monkeypatch.setattr(launch_mod, "_libcuda", lambda: types.SimpleNamespace(
-        cuLaunchKernel=None, cuMemsetD32Async=lambda *args: 0))   # workspace tickets: a memset that succeeds
+        # workspace tickets: a memset that succeeds
+        cuLaunchKernel=None, cuLaunchKernelEx=None, cuMemsetD32Async=lambda *args: 0))
     monkeypatch.setattr(launch_mod.Launch, "__call__",
                         lambda self, stream, *args: launches.append((self.name, self.grid, self.block, args)))
 

@@ -60,7 +60,7 @@ class _Go:
 
     made: list = []
 
-    def __init__(self, fn, name, grid, block, shared, fmt):
+    def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
         self.name, self.grid, self.fmt, self.calls = name, grid, fmt, []
         _Go.made.append(self)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import re
 import shutil
 
 import pytest
@@ -794,12 +795,72 @@ def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
                                                        "mbar_init(bars + 8 * (STAGES + s), 4 * CONSUMERS)"]
 
 
+@pytest.mark.parametrize("fields", [
+    {},                                               # the general tiles
+    {"swap": True},                                   # A's rows as the wgmma N, K split in clusters
+    {"swap": True, "b_realign": True},                # B read in place by the producer threads
+    {"cluster": 2},                                   # pairs of blocks sharing B
+])
+def test_wgmma_kernel_waits_for_the_kernel_before_it_before_touching_memory(fields):
+    """Launched programmatically, the wgmma kernel may start while the kernel before it runs:
+    griddepcontrol.wait must come before its first TMA load, pointer read or store."""
+    if fields.get("swap"):
+        spec = TensorMatmul.swap_spec({"M": 26, "N": 2245, "K": 5606}, "bfloat16")
+        if fields.get("b_realign"):
+            spec = spec.with_realigned_b()
+            assert spec.b_realign
+    elif fields.get("cluster"):
+        spec = TensorMatmul(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4,
+                            instruction="wgmma", cluster=2)
+    else:
+        spec = TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16")
+    src = kgen.render(spec)
+    body = src[src.index("kgen_tc_wgmma("):]
+    wait = body.index("griddepcontrol.wait;")
+    # The next kernel may launch once this block's loads are all issued: after the last one.
+    trigger = body.index("griddepcontrol.launch_dependents;")
+    assert wait < trigger and body.count("griddepcontrol.launch_dependents;") == 1
+    loads = [m.start() for m in re.finditer(r"\b(?:tma_load\w*|cp_async16_shared)\(", body)]
+    assert wait < loads[0] and any(wait < at < trigger for at in loads)
+    assert not any(trigger < at < body.index("return;", trigger) for at in loads)   # the producer's last
+    # Loads (TMA, cp.async), stores of C (tile stores, the cluster merge, element copies) and
+    # any explicit global access, by the names the kernel calls them.
+    calls = re.findall(r"\b(\w*(?:tma_load|cp_async|store|merge|copy_elements)\w*)\(", body)
+    calls += [a for a in ("st.global", "ld.global") if a in body]
+    assert any("tma_load" in c for c in calls) and any("store" in c or "merge" in c for c in calls), calls
+    for access in set(calls):
+        assert wait < body.index(access), f"{access} before the wait in {spec.to_json()}"
+    assert body.count("griddepcontrol.wait;") == 1
+
+
+def test_programmatic_launches_where_the_grid_fills_the_sms_or_slices_are_short():
+    from kgen.ops.tensorcore import PROGRAMMATIC_MAX_SLICE_K
+
+    T = TensorMatmul
+    cases = {
+        (1, 1280, 13760): True,     # 20 column tiles in 5 slices of 2752
+        (9, 14080, 3392): True,     # 220 column tiles: two blocks an SM, the SMs full
+        (2048, 2048, 2048): True,   # the general tiles, several waves
+        (6, 2816, 16256): False,    # 88 blocks walking 8128 of K each
+        (11, 5504, 5248): False,    # 86 blocks, K whole
+    }
+    for (M, N, K), want in cases.items():
+        spec = T.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
+        grid, _, _ = spec.launch_geometry(M, N, K)
+        blocks, slice_k = grid[0] * grid[1] * grid[2], spec.split_plan(K)[1]
+        assert spec.launches_programmatically(M, N, K) == want, (M, N, K, blocks, slice_k)
+        assert want == (blocks >= 132 or slice_k <= PROGRAMMATIC_MAX_SLICE_K)
+    # Only the wgmma kernel waits for the kernels before it.
+    mma = T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16")
+    assert not mma.wgmma and not mma.launches_programmatically(4096, 4096, 4096)
+
+
 def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     from kgen.ops import tensorcore as tc
 
     class Recorded:
-        def __init__(self, fn, name, grid, block, shared, fmt):
-            self.name, self.fmt = name, fmt
+        def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
+            self.name, self.fmt, self.programmatic = name, fmt, programmatic
 
     monkeypatch.setattr(tc, "Launch", Recorded)
     spec = TensorMatmul.swap_spec({"M": 26, "N": 2245, "K": 5606}, "bfloat16").with_realigned_b()
@@ -812,6 +873,14 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     assert plan[1] is None and plan[0][0].name == "kgen_tc_repack"     # A (K unaligned) copied, B not
     assert plan[2].name == "kgen_tc_wgmma" and plan[2].fmt == "128sPP" + "q" * 8 + "iff"
     assert plan[7].b is None
+    # The wgmma kernel waits for the kernels before it itself: launched programmatically, the
+    # copy that feeds it plainly.
+    assert plan[2].programmatic and not plan[0][0].programmatic
+    monkeypatch.setenv("KGEN_PDL", "0")
+    kernel._plans.clear()
+    assert not kernel._plan(26, 2245, 5606, 5606, 2245, 2245, False, False, True)[2].programmatic
+    monkeypatch.delenv("KGEN_PDL")
+    kernel._plans.clear()
     aligned = kernel._plan(26, 2245, 5608, 5608, 2245, 2245, True, False, True)
     assert aligned[0] is None and aligned[1] is None
 

@@ -458,6 +458,74 @@ def test_repeat_calls_reuse_the_plan_and_follow_the_stream():
     _check(spec, A, B, C, None, 1.0, 0.0, "side stream")
 
 
+@pytest.mark.parametrize("M,dtype,family", [(4, "bfloat16", "TensorMatmul"), (100, "bfloat16", "TensorMatmul"),
+                                            (2048, "bfloat16", "TensorMatmul"), (4, "float32", "Skinny"),
+                                            (12, "float32", "Skinny")])
+def test_chained_products_wait_for_the_kernel_before_them(M, dtype, family):
+    """Layers back to back: each product reads the output the call before it wrote, with no
+    synchronisation between them. On sm_90 the wgmma kernel may start while the kernel before
+    it finishes (programmatic launches); were a load issued before its griddepcontrol.wait, it
+    would read the NaN the output held before. The float32 chains run the skinny family's
+    kernels between plain launches. Also replayed from a CUDA graph on new inputs."""
+    torch = _torch()
+    if not _hopper():
+        pytest.skip("programmatic launches: sm_90 GPUs")
+    from kgen.core.launch import programmatic_launches
+
+    assert programmatic_launches(), "KGEN_PDL=0 in the environment: nothing to test"
+    K, layers, dt = 2048, 6, getattr(torch, dtype)
+    Ws = [(torch.randn(K, K, device="cuda") / K ** 0.5).to(dt) for _ in range(layers)]
+    X = torch.randn(M, K, device="cuda").to(dt)
+    Ys = [torch.full((M, K), float("nan"), device="cuda", dtype=dt) for _ in range(layers)]
+
+    def chain():
+        x = X
+        for W, Y in zip(Ws, Ys):
+            kgen.matmul(x, W.t(), out=Y)
+            x = Y
+        return Ys[-1]
+
+    def check(what):
+        torch.cuda.synchronize()
+        x = X
+        for i, (W, Y) in enumerate(zip(Ws, Ys)):
+            ref = x.double() @ W.t().double()
+            err = float((Y.double() - ref).norm() / ref.norm())
+            bound = 1e-2 if dtype == "bfloat16" else 1e-4
+            assert err < bound, f"{what}, {M} rows, layer {i}: relative error {err:.2e}"
+            x = Y
+
+    for _ in range(3):
+        for Y in Ys:
+            Y.fill_(float("nan"))
+        chain()
+        check("eager")
+    kernel = dispatch_kernel(torch, X, Ws[0])
+    assert type(kernel.spec).__name__ == family, f"{M} rows: {kernel.spec.to_json()}"
+    assert family != "TensorMatmul" or kernel.spec.wgmma, kernel.spec.to_json()
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain()
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        chain()
+    for _ in range(2):
+        X.copy_(torch.randn(M, K, device="cuda").to(dt))
+        for Y in Ys:
+            Y.fill_(float("nan"))
+        graph.replay()
+        check("graph replay")
+
+
+def dispatch_kernel(torch, A, W):
+    """The kernel kgen.matmul ran for A @ W.t() (its repeat-call shortcut's entry)."""
+    from kgen.tune import dispatch
+
+    return dispatch._fast[("matmul", A.shape, A.stride(), W.t().shape, W.t().stride(), A.dtype, False)]
+
+
 def test_tf32_calls_run_the_kernel_the_storage_suits():
     """kgen.matmul(allow_tf32=True): on sm_90, wgmma where the operands are K-major or the
     product is tall enough to pay for a transposing copy, mma.sync for few rows against a

@@ -90,6 +90,64 @@ def test_a_launch_passes_pointer_sized_handles_and_the_packed_arguments(monkeypa
     assert packed0 == struct.pack("@Pif", 0x10, 7, 0.25)
 
 
+class _ExRecorder(_Recorder):
+    """cuLaunchKernelEx as well: records the launch configuration it was given."""
+
+    def cuLaunchKernelEx(self, config, fn, params, extra):   # noqa: N802
+        c = ctypes.cast(config, ctypes.POINTER(launch._LaunchConfig))[0]
+        attrs = [(c.attrs[i].id, c.attrs[i].value) for i in range(c.numAttrs)]
+        words = ctypes.cast(extra.value, ctypes.POINTER(ctypes.c_void_p))
+        buf, size = words[1], ctypes.cast(words[3], ctypes.POINTER(ctypes.c_size_t))[0]
+        geom = (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ, c.sharedMemBytes)
+        self.calls.append((fn, geom, c.hStream, attrs, ctypes.string_at(buf, size)))
+        return 0
+
+
+def test_the_launch_configuration_matches_the_driver_layout():
+    # CUlaunchConfig and CUlaunchAttribute as cuda.h lays them out on a 64-bit host.
+    assert ctypes.sizeof(launch._LaunchConfig) == 56 and launch._LaunchConfig.hStream.offset == 32
+    assert launch._LaunchConfig.attrs.offset == 40 and launch._LaunchConfig.numAttrs.offset == 48
+    assert ctypes.sizeof(launch._LaunchAttribute) == 72 and launch._LaunchAttribute.value.offset == 8
+
+
+def test_a_programmatic_launch_asks_for_programmatic_serialization(monkeypatch):
+    driver = _ExRecorder()
+    monkeypatch.setattr(launch, "_libcuda", lambda: driver)
+    fn, stream = 0x7F12_3456_789A, 0x7FFF_0000_1230
+    go = launch.Launch(fn, "k", (5, 2, 3), (384, 1, 1), 200 * 1024, "Pif", programmatic=True)
+    go(stream, 0x7000_0000_0010, -3, 1.5)
+    go(0, 0x10, 7, 0.25)
+    (f1, geom, s1, attrs, packed), (_, _, s0, _, packed0) = driver.calls
+    assert isinstance(f1, ctypes.c_void_p) and f1.value == fn
+    assert s1 == stream and not s0
+    assert geom == (5, 2, 3, 384, 1, 1, 200 * 1024)
+    assert attrs == [(launch._CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 1)]
+    assert packed == struct.pack("@Pif", 0x7000_0000_0010, -3, 1.5)
+    assert packed0 == struct.pack("@Pif", 0x10, 7, 0.25)
+    plain = launch.Launch(fn, "k", (1, 1, 1), (32, 1, 1), 0, "P")
+    plain(stream, 0x10)
+    assert len(driver.calls[-1][1]) == 7 and not plain.programmatic   # cuLaunchKernel's argument list
+
+
+def test_a_driver_without_the_extended_launch_launches_plainly(monkeypatch):
+    driver = _Recorder()   # cuLaunchKernel only (a driver before CUDA 11.8)
+    monkeypatch.setattr(launch, "_libcuda", lambda: driver)
+    go = launch.Launch(0x1234, "k", (2, 1, 1), (128, 1, 1), 0, "P", programmatic=True)
+    go(0x5678, 0x10)
+    assert not go.programmatic and len(driver.calls) == 1 and driver.calls[0][1] == (2, 1, 1, 128, 1, 1, 0)
+
+
+def test_programmatic_launches_follow_the_environment(monkeypatch):
+    monkeypatch.delenv("KGEN_PDL", raising=False)
+    assert launch.programmatic_launches()
+    for word, want in (("0", False), ("off", False), (" No ", False), ("1", True), ("on", True), ("TRUE", True)):
+        monkeypatch.setenv("KGEN_PDL", word)
+        assert launch.programmatic_launches() is want, word
+    monkeypatch.setenv("KGEN_PDL", "sometimes")
+    with pytest.raises(ValueError, match="KGEN_PDL='sometimes' is not allowed"):
+        launch.programmatic_launches()
+
+
 class _Encoder:
     """A stand-in for encode_tiled_2d with a format of its own: `where(ptr)` gives the address
     words; every other byte comes from the geometry. It counts its calls."""

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     state = "off (KGEN_NO_CACHE)" if cache.disabled() else str(cache.DiskCache().dir)
     print(f"cache     {state}, at most {cache.max_bytes() / 1e6:.0f} MB")
     for name in ("KGEN_ARCH", "KGEN_DEVICE", "KGEN_CACHE_DIR", "KGEN_CACHE_MAX_MB", "KGEN_NO_CACHE", "KGEN_TUNE_DB",
-                 "KGEN_SPLIT_TF32"):
+                 "KGEN_SPLIT_TF32", "KGEN_PDL"):
         if os.environ.get(name):
             print(f"setting   {name}={os.environ[name]}")
     return 0

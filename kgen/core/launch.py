@@ -12,6 +12,13 @@ of the same `Launch`. cuLaunchKernel is called without argtypes, on ctypes objec
 once (the function, the argument buffer, one per stream): converting eleven arguments
 through argtypes on every call cost 1.3 µs of an 8.4 µs launch on an H100 host
 (docs/dispatch.md, "The launch API").
+
+A `Launch` made with programmatic=True goes through cuLaunchKernelEx with programmatic stream
+serialization: on an sm_90 GPU the kernel may start while the kernel before it on the stream
+finishes, so its set-up (barriers, descriptors) overlaps that kernel's last blocks. Only a
+kernel that executes `griddepcontrol.wait` before its first global memory access may be
+launched so (the wait holds it until the kernels before it are complete and their writes
+visible); KGEN_PDL=0 turns these launches back into plain ones (programmatic_launches).
 """
 from __future__ import annotations
 
@@ -31,6 +38,33 @@ _lib: list[Any] = []
 _lib_lock = threading.Lock()
 _ready = threading.local()
 _streams: dict[int, ctypes.c_void_p] = {}
+
+
+# CUlaunchAttributeID: the kernel may start before the previous one on its stream completes
+# (it synchronises with griddepcontrol.wait).
+_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding to 8 bytes and a 64-byte value union (of which
+    programmaticStreamSerializationAllowed is the first int)."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("value_rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuLaunchKernelEx's first argument)."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+def programmatic_launches() -> bool:
+    """Whether kernels that wait for their predecessors with griddepcontrol.wait are launched
+    with programmatic stream serialization (KGEN_PDL, on unless 0/false/no/off)."""
+    return runtime.switch_setting("KGEN_PDL", "let the wgmma kernel start while the kernel before it finishes",
+                                  "launch every kernel plainly")
 
 
 def _stream_arg(stream: int) -> ctypes.c_void_p:
@@ -57,6 +91,8 @@ def _libcuda():
             except OSError as exc:
                 raise runtime.NoGPUError(f"the CUDA driver library libcuda.so.1 could not be loaded: {exc}") from None
             lib.cuLaunchKernel.restype = ctypes.c_int   # no argtypes: see the module docstring
+            if hasattr(lib, "cuLaunchKernelEx"):   # CUDA 11.8 drivers and newer
+                lib.cuLaunchKernelEx.restype = ctypes.c_int
             lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
             lib.cuGetErrorString.restype = ctypes.c_int
             lib.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
@@ -194,10 +230,10 @@ class Launch:
     """
 
     __slots__ = ("name", "grid", "block", "shared", "_pack", "_buf", "_size", "_extra", "_go", "_geom", "_fn_arg",
-                 "_extra_arg")
+                 "_extra_arg", "programmatic", "_config", "_attr", "_config_arg")
 
     def __init__(self, fn: int, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
-                 fmt: str):
+                 fmt: str, programmatic: bool = False):
         self.name = name
         self.grid = tuple(int(g) for g in grid)
         self.block = tuple(int(b) for b in block)
@@ -215,13 +251,27 @@ class Launch:
         self._geom = (*self.grid, *self.block, self.shared)
         self._fn_arg = ctypes.c_void_p(fn)
         self._extra_arg = ctypes.c_void_p(ctypes.addressof(self._extra))
+        # programmatic: the kernel waits for its predecessors itself (griddepcontrol.wait). A driver
+        # without cuLaunchKernelEx launches it plainly, which the wait does not mind.
+        launch_ex = getattr(_libcuda(), "cuLaunchKernelEx", None) if programmatic else None
+        self.programmatic = launch_ex is not None
+        self._config = self._attr = self._config_arg = None
+        if self.programmatic:
+            self._attr = _LaunchAttribute(id=_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+            self._config = _LaunchConfig(*self.grid, *self.block, self.shared, None, ctypes.pointer(self._attr), 1)
+            self._config_arg = ctypes.byref(self._config)
+            self._go = launch_ex
 
     def __call__(self, stream: int, *args: Any) -> None:
         self._pack(self._buf, 0, *args)
         s = _streams.get(stream)
         if s is None:
             s = _stream_arg(stream)
-        code = self._go(self._fn_arg, *self._geom, s, None, self._extra_arg)
+        if self._config is None:
+            code = self._go(self._fn_arg, *self._geom, s, None, self._extra_arg)
+        else:
+            self._config.hStream = s.value
+            code = self._go(self._config_arg, self._fn_arg, None, self._extra_arg)
         if code:
             raise LaunchError(f"launch of {self.name} (grid={self.grid}, block={self.block}, shared={self.shared} "
                               f"bytes) failed: {error_text(code)}")

@@ -6,6 +6,7 @@ one set of allocations, with torch, CuPy and Numba in the same process.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import threading
 from typing import Any, Callable, Sequence
@@ -23,6 +24,21 @@ class ArrayError(ValueError):
 
 _state: dict[str, Any] = {}
 _lock = threading.Lock()
+
+
+def switch_setting(name: str, on: str, off: str) -> bool:
+    """The on/off setting in environment variable `name`, on unless set: 1, true, yes or on
+    (any case) turn it on, 0, false, no or off turn it off; any other value is an error that
+    says what each does (`on`, `off`: what the setting does either way)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return True
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={raw!r} is not allowed: 0, false, no or off {off}; 1, true, yes, on or unset {on}")
 
 
 def _probe():

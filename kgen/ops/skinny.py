@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import threading
 from typing import Any, ClassVar
 
@@ -1059,17 +1058,8 @@ def split_tf32_enabled() -> bool:
     """Whether dispatch may run float32 products on the split-TF32 tensor-core forms:
     KGEN_SPLIT_TF32 unset or 1/true/yes/on, not 0/false/no/off (which keeps every float32
     product on float32 FMAs, as cuBLAS with TF32 off does)."""
-    raw = os.environ.get("KGEN_SPLIT_TF32")
-    if raw is None:
-        return True
-    word = raw.strip().lower()
-    if word in ("1", "true", "yes", "on"):
-        return True
-    if word in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"KGEN_SPLIT_TF32={raw!r} is not allowed: 0, false, no or off keep float32 products "
-                     "off the tensor cores; 1, true, yes, on or unset allow the split-TF32 forms (skinny and large "
-                     "products)")
+    return runtime.switch_setting("KGEN_SPLIT_TF32", "allow the split-TF32 forms (skinny and large products)",
+                                  "keep float32 products off the tensor cores")
 
 
 def _ceil_div(a: int, b: int) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core import runtime
 from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo
-from ..core.launch import Launch, LaunchError, ensure_context
+from ..core.launch import Launch, LaunchError, ensure_context, programmatic_launches
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference,
@@ -191,6 +191,16 @@ TF32_TRANSPOSE_MIN = 512
 # against 33-51 µs; from 1923x51x438 (43M multiply-adds) up the wgmma kernel was as fast
 # or faster.
 SMALL_PRODUCT_MACS = 1 << 24
+# The wgmma kernel is launched programmatically (kgen.core.launch: its launch and barrier set-up
+# overlap the kernel before it, which it waits for with griddepcontrol.wait) where its grid fills
+# the SMs or each block walks at most PROGRAMMATIC_MAX_SLICE_K of K. Device time of back-to-back
+# calls on an H200 (docs/tensorcore.md, "Programmatic launches"; 1-16 rows against 16-bit
+# weights of 16 MB or more, both orders of B): fitted on 80 cases (seeds 10511, 10513), 1.02-1.11x
+# as fast on 12 of 13 products with short slices (1x1280x13760 13.2 -> 12.1 µs), 0.99-1.07x where
+# the grid filled the SMs, 0.91-1.08x where fewer blocks than SMs walked longer slices
+# (6x2816x16256: 27.1 -> 29.8), which keep plain launches; held out (10514, 10515), the cases the
+# rule launches programmatically 1.052x as fast, the others 1.005x.
+PROGRAMMATIC_MAX_SLICE_K = 3072
 # kgen.matmul runs 16-bit products of SMALL_PRODUCT_MACS to this many multiply-adds that the
 # wgmma kernel would take with its general tiles on mma.sync with element loads too, where an
 # operand's rows are not 16-byte aligned (K or N no multiple of 8, as most drawn sides are):
@@ -750,6 +760,15 @@ class TensorMatmul(Spec):
         steps = -(-K // BK)
         per = -(-steps // ways)
         return -(-steps // per), per * BK
+
+    def launches_programmatically(self, M: int, N: int, K: int, sms: int = _SMS) -> bool:
+        """Whether an M x N x K product of this spec is launched with programmatic stream
+        serialization (PROGRAMMATIC_MAX_SLICE_K says where): the wgmma kernel only, whose
+        blocks wait for the kernels before them (griddepcontrol.wait) before touching memory."""
+        if not self.wgmma:
+            return False
+        grid, _, _ = self.launch_geometry(M, N, K, sms)
+        return grid[0] * grid[1] * grid[2] >= sms or self.split_plan(K)[1] <= PROGRAMMATIC_MAX_SLICE_K
 
     def launch_geometry(self, M: int, N: int, K: int, sms: int = _SMS
                         ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
@@ -1549,7 +1568,8 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             maps = _TensorMaps(spec, M, N, K, lda, ldb)
         else:
             name, fmt = ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"), self._fmt
-        main = Launch(self.handle(name, shared), name, grid, block, shared, fmt)
+        main = Launch(self.handle(name, shared), name, grid, block, shared, fmt,
+                      programmatic=programmatic_launches() and spec.launches_programmatically(M, N, K, self._sms))
         flags = 2 if c_pairs else 0
         if splits == 1 or spec.split_merge == "cluster":   # the cluster merge stores C itself
             plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, (), maps)
