@@ -171,7 +171,7 @@ def test_matmul_parts_are_the_kernels_plan():
 class _RecordedLaunch:
     """Stands in for kgen.core.launch.Launch where there is no CUDA driver: the plan only."""
 
-    def __init__(self, fn, name, grid, block, shared, fmt):
+    def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
         self.name, self.grid, self.shared = name, grid, shared
 
 
