@@ -27,9 +27,9 @@ _lock = threading.Lock()
 
 
 def switch_setting(name: str, on: str, off: str) -> bool:
-    """The on/off setting in environment variable `name`, on unless set: 1, true, yes or on
-    (any case) turn it on, 0, false, no or off turn it off; any other value is an error that
-    says what each does (`on`, `off`: what the setting does either way)."""
+    """The on/off setting in environment variable `name`: on when unset or 1, true, yes or on
+    (any case, spaces around ignored), off for 0, false, no or off; any other value raises
+    ValueError saying what each does (`on`, `off`: what the setting does either way)."""
     raw = os.environ.get(name)
     if raw is None:
         return True
