@@ -851,7 +851,7 @@ class TensorMatmul(Spec):
         if cls.short_k_suits(p["M"], p["N"], p["K"], dtype):
             return cls.short_k_spec(p, dtype)
         tiles = -(-p["M"] // 64) * -(-p["N"] // 64)
-        split = (max(1, min(16, -(-264 // tiles), p["K"] // 128))
+        split = (max(1, min(16, -(-2 * _SMS // tiles), p["K"] // 128))   # up to two waves of blocks
                  if tiles < ELEMENT_SPLIT_TILES and p["K"] >= ELEMENT_SPLIT_MIN_K else 1)
         return cls(dtype=dtype, tile=(64, 64, 32), warp_tile=(32, 32), stages=2, min_blocks=4, repack=False,
                    split_k=split)
