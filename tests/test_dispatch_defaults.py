@@ -330,12 +330,13 @@ def test_unaligned_weights_of_17_64_rows_go_to_the_in_place_transposed_tiles_whe
                                 "float16") is Skinny
 
 
-def test_odd_pitched_row_major_weights_of_5_16_rows_go_to_the_in_place_transposed_tiles(monkeypatch):
-    """On an sm_90 GPU, 5-16 rows against a row-major 16-bit B whose rows are an odd number of
-    elements apart (N odd, or an odd row stride) run the wgmma kernel reading B in place
-    (dispatch asks for b_realign by the strides); 2-4 rows keep the skinny SIMT forms, even
-    pitches and W.t() the skinny forms, short sides the skinny forms; without wgmma the skinny
-    forms throughout. REALIGN_ROW_ROWS starts where the SIMT forms for element rows stop."""
+def test_unaligned_row_major_weights_of_5_16_rows_go_to_the_transposed_tiles_by_row_sets(monkeypatch):
+    """On an sm_90 GPU, 5-16 rows against a row-major 16-bit B whose rows TMA cannot read as
+    they are (a pitch of no multiple of 8 elements: N, or the row stride) run the wgmma kernel
+    reading B by row sets (dispatch asks for it by the strides); 2-4 rows keep the skinny SIMT
+    forms, aligned pitches and W.t() the skinny forms, short sides the skinny forms; without
+    wgmma the skinny forms throughout. REALIGN_ROW_ROWS starts where the SIMT forms for element
+    rows stop."""
     from kgen.ops.skinny import SIMT_ELEMENT_ROWS_16, Skinny
     from kgen.ops.tensorcore import REALIGN_ROW_ROWS, TensorMatmul
     from kgen.tune import dispatch
@@ -351,10 +352,14 @@ def test_odd_pitched_row_major_weights_of_5_16_rows_go_to_the_in_place_transpose
         assert dispatch.call_family(A, B, "float16") is TensorMatmul, (M, N, K)
         assert dispatch._realigns_b(B, M, N, K, "float16")
         # the same values at an even pitch that is no multiple of 8, an odd stride of an even
-        # width, W.t()
+        # width; a pitch of a multiple of 8 (TMA reads it: the skinny forms stream it), W.t()
         even = N + 1 if (N + 1) % 8 else N + 3
-        assert dispatch.call_family(A, np.zeros((K, even), np.float16)[:, :N], "float16") is Skinny, (M, N, K)
+        assert dispatch.call_family(A, np.zeros((K, even), np.float16)[:, :N], "float16") is TensorMatmul
         assert dispatch.call_family(A, np.zeros((K, N + 2), np.float16)[:, :N + 1], "float16") is TensorMatmul
+        aligned = N + (-N) % 8
+        Ba = np.zeros((K, aligned), np.float16)[:, :N]
+        assert dispatch.call_family(A, Ba, "float16") is TensorMatmul and not dispatch._realigns_b(Ba, M, N, K,
+                                                                                                  "float16")
         assert dispatch.call_family(A, np.zeros((N, K + 1 - K % 2), np.float16).T[:K], "float16") is Skinny
     for M, N, K in ((lo - 1, 2001, 3000), (2, 2001, 3000), (hi + 1, 2001, 3000)):
         A, B = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16)

@@ -8,6 +8,7 @@ import concurrent.futures as cf
 import math
 import re
 import shutil
+import struct
 
 import pytest
 
@@ -439,7 +440,15 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              TensorMatmul.default_spec({"M": 69, "N": 9537, "K": 9265}, "bfloat16").realign_swap_spec(
                  {"M": 69, "N": 9537, "K": 9265}),
              TensorMatmul.default_spec({"M": 250, "N": 12001, "K": 2049}, "float16").replace(
-                 layout_b="col").realign_swap_spec({"M": 250, "N": 12001, "K": 2049})]
+                 layout_b="col").realign_swap_spec({"M": 250, "N": 12001, "K": 2049}),
+             # B by row sets (b_phased): transposed tiles of 8, 40 and 168 rows, 64 and 128 columns,
+             # K whole and merged in clusters
+             TensorMatmul.swap_spec({"M": 5, "N": 4096, "K": 4096}, "bfloat16").with_phased_b(),
+             TensorMatmul.swap_spec({"M": 34, "N": 10212, "K": 2038}, "bfloat16").with_phased_b(),
+             TensorMatmul.swap_spec({"M": 168, "N": 5955, "K": 8418}, "float16").with_phased_b(),
+             TensorMatmul.swap_spec({"M": 150, "N": 12001, "K": 1025}, "bfloat16").with_phased_b(),
+             TensorMatmul(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, instruction="wgmma",
+                          swap_ab=True, split_k=3, b_phased=True)]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -449,8 +458,10 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
         assert r["dynamic_shared_bytes"] == spec.shared_bytes
         assert ("kgen_tc_splitk_reduce" in res.resources) == (spec.split_k > 1 and spec.split_merge == "workspace")
         assert ("kgen_tc_transpose" in res.resources) == (spec.transposes("A") or spec.transposes("B"))
-        # ptxas must not serialize the wgmmas (warning C7515: accumulators written in between).
-        assert "C7515" not in res.log
+        # ptxas must not serialize the wgmmas (warning C7515: accumulators written in between;
+        # C7520: b_phased's operand registers rewritten while a wgmma may read them).
+        assert "C7515" not in res.log and "C7520" not in res.log, spec.to_json()
+        assert ("kgen_tc_phase_a" in res.resources) == spec.b_phased
 
 
 def test_dispatch_runs_the_wgmma_default_on_sm90_only():
@@ -781,7 +792,9 @@ def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
         realigned = spec.with_realigned_b()
         assert realigned.b_realign and realigned.shared_bytes <= spec.shared_bytes, (problem, spec.to_json())
         assert realigned.replace(b_realign=False, stages=spec.stages) == spec
-        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == realigned
+        # Row-major operands on the transposed tiles: B by row sets (b_phased) instead.
+        want = spec.with_phased_b() if spec.swap_ab else realigned
+        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == want
     wide = _wg()
     assert wide.with_realigned_b() is wide and wide.replace(layout_b="col").with_realigned_b().b_realign is False
     assert TensorMatmul.default_spec({"M": 100, "N": 3000, "K": 4097}, "bfloat16").replace(
@@ -855,7 +868,9 @@ def test_programmatic_launches_where_the_grid_fills_the_sms_or_slices_are_short(
     assert not mma.wgmma and not mma.launches_programmatically(4096, 4096, 4096)
 
 
-def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
+def _planning_kernel(monkeypatch, spec):
+    """A TensorMatmulKernel of `spec` that makes launch plans without a GPU: launches recorded
+    (name, format, programmatic), every workspace at one address."""
     from kgen.ops import tensorcore as tc
 
     class Recorded:
@@ -863,12 +878,17 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
             self.name, self.fmt, self.programmatic = name, fmt, programmatic
 
     monkeypatch.setattr(tc, "Launch", Recorded)
-    spec = TensorMatmul.swap_spec({"M": 26, "N": 2245, "K": 5606}, "bfloat16").with_realigned_b()
     kernel = object.__new__(tc.TensorMatmulKernel)
     kernel.spec, kernel._plans, kernel._item, kernel._acc_item, kernel._sms = spec, {}, 2, 4, 132
     kernel._fmt, kernel._fmt_reduce = "PPP" + "q" * 8 + "iff", "P"
     kernel.handle = lambda name, shared=0: 0
     kernel._buffer = lambda name, nbytes: 1 << 30
+    return kernel
+
+
+def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
+    spec = TensorMatmul.swap_spec({"M": 26, "N": 2245, "K": 5606}, "bfloat16").with_realigned_b()
+    kernel = _planning_kernel(monkeypatch, spec)
     plan = kernel._plan(26, 2245, 5606, 5606, 2245, 2245, False, False, True)
     assert plan[1] is None and plan[0][0].name == "kgen_tc_repack"     # A (K unaligned) copied, B not
     assert plan[2].name == "kgen_tc_wgmma" and plan[2].fmt == "128sPP" + "q" * 8 + "iff"
@@ -944,7 +964,9 @@ def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
         spec = TensorMatmul.default_spec(problem, "bfloat16")
         assert spec.tile[1] == 256 and not spec.swap_ab, spec.to_json()
         got = spec.for_layouts(problem, layout_a="row", layout_b=order, b_realign=True)
-        assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
+        # A row-major B by row sets (b_phased), W.t() by the producer threads (b_realign).
+        assert (got.b_phased if order == "row" else got.b_realign) and got.swap_ab and got.layout_b == order, \
+            got.to_json()
         assert got.tile[:2] == (-(-M // 8) * 8, REALIGN_SWAP_BN) and got.split_k == 1
         assert got.shared_bytes <= MAX_SHARED_BYTES   # one block an SM, as the default
         # A column-major A: the transposed tiles read A K-major, so B is copied.
@@ -967,6 +989,9 @@ def test_b_realign_on_unsplit_64_column_transposed_tiles_takes_128_columns_in_tw
         plain = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order)
         assert plain.swap_ab and plain.tile[1] == 64 and plain.split_k == 1, plain.to_json()
         got = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order, b_realign=True)
+        if order == "row":   # B by row sets: read at TMA's pace, the tiles stay
+            assert got == plain.with_phased_b() and got.b_phased, got.to_json()
+            continue
         assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
         assert got.tile[:2] == (plain.tile[0], 128) and got.split_k == s and got.split_merge == "cluster"
         assert -(-N // 128) * s <= CLUSTER_WAVE_BLOCKS[s] and got.shared_bytes <= MAX_SHARED_BYTES
@@ -1075,3 +1100,169 @@ def test_unaligned_outputs_go_through_shared_memory_where_the_tile_fits():
             assert BN % 64 == 0 and BM * BN * 4 <= spec.shared_bytes
         rendered = "consecutive threads store consecutive elements of a row" in kgen.render(spec)
         assert rendered is staged, spec.to_json()
+
+
+def test_b_phased_row_sets_read_every_row_of_b_once_and_nothing_past_it():
+    """b_phased's geometry (phase_sets, phase_maps) and the kernel's index arithmetic, written out
+    in numpy: each stage's TMA box (BN + PHASE_PAD columns from the 16-byte aligned column at or
+    before the tile's, zero past the set map's sizes) read by the consumers at the set's shift,
+    stacked in the kernel's k order, times A copied as kgen_tc_phase_a orders it, equal A @ B
+    exactly (integers) at every pitch modulo 8 and pointer offset; every box starts on a 16-byte
+    boundary; every element a map may read lies within B's storage; the sets' pitch spans a
+    multiple of 16 bytes."""
+    import numpy as np
+
+    from kgen.ops.tensorcore import PHASE_MAPS, PHASE_PAD, phase_maps, phase_sets
+
+    spec = TensorMatmul.swap_spec({"M": 34, "N": 10212, "K": 2038}, "bfloat16").with_phased_b()
+    src = kgen.render(spec)
+    # The kernel's side of the arithmetic this test mirrors.
+    assert "const int set = k / maps_b.seg, kb = k - set * maps_b.seg, cb = maps_b.col[set];" in src
+    assert "tma_load(sb, mb, cb + (int)block_n - (cb & 7), kb, full);" in src
+    assert "const unsigned shift = (unsigned)(maps_b.col[set] & 7);" in src
+    assert "const index_t set = c / seg, k = (c - set * seg) * sets + set;" in src
+    rng = np.random.default_rng(5)
+    BK, BN = 64, 64
+    for K, N, pad, offset in ((2038, 10212 % 997, 0, 0), (5, 37, 0, 1), (9, 100, 3, 7), (130, 129, 0, 2),
+                              (777, 64, 6, 5), (64, 1000, 4, 3), (1000, 255, 1, 6), (8, 3, 5, 4), (300, 8, 0, 1)):
+        ldb = N + pad
+        g, seg = phase_sets(K, ldb, 2, BK)
+        assert g <= PHASE_MAPS and (g * ldb * 2) % 16 == 0 and seg % BK == 0 and g * seg >= K
+        flat = rng.integers(-50, 50, size=offset + (K - 1) * ldb + N)   # B's storage from the aligned base
+        B = np.stack([flat[offset + k * ldb:offset + k * ldb + N] for k in range(K)])
+        M = 3
+        A = rng.integers(-50, 50, size=(M, K))
+        maps = phase_maps(K, N, ldb, g, offset)
+        tiles = -(-N // BN)
+        rows = np.zeros((g * seg, tiles * BN), dtype=flat.dtype)
+        for kp in range(g * seg):
+            st = kp // seg
+            kb = kp - st * seg
+            inner, outer, cb = maps[st]
+            if K >= g:
+                assert outer >= 1
+            assert (outer - 1) * g * ldb + inner <= len(flat)   # the map's last element is B's
+            for block_n in range(0, tiles * BN, BN):
+                start = cb + block_n - (cb & 7)
+                assert start >= 0 and (start * 2) % 16 == 0   # the box's first address: 16-byte aligned
+                box = np.array([flat[kb * g * ldb + c] if c < inner and kb < outer else 0
+                                for c in range(start, start + BN + PHASE_PAD)])
+                rows[kp, block_n:block_n + BN] = box[(cb & 7):(cb & 7) + BN]
+        rows = rows[:, :N]
+        copy = np.zeros((M, g * seg), dtype=A.dtype)
+        for c in range(g * seg):
+            st = c // seg
+            k = (c - st * seg) * g + st
+            if k < K:
+                copy[:, c] = A[:, k]
+                assert (rows[c] == B[k]).all(), (K, N, ldb, offset, c)
+            else:
+                assert not rows[c].any()
+        assert (copy @ rows == A @ B).all(), (K, N, ldb, offset)
+
+
+def test_b_phased_consumers_read_the_instruction_operand_of_the_box():
+    """phased_operand, written out: thread (warp w, lane) of a consumer warpgroup loads, for each
+    16-k step, rows 16 w + g and 16 w + g + 8 of the instruction's A (B's box transposed: row i
+    is column shift + 64 wg + i of the box) at k 2q, 2q + 1, 2q + 8, 2q + 9 in the register order
+    of wgmma's A fragment; every address lies within the stage's box."""
+    from kgen.ops.tensorcore import PHASE_PAD
+
+    spec = TensorMatmul.swap_spec({"M": 34, "N": 10212, "K": 2038}, "bfloat16").with_phased_b()
+    src = kgen.render(spec)
+    for line in ("fa[4 * kk] = pack16(lds16(r), lds16(r + B_PITCH));",
+                 "fa[4 * kk + 1] = pack16(lds16(r + 16), lds16(r + B_PITCH + 16));",
+                 "fa[4 * kk + 2] = pack16(lds16(r + 8 * B_PITCH), lds16(r + 9 * B_PITCH));",
+                 "fa[4 * kk + 3] = pack16(lds16(r + 8 * B_PITCH + 16), lds16(r + 9 * B_PITCH + 16));",
+                 "+ 2u * (shift + 64u * wg + 16u * (t >> 5) + (lane >> 2)), sa, it > 0);"):
+        assert line in src, line
+    for BN in (64, 128):
+        pitch = (BN + PHASE_PAD) * 2
+        for shift in range(8):
+            for wg in range(BN // 64):
+                seen = set()
+                for t in range(128):
+                    lane, warp = t % 32, t // 32
+                    g, q = lane // 4, lane % 4
+                    at = 2 * q * pitch + 2 * (shift + 64 * wg + 16 * warp + g)
+                    for kk in range(4):
+                        r = at + 16 * kk * pitch
+                        regs = [(r, r + pitch), (r + 16, r + pitch + 16), (r + 8 * pitch, r + 9 * pitch),
+                                (r + 8 * pitch + 16, r + 9 * pitch + 16)]
+                        want = [((16 * warp + g, 2 * q)), ((16 * warp + g + 8, 2 * q)),
+                                ((16 * warp + g, 2 * q + 8)), ((16 * warp + g + 8, 2 * q + 8))]
+                        for (lo, hi), (i, k) in zip(regs, want):
+                            for addr, kk_k in ((lo, k), (hi, k + 1)):
+                                row, col = divmod(addr, pitch)
+                                assert row == 16 * kk + kk_k and col == 2 * (shift + 64 * wg + i), (BN, shift, t)
+                                assert 0 <= addr < 64 * pitch
+                                seen.add((row, col))
+                assert len(seen) == 64 * 64   # the warpgroup's 64 x 64 operand, each value once
+
+
+def test_b_phased_plans_copy_a_in_the_sets_order_and_never_b(monkeypatch):
+    from kgen.core import tma
+    from kgen.ops import tensorcore as tc
+
+    class Map:
+        def __init__(self, dtype, inner, outer, ld, box, swizzle_bytes=128):
+            self.geometry = (inner, outer, ld, box, swizzle_bytes)
+
+        def at(self, ptr):
+            return repr((self.geometry, ptr)).encode().ljust(128, b".")[:128]
+
+    monkeypatch.setattr(tma, "TiledMap", Map)
+    spec = TensorMatmul.swap_spec({"M": 34, "N": 10212, "K": 2038}, "bfloat16").with_phased_b()
+    assert spec.b_phased and spec.tile[1] == 64
+    kernel = _planning_kernel(monkeypatch, spec)
+    plan = kernel._plan(34, 10212, 2038, 2038, 10212, 10212, False, False, True)
+    assert plan[1] is None and plan[0][0].name == "kgen_tc_phase_a"
+    assert plan[0][2] == (34, 2038, 2038, 2048, 2, 1024)   # rows, K, lda, the copy's pitch, sets, k a set
+    assert plan[2].name == "kgen_tc_wgmma" and plan[2].fmt == f"128s{tc.PHASE_MAPS_BYTES}sP" + "q" * 8 + "iff"
+    assert plan[3][:5] == (34, 10212, 2048, 2048, 10212)  # the kernel's K: two sets of 1024
+    base = 0x7000_0000
+    a_map, b_maps = plan[7].encoded(1 << 30, base + 6)   # B three elements past a 16-byte boundary
+    assert len(b_maps) == tc.PHASE_MAPS_BYTES
+    for r, (inner, outer, _) in enumerate(tc.phase_maps(2038, 10212, 10212, 2, 3)):
+        # Boxes of BN + PHASE_PAD columns of 64 rows, unswizzled.
+        want = Map("bfloat16", inner, outer, 2 * 10212, (64 + tc.PHASE_PAD, 64), swizzle_bytes=0).at(base)
+        assert b_maps[128 * r:128 * r + 128] == want
+    assert b_maps[256:1024] == bytes(768)   # sets past g: never read
+    words = struct.unpack_from(f"<{tc.PHASE_MAPS}ii", b_maps, 1024)
+    assert words == (3, 3 + 10212, 0, 0, 0, 0, 0, 0, 1024)
+    # Fewer rows than sets: B copied aligned, one set.
+    kernel._plans.clear()
+    small = kernel._plan(34, 10211, 5, 5, 10211, 10211, False, False, True)
+    assert small[1][0].name == "kgen_tc_repack" and small[0][2][4:] == (1, 64)
+    # No K: nothing copied, nothing read.
+    kernel._plans.clear()
+    empty = kernel._plan(34, 10211, 0, 0, 10211, 10211, False, False, True)
+    assert empty[0] is None and empty[1] is None
+    assert empty[7].encoded(1 << 30, base) == (bytes(128), bytes(tc.PHASE_MAPS_BYTES))
+
+
+def test_b_phased_is_validated_and_keeps_the_shared_memory_it_replaces():
+    """b_phased: the transposed tiles of 64 or 128 columns on row-major operands only (a clear
+    error otherwise); with_phased_b keeps the spec's shared memory (from b_realign's too) with
+    as deep a ring as fits, and leaves specs it does not apply to as they are."""
+    swap = TensorMatmul.swap_spec({"M": 34, "N": 10212, "K": 2038}, "bfloat16")
+    assert swap.replace(b_phased=True).b_phased
+    for fields in ({"layout_b": "col"}, {"b_realign": True}, {"swap_ab": False, "tile": (128, 128, 64),
+                                                              "warp_tile": (64, 128)}):
+        with pytest.raises(SpecError, match="b_phased"):
+            swap.replace(b_phased=True, **fields)
+    with pytest.raises(SpecError, match="b_phased"):
+        TensorMatmul(b_phased=True)                                      # mma.sync
+    for problem in ({"M": 34, "N": 10212, "K": 2038}, {"M": 98, "N": 2222, "K": 10690}, {"M": 7, "N": 3001, "K": 5000},
+                    {"M": 200, "N": 3001, "K": 1500}):
+        spec = TensorMatmul.swap_spec(problem, "bfloat16")
+        for start in (spec, spec.with_realigned_b()):
+            phased = start.with_phased_b()
+            assert phased.b_phased and not phased.b_realign, (problem, start.to_json())
+            assert phased.shared_bytes <= start.shared_bytes
+            assert start.shared_bytes - phased.shared_bytes < phased.stage_bytes   # as deep as fits
+            assert phased.replace(b_phased=False, stages=spec.stages) == spec
+    col = swap.replace(layout_b="col")
+    assert col.with_phased_b() is col
+    wide = _wg()
+    assert wide.with_phased_b() is wide

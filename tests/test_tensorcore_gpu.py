@@ -160,6 +160,23 @@ def realign_pool() -> list[TensorMatmul]:
               layout_b="col", b_realign=True)]
 
 
+def phased_pool() -> list[TensorMatmul]:
+    """b_phased specs (B's rows by row sets, A copied in their order, the transposed tiles reading
+    B's box at its shift): 8-200 rows, 64 and 128 columns, K whole, in slices of a workspace and
+    merged in clusters, a float32 output, the rule's tiles."""
+    T = TensorMatmul
+    return [T(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=6, instruction="wgmma", swap_ab=True,
+              b_phased=True),
+            T(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, instruction="wgmma", swap_ab=True,
+              split_k=3, b_phased=True),
+            T.swap_spec({"M": 34, "N": 10212, "K": 2038}, "bfloat16").with_phased_b(),
+            T.swap_spec({"M": 98, "N": 2222, "K": 10690}, "bfloat16").with_phased_b(),
+            T(dtype="bfloat16", tile=(16, 128, 64), warp_tile=(16, 64), stages=8, instruction="wgmma", swap_ab=True,
+              split_k=4, split_merge="cluster", b_phased=True),
+            T(dtype="bfloat16", tile=(200, 64, 64), warp_tile=(200, 64), stages=4, instruction="wgmma", swap_ab=True,
+              split_k=2, split_merge="cluster", out_dtype="float32", b_phased=True)]
+
+
 def _layouts(spec, a: str, b: str) -> tuple[str, str]:
     """The storage orders a test gives `spec`: swap_ab reads A K-major (row-major) only."""
     return ("row" if spec.swap_ab else a), b
@@ -296,22 +313,21 @@ def test_transposed_tiles_on_edge_and_model_like_shapes(index):
         _check(spec, A, B, fresh, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K} beta=0")
 
 
-@pytest.mark.parametrize("index", range(len(realign_pool())))
-def test_b_realign_reads_unaligned_row_major_b_in_place(index):
-    """b_realign: B (row-major, or K-major for a transposed view) at every 16-byte phase of its
-    rows (pitches of 1-7 modulo 8 elements, odd pointers), K of 1, below one BK step and past
-    many, N past the last box and below one: every output written (NaN-poisoned), alpha and
-    beta applied, against float64, and B never copied."""
-    if not _hopper():
-        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+# (N, pad, offset, K) of B: every phase of its rows (pitches of 1-7 modulo 8, odd pointers), K of
+# 1, below one BK step and past many, N past the last box and below one.
+UNALIGNED_B_CASES = ((1001, 0, 0, 1), (2245, 0, 0, 5606), (2246, 0, 1, 64), (2244, 3, 3, 1000), (1001, 2, 5, 4097),
+                     (4100, 0, 2, 777), (3000, 5, 7, 130), (37, 0, 1, 300), (64, 1, 0, 63))
+
+
+def _check_b_at_every_phase(spec, cases):
+    """The spec's kernel on each (N, pad, offset, K) B of `cases` stored as the spec says: out=
+    with alpha and beta, then a NaN-poisoned fresh output, both against float64. Returns the
+    kernel (its launch plans say what was copied)."""
     torch = _torch()
-    spec = realign_pool()[index]
     k = kgen.build(spec)
     dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
     M = max(1, spec.tile[0] - 3) if spec.swap_ab else 70
-    for N, pad, off, K in ((1001, 0, 0, 1), (2245, 0, 0, 5606), (2246, 0, 1, 64), (2244, 3, 3, 1000),
-                           (1001, 2, 5, 4097), (4100, 0, 2, 777), (3000, 5, 7, 130), (37, 0, 1, 300),
-                           (64, 1, 0, 63)):
+    for N, pad, off, K in cases:
         A = _operand(torch, M, K, "row", 0, 0, dt)
         B = _operand(torch, K, N, spec.layout_b, pad, off, dt)
         C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
@@ -324,13 +340,62 @@ def test_b_realign_reads_unaligned_row_major_b_in_place(index):
         k(A, B, out=fresh)
         torch.cuda.synchronize()
         _check(spec, A, B, fresh, None, 1.0, 0.0, label + " beta=0")
+    return k
+
+
+@pytest.mark.parametrize("index", range(len(realign_pool())))
+def test_b_realign_reads_unaligned_row_major_b_in_place(index):
+    """b_realign: B (row-major, or K-major for a transposed view) at every 16-byte phase of its
+    rows (pitches of 1-7 modulo 8 elements, odd pointers), K of 1, below one BK step and past
+    many, N past the last box and below one: every output written (NaN-poisoned), alpha and
+    beta applied, against float64, and B never copied."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    spec = realign_pool()[index]
+    k = _check_b_at_every_phase(spec, UNALIGNED_B_CASES)
     assert k._plans and all(plan[1] is None for plan in k._plans.values()), "B was copied"
+
+
+@pytest.mark.parametrize("index", range(len(phased_pool())))
+def test_b_phased_reads_row_major_b_of_any_pitch_by_row_sets(index):
+    """b_phased: a row-major B at every 16-byte phase of its rows (pitches of 0-7 modulo 8
+    elements, odd pointers), K of 1 and below the eight row sets (B copied, one set), not a
+    multiple of the sets, below one BK step and past many, N past the last box and below one:
+    every output written (NaN-poisoned), alpha and beta applied, against float64; B never
+    copied where K has a row for every set."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    spec = phased_pool()[index]
+    # past the eight sets' worth of cases: a pitch of 8 at an odd pointer, K of 7 and 9
+    k = _check_b_at_every_phase(spec, UNALIGNED_B_CASES + ((4096, 0, 3, 2049), (999, 0, 0, 7), (515, 1, 1, 9)))
+    copied = [key for key, plan in k._plans.items() if plan[1] is not None]
+    assert all(key[2] < 8 for key in copied), f"B was copied for K of at least 8: {copied}"
+
+
+@settings(max_examples=min(EXAMPLES, 150), deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(phased_pool()) - 1), M=st.integers(1, 300), N=st.integers(1, 5000),
+       K=st.one_of(st.integers(1, 20), st.integers(1, 9000)), pad=st.integers(0, 9), off=st.integers(0, 7))
+def test_b_phased_property(index, M, N, K, pad, off):
+    """b_phased on random shapes, pitches and pointer offsets of B: a NaN-poisoned output
+    against float64."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    torch = _torch()
+    spec = phased_pool()[index]
+    k = kgen.build(spec)
+    dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
+    A = _operand(torch, M, K, "row", 0, 0, dt)
+    B = _operand(torch, K, N, "row", pad, off, dt)
+    C = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
+    k(A, B, out=C)
+    torch.cuda.synchronize()
+    _check(spec, A, B, C, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K} strides={B.stride()} offset={off}")
 
 
 def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
     """kgen.matmul on 16-bit few-row products whose B (row-major, or W.t() of a weight stored
-    N x K) has rows that are not 16-byte aligned runs the wgmma kernel with b_realign (no copy
-    of B), correctly."""
+    N x K) has rows that are not 16-byte aligned runs the wgmma kernel reading B in place
+    (b_phased for a row-major B, b_realign for W.t()), correctly."""
     if not _hopper():
         pytest.skip("the wgmma kernel needs an sm_90 GPU")
     torch = _torch()
@@ -353,9 +418,12 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
         torch.cuda.synchronize()
         spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
         _check(spec, A, B, C, None, 1.0, 0.0, f"kgen.matmul {M}x{N}x{K}")
-        kernels = [kern for kern in dispatch._kernels.values() if getattr(kern.spec, "b_realign", False)]
-        assert any(kern._plans and any(p[3][:3] == (M, N, K) for p in kern._plans.values()) for kern in kernels), \
-            f"{M}x{N}x{K}: not run with b_realign"
+        # A row-major B by row sets (b_phased: the kernel's K is the sets' k), a K-major one by
+        # the producer threads (b_realign).
+        field = "b_phased" if order == "row" else "b_realign"
+        kernels = [kern for kern in dispatch._kernels.values() if getattr(kern.spec, field, False)]
+        assert any(kern._plans and any(p[3][:2] == (M, N) and p[3][2] >= K for p in kern._plans.values())
+                   for kern in kernels), f"{M}x{N}x{K}: not run with {field}"
 
 
 def test_matmul_reads_unaligned_mid_size_16bit_operands_with_element_loads():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 from typing import Any, ClassVar
 
 import numpy as np
@@ -175,8 +176,20 @@ REALIGN_SWAP_MAX_SIDE = 3584
 # SIMT_ELEMENT_ROWS_16 = 4 rows) stayed ahead on two of three, and at pitches of 2, 4 or 6
 # modulo 8 (4- and 8-byte loads) the skinny forms won on 6 of 9. Held out (seeds 9944, 9945,
 # the rule in the tree): 1.15-2.46x faster on 10 of 12, 0.78x at 7x2705x15022 (118 k steps a
-# block at the producer's pace), 0.97x at 7x9889x2472.
+# block at the producer's pace), 0.97x at 7x9889x2472. Read by row sets (b_phased) instead, every
+# unaligned pitch takes them: the skinny default took 1.05-2.07x their time on all 20 products
+# of two held-out draws, even pitches included (device time on an H200, SKINNY=1 ROWS=5-16
+# ORDER=row, seeds 10831 bfloat16 and 10832 float16; docs/tensorcore.md, "A row-major B by row
+# sets"), while at 1-4 rows the skinny forms stayed ahead on 3 of 4 (seed 10823).
 REALIGN_ROW_ROWS = (5, 16)
+# b_phased: the most row sets of B a product reads, one TMA map each: 16-bit rows an odd number
+# of elements apart come back to one 16-byte phase every 8 rows. The kernel takes them in one
+# by-value parameter (phase_maps_t: the maps, each set's first column, the k each set takes).
+# A stage's box of B starts up to PHASE_PAD columns early (TMA reads from 16-byte aligned
+# addresses only), so it is BN + PHASE_PAD columns wide.
+PHASE_MAPS = 8
+PHASE_MAPS_BYTES = 1088
+PHASE_PAD = 8
 MAX_CLUSTER_MERGE = 8
 _PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
@@ -377,7 +390,20 @@ class TensorMatmul(Spec):
                  (REALIGN_DEPTH fills ahead, cp.async) and shifting them into the swizzled
                  stage, so a B whose rows are not 16-byte aligned (a row pitch that is no
                  multiple of 8 elements, an odd pointer) is read in place instead of copied
-                 aligned first. kgen.matmul turns it on for such a B (with_realigned_b).
+                 aligned first. kgen.matmul turns it on for a K-major such B (with_realigned_b).
+    b_phased     swap_ab only (16-bit, A and B row-major, BN of 64 or 128), not b_realign: B's
+                 rows are read by TMA as up to PHASE_MAPS row sets, rows k = r, r + g, r + 2g,
+                 ... in set r, where g (1, 2, 4 or 8) is the fewest rows whose pitch spans a
+                 multiple of 16 bytes, so that each set is a matrix TMA can name (a 16-byte
+                 aligned base, set r's rows starting r pitches in); the kernel's K walks set
+                 after set, and A is copied with its columns in that order (kgen_tc_phase_a)
+                 before each product. TMA reads from 16-byte aligned addresses only, so a
+                 stage's box of B starts up to PHASE_PAD columns before the tile's (the same
+                 shift for all of its rows: they are one set's) and lands unswizzled, and the
+                 consumers load their wgmma operand from it into registers at that shift
+                 (wgmma with A from registers). A row-major B of any pitch and pointer is read
+                 by TMA rather than by the producer threads. kgen.matmul turns it on for a
+                 row-major B that TMA cannot read as it is (with_phased_b).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -405,6 +431,7 @@ class TensorMatmul(Spec):
     split_merge: str = "workspace"
     swap_ab: bool = False
     b_realign: bool = False
+    b_phased: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -440,6 +467,8 @@ class TensorMatmul(Spec):
         if self.b_realign and self.instruction != "wgmma":
             fail("b_realign", True, "False with instruction='mma_sync' (the mma.sync kernel reads any B in place "
                  "with repack=False)")
+        if self.b_phased:
+            self._validate_phased()
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
@@ -520,10 +549,26 @@ class TensorMatmul(Spec):
             fail("split_merge", "cluster", "'workspace' with persistent=True or cluster=2 (their blocks are not "
                  "the K slices of one tile)")
         BM, BN, _ = self.tile
-        if _partial_tile_bytes(BM, BN) > self.stages * _wgmma_stage_bytes(BM, BN):
-            fail("stages", self.stages, f"at least {-(-_partial_tile_bytes(BM, BN) // _wgmma_stage_bytes(BM, BN))} "
+        if _partial_tile_bytes(BM, BN) > self.stages * self.stage_bytes:
+            fail("stages", self.stages, f"at least {-(-_partial_tile_bytes(BM, BN) // self.stage_bytes)} "
                  f"with split_merge='cluster' and tile {self.tile} (the {BM} x {BN} float32 sums are kept "
                  "over the stage ring)")
+
+    def _validate_phased(self) -> None:
+        """b_phased: B's row sets by TMA, A copied in their order."""
+        if self.instruction != "wgmma":
+            fail("b_phased", True, "False with instruction='mma_sync' (the row sets are TMA maps, the wgmma "
+                 "kernel's)")
+        if self.dtype not in ("float16", "bfloat16"):
+            fail("b_phased", True, f"False for dtype={self.dtype!r} (TF32 reads B K-major, after a copy)")
+        if self.layout_a != "row" or self.layout_b != "row":
+            fail("b_phased", True, "False unless layout_a and layout_b are 'row' (the row sets are rows of k of a "
+                 "row-major B; A's copy reorders a row-major A's columns)")
+        if self.b_realign:
+            fail("b_phased", True, "False with b_realign=True (the producer threads read B themselves there)")
+        if not self.swap_ab or self.tile[1] not in (64, 128):
+            fail("b_phased", True, "False unless swap_ab=True and BN is 64 or 128 (B's tile is the instruction's "
+                 "operand from registers, loaded by its consumers)")
 
     def _validate_swap(self) -> None:
         """swap_ab: A's rows are the wgmma N, B's tile the instruction's 64-row operand."""
@@ -666,7 +711,7 @@ class TensorMatmul(Spec):
     def shared_bytes(self) -> int:
         if self.wgmma:
             staging = REALIGN_DEPTH * self.tile[1] * REALIGN_ROW_BYTES if self.b_realign else 0
-            return self.stages * _wgmma_stage_bytes(self.tile[0], self.tile[1]) + 1024 + staging
+            return self.stages * self.stage_bytes + 1024 + staging
         return self.stages * (self._tile_elems("A") + self._tile_elems("B")) * ITEMSIZE[self.dtype]
 
     def _arch_requirement(self, cc: int) -> tuple[str, str] | None:
@@ -721,7 +766,18 @@ class TensorMatmul(Spec):
             persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
             PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN,
             staged=self.staged_epilogue,
-            b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, staged_out=self.staged_unaligned_output)
+            b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, b_phased=self.b_phased, PHASE_MAPS=PHASE_MAPS,
+            PHASE_PAD=PHASE_PAD,
+            staged_out=self.staged_unaligned_output)
+
+    @property
+    def stage_bytes(self) -> int:
+        """wgmma: bytes of one stage of the ring (A's and B's tiles; b_phased: B's box PHASE_PAD
+        columns wider, unswizzled)."""
+        BM, BN, _ = self.tile
+        if self.b_phased:
+            return BM * 128 + 64 * (BN + PHASE_PAD) * 2
+        return _wgmma_stage_bytes(BM, BN)
 
     @property
     def staged_unaligned_output(self) -> bool:
@@ -748,7 +804,7 @@ class TensorMatmul(Spec):
         BM, BN, _ = self.tile
         return (self.wgmma and self.kind in ("f16", "bf16") and not self.persistent and self.cluster == 1
                 and self.split_merge != "cluster"
-                and _partial_tile_bytes(BM, BN) <= self.stages * _wgmma_stage_bytes(BM, BN))
+                and _partial_tile_bytes(BM, BN) <= self.stages * self.stage_bytes)
 
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
@@ -1108,9 +1164,10 @@ class TensorMatmul(Spec):
     @classmethod
     def realign_row_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether kgen.matmul runs a product of REALIGN_ROW_ROWS rows against a row-major B whose
-        rows are an odd number of elements apart (the caller checks the stride) on the
-        transposed tiles that read B in place (b_realign, an sm_90 GPU) rather than the skinny
-        forms: N and K of at least STREAM_MIN_SIDE and the transposed tiles' range (swap_suits)."""
+        rows TMA cannot read as they are (a pitch of no multiple of 8 elements; the caller checks
+        the stride) on the transposed tiles that read B by row sets (b_phased, an sm_90 GPU)
+        rather than the skinny forms: N and K of at least STREAM_MIN_SIDE and the transposed
+        tiles' range (swap_suits)."""
         lo, hi = REALIGN_ROW_ROWS
         return (cls.realign_suits(M, N, K, dtype) and lo <= M <= hi and N >= STREAM_MIN_SIDE
                 and K >= STREAM_MIN_SIDE and cls.swap_suits(M, N, K, dtype))
@@ -1131,6 +1188,24 @@ class TensorMatmul(Spec):
             return self
         assert isinstance(realigned, TensorMatmul)
         return realigned
+
+    def with_phased_b(self) -> "TensorMatmul":
+        """This spec (the transposed tiles, with or without b_realign) reading a row-major B of any
+        pitch and pointer by row sets (b_phased), its ring as deep as the same shared memory
+        holds (as many blocks fit an SM); the spec as it is where that does not apply (not the
+        transposed tiles, a column-major B)."""
+        BN = self.tile[1]
+        if self.b_phased or not (self.swap_ab and self.layout_a == "row" and self.layout_b == "row"
+                                 and BN in (64, 128)):
+            return self
+        stage = self.tile[0] * 128 + 64 * (BN + PHASE_PAD) * 2   # stage_bytes with b_phased
+        stages = min(WGMMA_MAX_STAGES, (self.shared_bytes - 1024) // stage)
+        try:
+            phased = self.replace(b_realign=False, b_phased=True, stages=max(2, stages))
+        except ValueError:   # a cluster merge's sums need a longer ring
+            return self
+        assert isinstance(phased, TensorMatmul)
+        return phased
 
     def realign_swap_spec(self, problem) -> "TensorMatmul | None":
         """This spec as transposed tiles that read B in place (b_realign): A's rows (rounded up to
@@ -1174,9 +1249,12 @@ class TensorMatmul(Spec):
         TF32_TRANSPOSE_MIN rows of A against a row-major B, or columns of B against a
         column-major A), the mma.sync default instead: the copy, as long as the product
         itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
-        gives way to wgmma_default_spec(split_tf32=True). b_realign=True: with_realigned_b of
-        the result; where that does not apply to tiles of more than 128 columns, the transposed
-        tiles that read B in place (realign_swap_spec), else the result as it is (B copied).
+        gives way to wgmma_default_spec(split_tf32=True). b_realign=True (B's rows are not
+        16-byte aligned): with_phased_b of the result where it applies (transposed tiles, both
+        operands row-major), else with_realigned_b of it; where that does not apply to tiles of
+        more than 128 columns, the transposed tiles that read B in place (realign_swap_spec),
+        else the result as it is (B copied); the transposed tiles below read a row-major B by
+        row sets (with_phased_b).
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
         reading the operands in place)."""
@@ -1187,16 +1265,18 @@ class TensorMatmul(Spec):
             layouts.pop("b_realign", None)
             return self.element_spec(p, self.dtype).replace(**layouts)
         if layouts.pop("b_realign", False):
-            spec = self.for_layouts(problem, **layouts)
+            spec = self.for_layouts(problem, **layouts).with_phased_b()
+            if spec.b_phased:
+                return spec
             realigned = spec.with_realigned_b()
             if not realigned.b_realign and spec.wgmma and spec.tile[1] > REALIGN_SWAP_BN and not spec.swap_ab:
                 wide = spec.realign_swap_spec(problem)
                 if wide is not None:
-                    return wide
+                    return wide.with_phased_b()
             if realigned.b_realign:
                 split = realigned.realign_split_spec(problem)
                 if split is not None:
-                    return split
+                    return split.with_phased_b()
             return realigned
         if self.swap_ab and layouts.get("layout_a") == "col":
             # The transposed tile reads A K-major: a column-major A takes the 64-row tiles.
@@ -1392,28 +1472,104 @@ def realign_shift_rows(base_phase: int, ldb: int) -> list[int]:
     return sorted(range(64), key=lambda row: (((base_phase + 2 * row * ldb) % 16) // 4, row))
 
 
+def phase_sets(K: int, ldb: int, item: int, BK: int) -> tuple[int, int]:
+    """b_phased: (g, seg) for a row-major B of K rows `ldb` elements of `item` bytes apart: rows
+    k = r, r + g, r + 2g, ... form row set r (g the fewest rows whose pitch spans a multiple of
+    16 bytes, at most PHASE_MAPS), and each set takes seg consecutive k of the kernel's K (g seg
+    in all): its rows rounded up to whole BK steps."""
+    g = 16 // math.gcd(16, ldb * item)
+    rows = -(-K // g)
+    return g, -(-rows // BK) * BK
+
+
+def phase_maps(K: int, N: int, ldb: int, g: int, offset: int) -> list[tuple[int, int, int]]:
+    """b_phased: (inner, outer, column) of row set r's TMA map for r < g, over a base `offset`
+    elements below B's pointer (16-byte aligned there) with rows g ldb elements apart: row j of
+    set r is B's row g j + r, which starts `column` = offset + r ldb elements into it; `inner`
+    ends the set's rows at B's column N (the unit zero-fills past it) and `outer` counts the
+    set's rows, so that no map reaches past B's last element."""
+    return [(offset + r * ldb + N, (K - r + g - 1) // g, offset + r * ldb) for r in range(g)]
+
+
+class _PhaseMaps:
+    """b_phased: the kernel's phase_maps_t for one plan's B geometry (K rows of N, pitch ldb,
+    g row sets of seg k each), for any pointer: a TiledMap a set for each 16-byte phase of the
+    pointer met, the packed parameter memoised by pointer."""
+
+    __slots__ = ("dtype", "K", "N", "ldb", "g", "seg", "box", "_by_offset", "_memo")
+
+    def __init__(self, dtype: str, K: int, N: int, ldb: int, g: int, seg: int, box: tuple[int, int]):
+        self.dtype, self.K, self.N, self.ldb, self.g, self.seg, self.box = dtype, K, N, ldb, g, seg, box
+        self._by_offset: dict[int, tuple[list[Any], bytes]] = {}
+        self._memo: dict[int, bytes] = {}
+
+    def at(self, pb: int) -> bytes:
+        hit = self._memo.get(pb)
+        if hit is not None:
+            return hit
+        item = ITEMSIZE[self.dtype]
+        phase = pb % 16
+        if phase % item:
+            raise ArrayError(f"B's pointer {pb:#x} is not a multiple of its {item}-byte elements")
+        offset = phase // item
+        sets = self._by_offset.get(offset)
+        if sets is None:
+            from ..core.tma import TiledMap
+
+            geometry = phase_maps(self.K, self.N, self.ldb, self.g, offset)
+            maps = [TiledMap(self.dtype, inner, outer, self.g * self.ldb, self.box, swizzle_bytes=0)
+                    for inner, outer, _ in geometry]
+            cols = [col for _, _, col in geometry] + [0] * (PHASE_MAPS - self.g)
+            tail = struct.pack(f"<{PHASE_MAPS}ii", *cols, self.seg)
+            sets = self._by_offset[offset] = (maps, tail)
+        maps, tail = sets
+        base = pb - phase
+        packed = b"".join(m.at(base) for m in maps) + bytes(128 * (PHASE_MAPS - self.g)) + tail
+        hit = packed + bytes(PHASE_MAPS_BYTES - len(packed))
+        if len(self._memo) >= 16:
+            self._memo.clear()
+        self._memo[pb] = hit
+        return hit
+
+
 class _TensorMaps:
     """The TMA descriptors of A and B for one launch plan of the wgmma kernel: geometry fixed
     by the plan, base addresses per call (kgen.core.tma.TiledMap: a model's loop passes one
     weight with ever new activations). Boxes: a K-major operand is read BM (BN) rows of 64 k at
     a time, an M/N-major one as 64 x 64 boxes."""
 
-    __slots__ = ("dtype", "a", "b", "zero", "_maps")
+    __slots__ = ("dtype", "a", "b", "by_sets", "phased", "zero", "_maps")
 
-    def __init__(self, spec: "TensorMatmul", M: int, N: int, K: int, lda: int, ldb: int):
+    def __init__(self, spec: "TensorMatmul", M: int, N: int, K: int, lda: int, ldb: int,
+                 phases: tuple[int, int, int] | None = None):
         BM, BN, BK = spec.tile
         self.dtype = spec.dtype
         self.a = (K, M, lda, (BK, BM)) if spec.kernel_k_major("A") else (M, K, lda, (64, BK))
         half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
         self.b: tuple | None = None   # b_realign: B by pointer (the producer threads read it)
-        if not spec.b_realign:
+        # b_phased: (B's rows, sets, k a set) and B's row sets (phase_maps), made on the first launch
+        self.phased: _PhaseMaps | None = None
+        self.by_sets = spec.b_phased
+        if spec.b_phased and phases is not None:
+            rows, g, seg = phases
+            self.phased = _PhaseMaps(spec.dtype, rows, N, ldb, g, seg, (BN + PHASE_PAD, BK))
+        elif not spec.b_realign and not spec.b_phased:
             self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
         self.zero = K == 0   # nothing is read: the maps are never used
         self._maps: tuple[Any, Any] | None = None   # made on the first launch (they ask the driver)
 
     def encoded(self, pa: int, pb: int) -> tuple[bytes, Any]:
         if self.zero:
+            if self.by_sets:
+                return bytes(128), bytes(PHASE_MAPS_BYTES)
             return bytes(128), (pb if self.b is None else bytes(128))
+        if self.phased is not None:
+            maps = self._maps
+            if maps is None:
+                from ..core.tma import TiledMap
+
+                maps = self._maps = (TiledMap(self.dtype, *self.a), None)
+            return maps[0].at(pa), self.phased.at(pb)
         maps = self._maps
         if maps is None:
             from ..core.tma import TiledMap
@@ -1518,6 +1674,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         spec = self.spec
         vec = spec.vec
         repacks: list[Any] = [None, None]
+        phases = None   # b_phased: (B's rows, row sets, k a set)
         if K == 0:
             a_ok = b_ok = True  # nothing is read: any entry point writes alpha * 0 + beta * C
         if spec.split_tf32 and K:
@@ -1534,6 +1691,22 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                 # A as [hi lo hi], B as [lo hi hi]: lo in segment 1 of A, 0 of B.
                 repacks[i] = self._copy_step(operand, entry, grid, rows * 3 * seg, "PPqqqqi", (rows, K, ld, seg, 1 - i))
             K = lda = ldb = 3 * seg
+            a_ok = b_ok = True
+        elif spec.b_phased and K:
+            # B's rows by row sets (phase_sets), A copied with its columns in the sets' order;
+            # a B of fewer rows than sets is copied aligned first (one set).
+            g, seg = phase_sets(K, ldb, self._item, spec.tile[2])
+            if K < g:
+                ldd = -(-N // vec) * vec
+                grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(K, 65535)), 1)
+                repacks[1] = self._copy_step("B", "kgen_tc_repack", grid, K * ldd, "PPqqqq", (K, N, ldb, ldd))
+                ldb = ldd
+                g, seg = phase_sets(K, ldb, self._item, spec.tile[2])
+            phases = (K, g, seg)
+            grid = (max(1, min(-(-(g * seg) // 256), 64)), max(1, min(M, 65535)), 1)
+            repacks[0] = self._copy_step("A", "kgen_tc_phase_a", grid, M * g * seg, "PPqqqqqq",
+                                         (M, K, lda, g * seg, g, seg))
+            K = lda = g * seg
             a_ok = b_ok = True
         elif spec.repack:
             dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),
@@ -1564,8 +1737,9 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         splits, chunk = spec.split_plan(K)
         maps = None
         if spec.wgmma:   # repack is on: both operands are aligned by now (or B read by pointer)
-            name, fmt = "kgen_tc_wgmma", ("128sP" if spec.b_realign else "128s128s") + self._fmt[2:]
-            maps = _TensorMaps(spec, M, N, K, lda, ldb)
+            b_fmt = "P" if spec.b_realign else f"{PHASE_MAPS_BYTES}s" if spec.b_phased else "128s"
+            name, fmt = "kgen_tc_wgmma", "128s" + b_fmt + self._fmt[2:]
+            maps = _TensorMaps(spec, M, N, K, lda, ldb, phases)
         else:
             name, fmt = ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"), self._fmt
         main = Launch(self.handle(name, shared), name, grid, block, shared, fmt,

@@ -383,8 +383,9 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
     """The family kgen.matmul(A, B) runs: matmul_family with the storage of the call's
     operands (is the large one k-contiguous, can the wgmma kernel read it in place: rows TMA
     reads, or an unaligned W.t() that TensorMatmul.realign_swap_suits), except that a
-    row-major 16-bit B of an odd pitch at TensorMatmul.realign_row_suits's rows runs the wgmma
-    kernel, which reads it in place."""
+    row-major 16-bit B whose rows TMA cannot read as they are (a pitch of no multiple of 8
+    elements) at TensorMatmul.realign_row_suits's rows runs the wgmma kernel, which reads it by
+    row sets (b_phased)."""
     from ..ops.tensorcore import TensorMatmul
 
     (M, K), N = A.shape, B.shape[1]
@@ -395,9 +396,9 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
         # read it in place faster than the skinny forms (b_realign, TensorMatmul.realign_swap_suits)
         or (M <= N and k_contiguous and TensorMatmul.realign_swap_suits(M, N, K, dtype)))
     if (dtype in ("float16", "bfloat16") and M <= N and not k_contiguous and _runs_wgmma()
-            and TensorMatmul.realign_row_suits(M, N, K, dtype) and max(_element_strides(B)) % 2 == 1):
-        # A row-major B of an odd pitch: the skinny forms past SIMT_ELEMENT_ROWS_16 rows gather
-        # it element by element, the wgmma kernel's producer threads read it in place faster.
+            and TensorMatmul.realign_row_suits(M, N, K, dtype) and not _rows_aligned(B)):
+        # A row-major B TMA cannot read as it is: the skinny forms past SIMT_ELEMENT_ROWS_16 rows
+        # read it with narrow loads, the wgmma kernel by row sets faster (b_phased).
         return TensorMatmul
     split = not allow_tf32 and _split_on_hopper(dtype)
     return matmul_family(M, N, K, dtype, allow_tf32, k_contiguous, in_place, split)

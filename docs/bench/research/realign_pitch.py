@@ -11,7 +11,9 @@ in place (what kgen.matmul would run were the product routed there); SKINNY=1, w
 tensor-core family, the skinny family's default for the product ("skinny"). OTHERS=1, where it runs
 the tensor-core family: that family's spec for the layouts without b_realign (B copied to an
 aligned pitch first, "copies") and mma.sync reading both operands in place (TensorMatmul.element_spec,
-"element"). REALIGN_DEPTH=n: the fills of B the producer threads keep in flight
+"element"). PHASED=0: a row-major B is read by the producer threads (b_realign, and the specs
+for_layouts built for it) rather than by row sets (b_phased), to compare the two in one tree.
+REALIGN_DEPTH=n: the fills of B the producer threads keep in flight
 (kgen.ops.tensorcore.REALIGN_DEPTH) set to n in this process, to compare depths run by run."""
 import json
 import math
@@ -56,6 +58,8 @@ def main():
     import kgen.ops.tensorcore as tensorcore
     if os.environ.get("REALIGN_DEPTH"):
         tensorcore.REALIGN_DEPTH = int(os.environ["REALIGN_DEPTH"])
+    if os.environ.get("PHASED") == "0":
+        tensorcore.TensorMatmul.with_phased_b = lambda self: self
     from kgen.bench.skinny import checked_graph_time
     from kgen.tune import dispatch
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -168,10 +172,10 @@ def main():
         rows.append(row)
         A = B = Ba = C = pairs = None
         torch.cuda.empty_cache()
-    tags = [t for t in (os.environ.get("TAG", ""),
+    tags = [t for t in (os.environ.get("TAG", ""), "phased0" if os.environ.get("PHASED") == "0" else "",
                         f"depth{tensorcore.REALIGN_DEPTH}" if os.environ.get("REALIGN_DEPTH") else "") if t]
-    with open(os.path.join(os.environ.get("OUT", "."), f"realign_pitch_{ORDER}_{SEED}{''.join('_' + t for t in tags)}.json"),
-              "w") as f:
+    name = f"realign_pitch_{ORDER}_{SEED}{''.join('_' + t for t in tags)}.json"
+    with open(os.path.join(os.environ.get("OUT", "."), name), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 
 
