@@ -792,9 +792,10 @@ def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
         realigned = spec.with_realigned_b()
         assert realigned.b_realign and realigned.shared_bytes <= spec.shared_bytes, (problem, spec.to_json())
         assert realigned.replace(b_realign=False, stages=spec.stages) == spec
-        # Row-major operands on the transposed tiles: B by row sets (b_phased) instead.
+        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == realigned
+        # Asked for row sets: on the transposed tiles B by row sets (b_phased), elsewhere b_realign.
         want = spec.with_phased_b() if spec.swap_ab else realigned
-        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == want
+        assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_phased=True) == want
     wide = _wg()
     assert wide.with_realigned_b() is wide and wide.replace(layout_b="col").with_realigned_b().b_realign is False
     assert TensorMatmul.default_spec({"M": 100, "N": 3000, "K": 4097}, "bfloat16").replace(
@@ -964,14 +965,14 @@ def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
         spec = TensorMatmul.default_spec(problem, "bfloat16")
         assert spec.tile[1] == 256 and not spec.swap_ab, spec.to_json()
         got = spec.for_layouts(problem, layout_a="row", layout_b=order, b_realign=True)
-        # A row-major B by row sets (b_phased), W.t() by the producer threads (b_realign).
-        assert (got.b_phased if order == "row" else got.b_realign) and got.swap_ab and got.layout_b == order, \
-            got.to_json()
+        assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
+        # Asked for row sets: the same tiles reading B by them.
+        assert spec.for_layouts(problem, layout_a="row", layout_b=order, b_phased=True) == got.with_phased_b()
         assert got.tile[:2] == (-(-M // 8) * 8, REALIGN_SWAP_BN) and got.split_k == 1
         assert got.shared_bytes <= MAX_SHARED_BYTES   # one block an SM, as the default
         # A column-major A: the transposed tiles read A K-major, so B is copied.
         kept = spec.for_layouts(problem, layout_a="col", layout_b=order, b_realign=True)
-        assert not kept.b_realign and not kept.swap_ab
+        assert not kept.b_realign and not kept.b_phased and not kept.swap_ab
     many = {"M": SWAP_MAX_ROWS + 8, "N": 12001, "K": 2049}
     assert TensorMatmul.default_spec(many, "bfloat16").realign_swap_spec(many) is None
 
@@ -989,12 +990,12 @@ def test_b_realign_on_unsplit_64_column_transposed_tiles_takes_128_columns_in_tw
         plain = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order)
         assert plain.swap_ab and plain.tile[1] == 64 and plain.split_k == 1, plain.to_json()
         got = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order, b_realign=True)
-        if order == "row":   # B by row sets: read at TMA's pace, the tiles stay
-            assert got == plain.with_phased_b() and got.b_phased, got.to_json()
-            continue
         assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
         assert got.tile[:2] == (plain.tile[0], 128) and got.split_k == s and got.split_merge == "cluster"
         assert -(-N // 128) * s <= CLUSTER_WAVE_BLOCKS[s] and got.shared_bytes <= MAX_SHARED_BYTES
+        # Asked for row sets: read at TMA's pace, the tiles stay.
+        phased = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order, b_phased=True)
+        assert phased == plain.with_phased_b() and phased.b_phased, phased.to_json()
     # Already split (two slices of 64-column tiles run at once), past 132 tiles, or K too short.
     for (M, N, K), order in (((77, 2506, 9946), "col"), ((30, 9434, 6285), "row"), ((40, 5000, 300), "col"),
                              ((161, 7605, 1111), "row")):
@@ -1174,7 +1175,7 @@ def test_b_phased_consumers_read_the_instruction_operand_of_the_box():
                  "fa[4 * kk + 1] = pack16(lds16(r + 16), lds16(r + B_PITCH + 16));",
                  "fa[4 * kk + 2] = pack16(lds16(r + 8 * B_PITCH), lds16(r + 9 * B_PITCH));",
                  "fa[4 * kk + 3] = pack16(lds16(r + 8 * B_PITCH + 16), lds16(r + 9 * B_PITCH + 16));",
-                 "+ 2u * (shift + 64u * wg + 16u * (t >> 5) + (lane >> 2)), sa, it > 0);"):
+                 "+ 2u * (shift + 64u * wg + 16u * (t >> 5) + (lane >> 2)), 0u, sa, it > 0);"):
         assert line in src, line
     for BN in (64, 128):
         pitch = (BN + PHASE_PAD) * 2
@@ -1247,8 +1248,7 @@ def test_b_phased_is_validated_and_keeps_the_shared_memory_it_replaces():
     as deep a ring as fits, and leaves specs it does not apply to as they are."""
     swap = TensorMatmul.swap_spec({"M": 34, "N": 10212, "K": 2038}, "bfloat16")
     assert swap.replace(b_phased=True).b_phased
-    for fields in ({"layout_b": "col"}, {"b_realign": True}, {"swap_ab": False, "tile": (128, 128, 64),
-                                                              "warp_tile": (64, 128)}):
+    for fields in ({"b_realign": True}, {"swap_ab": False, "tile": (128, 128, 64), "warp_tile": (64, 128)}):
         with pytest.raises(SpecError, match="b_phased"):
             swap.replace(b_phased=True, **fields)
     with pytest.raises(SpecError, match="b_phased"):
@@ -1262,7 +1262,104 @@ def test_b_phased_is_validated_and_keeps_the_shared_memory_it_replaces():
             assert phased.shared_bytes <= start.shared_bytes
             assert start.shared_bytes - phased.shared_bytes < phased.stage_bytes   # as deep as fits
             assert phased.replace(b_phased=False, stages=spec.stages) == spec
-    col = swap.replace(layout_b="col")
-    assert col.with_phased_b() is col
+    # W.t() too: its rows of n by sets, K as it is.
+    col = swap.replace(layout_b="col").with_phased_b()
+    assert col.b_phased and col.stage_bytes == col.tile[0] * 128 + col.tile[1] * 72 * 2
     wide = _wg()
     assert wide.with_phased_b() is wide
+
+
+def test_b_phased_w_t_row_sets_give_each_tile_its_n_in_order():
+    """b_phased on W.t() (B's rows are n, K long), written out in numpy: for each tile of 64 n and
+    k tile, each set's 64 / g rows land in the stage as the producer loads them (a box of BK +
+    PHASE_PAD k from the aligned column at or before k, zero past the map's sizes), and the
+    consumers' row i (box row i, of set i / (64 / g), at the set's shift) gives B[k, n] for the
+    column the epilogue puts it in, n = block_n + phased_col(i), exactly; phased_col takes each
+    of the 64 once; every box starts on a 16-byte boundary and no map reaches past B."""
+    import numpy as np
+
+    from kgen.ops.tensorcore import PHASE_PAD, phase_maps, phase_sets
+
+    spec = TensorMatmul.swap_spec({"M": 78, "N": 2964, "K": 6268}, "bfloat16").replace(layout_b="col").with_phased_b()
+    # the cluster merge's staged sums, and a workspace split's stores from the registers
+    direct = spec.replace(tile=(256, 128, 64), warp_tile=(256, 64), stages=2, split_k=1, split_merge="workspace")
+    assert spec.staged_epilogue or spec.split_merge == "cluster"
+    assert not direct.staged_epilogue
+    src = kgen.render(spec) + kgen.render(direct)
+    for line in ("tma_load(sb + (unsigned)((64 * c + r * per_set) * B_PITCH), &maps_b.map[r], cb + k - (cb & 7),",
+                 "((int)block_n + 64 * c) / sets, full);",
+                 "const int i = 16 * (t >> 5) + (lane >> 2) + 8 * h, r = i / (64 / maps_b.sets);",
+                 "rows_at[h] = A_STAGE_BYTES + (unsigned)((64 * wg + i) * B_PITCH)",
+                 "+ 2u * (2u * (lane & 3) + (unsigned)(maps_b.col[r] & 7));",
+                 "return (i % per) * sets + i / per;",
+                 "const index_t n = block_n + wg * 64 + phased_col(row, maps_b.sets);",
+                 "mine[(8 * j + e) * PART_STRIDE + col[h]] = ntiles ? d[4 * j + 2 * h + e] : 0.f;",
+                 "fa[4 * kk] = pack16(lds16(r), lds16(r + 2));", "fa[4 * kk + 1] = pack16(lds16(r8), lds16(r8 + 2));"):
+        assert line in src, line
+    rng = np.random.default_rng(7)
+    BK, width = 64, 64 + PHASE_PAD
+    for N, K, pad, offset in ((130, 200, 0, 0), (77, 131, 1, 3), (64, 64, 5, 7), (200, 70, 2, 1), (9, 100, 3, 5)):
+        ld = K + pad
+        g, _ = phase_sets(K, ld, 2, BK)
+        assert (g * ld * 2) % 16 == 0 and 64 % g == 0
+        flat = rng.integers(-50, 50, size=offset + (N - 1) * ld + K)
+        Bt = np.stack([flat[offset + n * ld:offset + n * ld + K] for n in range(N)])   # W: N x K
+        maps = phase_maps(N, K, ld, g, offset)
+        for block_n in range(0, N, 64):
+            for k in range(0, K, BK):
+                stage = np.zeros((64, width), dtype=flat.dtype)
+                for r, (inner, outer, cb) in enumerate(maps):
+                    assert (outer - 1) * g * ld + inner <= len(flat)
+                    start = cb + k - (cb & 7)
+                    assert start >= 0 and (start * 2) % 16 == 0
+                    for jj in range(64 // g):
+                        j = block_n // g + jj
+                        for c in range(width):
+                            if j < outer and start + c < inner:
+                                stage[r * (64 // g) + jj, c] = flat[j * g * ld + start + c]
+                per = 64 // g
+                assert sorted((i % per) * g + i // per for i in range(64)) == list(range(64))
+                for i in range(64):
+                    r = i // per
+                    row = stage[i, (maps[r][2] & 7):(maps[r][2] & 7) + BK]
+                    n = block_n + (i % per) * g + i // per   # phased_col(i)
+                    want = np.zeros(BK, dtype=flat.dtype)
+                    if n < N:
+                        want[:min(BK, K - k)] = Bt[n, k:k + BK]
+                    assert (row == want).all(), (N, K, ld, offset, block_n, k, i)
+
+
+def test_dispatch_asks_for_row_sets_where_they_suit_b(monkeypatch):
+    """kgen.matmul asks for B by row sets (b_phased) for a row-major B of any unaligned pitch and
+    for W.t() of an even one, and for the producer threads (b_realign) for W.t() of an odd pitch;
+    17-64 rows against W.t() of an even unaligned pitch go to the transposed tiles (they read it
+    by row sets), of an odd one to the skinny forms as before."""
+    import numpy as np
+
+    from kgen.ops.skinny import Skinny
+    from kgen.ops.tensorcore import PHASED_SWAP_ROWS
+    from kgen.tune import dispatch
+    from kgen.tune.device import DeviceInfo, arch_limits
+
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    cases = [(np.empty((6268, 2964), np.float16)[:, :2963], "row", "b_phased"),     # pitch 2964: 4 mod 8
+             (np.empty((6268, 2963), np.float16), "row", "b_phased"),               # odd pitch
+             (np.empty((2964, 6268), np.float16).T, "col", "b_phased"),             # W.t(), K 4 mod 8
+             (np.empty((2964, 6266), np.float16).T, "col", "b_phased"),             # 2 mod 8
+             (np.empty((2964, 6267), np.float16).T, "col", "b_realign")]            # odd
+    for B, order, want in cases:
+        M = 78
+        A = np.empty((M, B.shape[0]), np.float16)
+        over = dispatch.call_overrides(A, B, TensorMatmul, "float16", stand_in=True)
+        assert over.get(want) is True and over["layout_b"] == order, (B.strides, over)
+        assert ({"b_phased", "b_realign"} - {want}).isdisjoint(over)
+        spec = dispatch.call_spec(A, B, device=DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90")), db=False)
+        assert getattr(spec, want) and spec.layout_b == order, spec.to_json()
+    lo, hi = PHASED_SWAP_ROWS
+    for M in (lo, 40, hi):
+        A = np.empty((M, 5002), np.float16)
+        even, odd = np.empty((4000, 5002), np.float16).T, np.empty((4000, 5003), np.float16).T
+        assert dispatch.call_family(A, even, "float16") is TensorMatmul, M
+        assert dispatch.call_family(np.empty((M, 5003), np.float16), odd, "float16") is Skinny, M
+    A = np.empty((lo - 1, 5002), np.float16)
+    assert dispatch.call_family(A, np.empty((4000, 5002), np.float16).T, "float16") is Skinny

@@ -174,7 +174,16 @@ def phased_pool() -> list[TensorMatmul]:
             T(dtype="bfloat16", tile=(16, 128, 64), warp_tile=(16, 64), stages=8, instruction="wgmma", swap_ab=True,
               split_k=4, split_merge="cluster", b_phased=True),
             T(dtype="bfloat16", tile=(200, 64, 64), warp_tile=(200, 64), stages=4, instruction="wgmma", swap_ab=True,
-              split_k=2, split_merge="cluster", out_dtype="float32", b_phased=True)]
+              split_k=2, split_merge="cluster", out_dtype="float32", b_phased=True),
+            # W.t() (B K-major): its rows of n by sets
+            T(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=6, instruction="wgmma", swap_ab=True,
+              layout_b="col", b_phased=True),
+            T(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, instruction="wgmma", swap_ab=True,
+              split_k=3, layout_b="col", b_phased=True),
+            T.swap_spec({"M": 78, "N": 2964, "K": 6268}, "bfloat16").replace(layout_b="col").with_phased_b(),
+            # the sums stored from the registers (a ring too short to stage them)
+            T(dtype="bfloat16", tile=(256, 128, 64), warp_tile=(256, 64), stages=2, instruction="wgmma", swap_ab=True,
+              layout_b="col", b_phased=True)]
 
 
 def _layouts(spec, a: str, b: str) -> tuple[str, str]:
@@ -368,8 +377,9 @@ def test_b_phased_reads_row_major_b_of_any_pitch_by_row_sets(index):
     spec = phased_pool()[index]
     # past the eight sets' worth of cases: a pitch of 8 at an odd pointer, K of 7 and 9
     k = _check_b_at_every_phase(spec, UNALIGNED_B_CASES + ((4096, 0, 3, 2049), (999, 0, 0, 7), (515, 1, 1, 9)))
+    # B is copied only where it has fewer stored rows (k, or n for W.t()) than sets.
     copied = [key for key, plan in k._plans.items() if plan[1] is not None]
-    assert all(key[2] < 8 for key in copied), f"B was copied for K of at least 8: {copied}"
+    assert all(key[1 if spec.layout_b == "col" else 2] < 8 for key in copied), f"B was copied: {copied}"
 
 
 @settings(max_examples=min(EXAMPLES, 150), deadline=None, suppress_health_check=list(HealthCheck))
@@ -385,7 +395,7 @@ def test_b_phased_property(index, M, N, K, pad, off):
     k = kgen.build(spec)
     dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
     A = _operand(torch, M, K, "row", 0, 0, dt)
-    B = _operand(torch, K, N, "row", pad, off, dt)
+    B = _operand(torch, K, N, spec.layout_b, pad, off, dt)
     C = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
     k(A, B, out=C)
     torch.cuda.synchronize()
@@ -411,19 +421,21 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                            # 17-64 rows against a small unaligned W.t() (realign_swap_suits)
                            (40, 2001, 3001, "col"), (17, 1500, 1027, "col"),
                            # 5-16 rows against a row-major B of an odd pitch (realign_row_suits)
-                           (5, 1107, 1331, "row"), (9, 7001, 2049, "row"), (16, 1025, 4100, "row")):
+                           (5, 1107, 1331, "row"), (9, 7001, 2049, "row"), (16, 1025, 4100, "row"),
+                           # W.t() of an even pitch: its rows of n by sets (phased_swap_suits and past it)
+                           (50, 12000, 4100, "col"), (78, 2964, 6268, "col"), (120, 7000, 2050, "col")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
         B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)
         torch.cuda.synchronize()
         spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
         _check(spec, A, B, C, None, 1.0, 0.0, f"kgen.matmul {M}x{N}x{K}")
-        # A row-major B by row sets (b_phased: the kernel's K is the sets' k), a K-major one by
-        # the producer threads (b_realign).
-        field = "b_phased" if order == "row" else "b_realign"
-        kernels = [kern for kern in dispatch._kernels.values() if getattr(kern.spec, field, False)]
+        # B by row sets on the transposed tiles (b_phased: a row-major B's kernel K is the sets'
+        # k), by the producer threads on the others (b_realign).
+        kernels = [kern for kern in dispatch._kernels.values()
+                   if getattr(kern.spec, "b_phased", False) or getattr(kern.spec, "b_realign", False)]
         assert any(kern._plans and any(p[3][:2] == (M, N) and p[3][2] >= K for p in kern._plans.values())
-                   for kern in kernels), f"{M}x{N}x{K}: not run with {field}"
+                   for kern in kernels), f"{M}x{N}x{K}: B not read in place"
 
 
 def test_matmul_reads_unaligned_mid_size_16bit_operands_with_element_loads():

@@ -182,6 +182,14 @@ REALIGN_SWAP_MAX_SIDE = 3584
 # ORDER=row, seeds 10831 bfloat16 and 10832 float16; docs/tensorcore.md, "A row-major B by row
 # sets"), while at 1-4 rows the skinny forms stayed ahead on 3 of 4 (seed 10823).
 REALIGN_ROW_ROWS = (5, 16)
+# W.t() of a 16-bit weight whose rows are 2, 4 or 6 modulo 8 elements apart, read by row sets of
+# n (b_phased: two or four sets, each a box of 32 or 16 rows a stage): on an H200 (device time,
+# docs/bench/research/realign_pitch.py ORDER=col IN_PLACE=1, nine products, both trees in one
+# command) 1.24-1.43x faster than the producer threads on the four of 78-200 rows, and against
+# the skinny forms at 25-64 rows 1.12-1.73x on three of five, 0.99x and 0.88x (45x3000x11006) on
+# two: PHASED_SWAP_ROWS take the transposed tiles. At an odd pitch (eight sets, boxes of 8 rows)
+# the row sets ran 0.90-1.05x the producer threads (four products), which keep it.
+PHASED_SWAP_ROWS = (17, 64)
 # b_phased: the most row sets of B a product reads, one TMA map each: 16-bit rows an odd number
 # of elements apart come back to one 16-byte phase every 8 rows. The kernel takes them in one
 # by-value parameter (phase_maps_t: the maps, each set's first column, the k each set takes).
@@ -391,19 +399,19 @@ class TensorMatmul(Spec):
                  stage, so a B whose rows are not 16-byte aligned (a row pitch that is no
                  multiple of 8 elements, an odd pointer) is read in place instead of copied
                  aligned first. kgen.matmul turns it on for a K-major such B (with_realigned_b).
-    b_phased     swap_ab only (16-bit, A and B row-major, BN of 64 or 128), not b_realign: B's
-                 rows are read by TMA as up to PHASE_MAPS row sets, rows k = r, r + g, r + 2g,
-                 ... in set r, where g (1, 2, 4 or 8) is the fewest rows whose pitch spans a
-                 multiple of 16 bytes, so that each set is a matrix TMA can name (a 16-byte
-                 aligned base, set r's rows starting r pitches in); the kernel's K walks set
-                 after set, and A is copied with its columns in that order (kgen_tc_phase_a)
-                 before each product. TMA reads from 16-byte aligned addresses only, so a
-                 stage's box of B starts up to PHASE_PAD columns before the tile's (the same
-                 shift for all of its rows: they are one set's) and lands unswizzled, and the
-                 consumers load their wgmma operand from it into registers at that shift
-                 (wgmma with A from registers). A row-major B of any pitch and pointer is read
-                 by TMA rather than by the producer threads. kgen.matmul turns it on for a
-                 row-major B that TMA cannot read as it is (with_phased_b).
+    b_phased     swap_ab only (16-bit, A row-major, BN of 64 or 128), not b_realign: B's rows
+                 are read by TMA as up to PHASE_MAPS row sets, rows r, r + g, r + 2g, ... in
+                 set r, where g (1, 2, 4 or 8) is the fewest rows whose pitch spans a multiple
+                 of 16 bytes, so that each set is a matrix TMA can name (a 16-byte aligned base,
+                 set r's rows starting r pitches in). TMA reads from 16-byte aligned addresses
+                 only, so a box starts up to PHASE_PAD values before the tile's and lands
+                 unswizzled, and the consumers load their wgmma operand from it into registers
+                 at the set's shift (wgmma with A from registers). A row-major B's rows are k:
+                 the kernel's K walks set after set, and A is copied with its columns in that
+                 order (kgen_tc_phase_a) before each product. W.t()'s rows are n: a tile's 64 n
+                 are 64 / g rows of each set, K and A as they are. kgen.matmul turns it on for
+                 a B that TMA cannot read as it is, row-major or W.t() of an even pitch
+                 (with_phased_b).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -561,9 +569,9 @@ class TensorMatmul(Spec):
                  "kernel's)")
         if self.dtype not in ("float16", "bfloat16"):
             fail("b_phased", True, f"False for dtype={self.dtype!r} (TF32 reads B K-major, after a copy)")
-        if self.layout_a != "row" or self.layout_b != "row":
-            fail("b_phased", True, "False unless layout_a and layout_b are 'row' (the row sets are rows of k of a "
-                 "row-major B; A's copy reorders a row-major A's columns)")
+        if self.layout_a != "row":
+            fail("b_phased", True, "False unless layout_a is 'row' (the transposed tiles read A K-major; a "
+                 "row-major B's sets reorder A's columns)")
         if self.b_realign:
             fail("b_phased", True, "False with b_realign=True (the producer threads read B themselves there)")
         if not self.swap_ab or self.tile[1] not in (64, 128):
@@ -776,7 +784,7 @@ class TensorMatmul(Spec):
         columns wider, unswizzled)."""
         BM, BN, _ = self.tile
         if self.b_phased:
-            return BM * 128 + 64 * (BN + PHASE_PAD) * 2
+            return _phased_stage_bytes(BM, BN, self.layout_b)
         return _wgmma_stage_bytes(BM, BN)
 
     @property
@@ -1152,6 +1160,15 @@ class TensorMatmul(Spec):
         return dtype in ("float16", "bfloat16") and M <= REALIGN_MAX_ROWS
 
     @classmethod
+    def phased_swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether kgen.matmul runs a product of PHASED_SWAP_ROWS rows against W.t() of a 16-bit
+        weight whose rows are an even number of elements apart but not 16-byte aligned (the caller
+        checks the stride) on the transposed tiles reading it by row sets (b_phased, an sm_90
+        GPU) rather than the skinny forms: the transposed tiles' range (swap_suits)."""
+        lo, hi = PHASED_SWAP_ROWS
+        return cls.realign_suits(M, N, K, dtype) and lo <= M <= hi and cls.swap_suits(M, N, K, dtype)
+
+    @classmethod
     def realign_swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether kgen.matmul runs a product of REALIGN_SWAP_ROWS rows against a K-major B whose
         rows are not 16-byte aligned (W.t() of a 16-bit weight of K no multiple of 8) on the
@@ -1190,15 +1207,14 @@ class TensorMatmul(Spec):
         return realigned
 
     def with_phased_b(self) -> "TensorMatmul":
-        """This spec (the transposed tiles, with or without b_realign) reading a row-major B of any
-        pitch and pointer by row sets (b_phased), its ring as deep as the same shared memory
-        holds (as many blocks fit an SM); the spec as it is where that does not apply (not the
-        transposed tiles, a column-major B)."""
+        """This spec (the transposed tiles, with or without b_realign) reading B of any pitch and
+        pointer by row sets (b_phased), its ring as deep as the same shared memory holds (as
+        many blocks fit an SM); the spec as it is where that does not apply (not the transposed
+        tiles of 64 or 128 columns)."""
         BN = self.tile[1]
-        if self.b_phased or not (self.swap_ab and self.layout_a == "row" and self.layout_b == "row"
-                                 and BN in (64, 128)):
+        if self.b_phased or not (self.swap_ab and self.layout_a == "row" and BN in (64, 128)):
             return self
-        stage = self.tile[0] * 128 + 64 * (BN + PHASE_PAD) * 2   # stage_bytes with b_phased
+        stage = _phased_stage_bytes(self.tile[0], BN, self.layout_b)
         stages = min(WGMMA_MAX_STAGES, (self.shared_bytes - 1024) // stage)
         try:
             phased = self.replace(b_realign=False, b_phased=True, stages=max(2, stages))
@@ -1250,11 +1266,11 @@ class TensorMatmul(Spec):
         column-major A), the mma.sync default instead: the copy, as long as the product
         itself there, costs more than wgmma saves. Asked for split_tf32, a spec without it
         gives way to wgmma_default_spec(split_tf32=True). b_realign=True (B's rows are not
-        16-byte aligned): with_phased_b of the result where it applies (transposed tiles, both
-        operands row-major), else with_realigned_b of it; where that does not apply to tiles of
+        16-byte aligned): with_realigned_b of the result; where that does not apply to tiles of
         more than 128 columns, the transposed tiles that read B in place (realign_swap_spec),
-        else the result as it is (B copied); the transposed tiles below read a row-major B by
-        row sets (with_phased_b).
+        else the result as it is (B copied). b_phased=True (the same, for a B that row sets
+        suit): with_phased_b of the result where it applies (the transposed tiles), else as
+        b_realign=True, the transposed tiles for wide ones by row sets.
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
         reading the operands in place)."""
@@ -1264,19 +1280,20 @@ class TensorMatmul(Spec):
                 or self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype)):
             layouts.pop("b_realign", None)
             return self.element_spec(p, self.dtype).replace(**layouts)
-        if layouts.pop("b_realign", False):
-            spec = self.for_layouts(problem, **layouts).with_phased_b()
-            if spec.b_phased:
-                return spec
+        phased = layouts.pop("b_phased", False)
+        if layouts.pop("b_realign", False) or phased:
+            spec = self.for_layouts(problem, **layouts)
+            if phased and spec.with_phased_b().b_phased:
+                return spec.with_phased_b()
             realigned = spec.with_realigned_b()
             if not realigned.b_realign and spec.wgmma and spec.tile[1] > REALIGN_SWAP_BN and not spec.swap_ab:
                 wide = spec.realign_swap_spec(problem)
                 if wide is not None:
-                    return wide.with_phased_b()
+                    return wide.with_phased_b() if phased else wide
             if realigned.b_realign:
                 split = realigned.realign_split_spec(problem)
                 if split is not None:
-                    return split.with_phased_b()
+                    return split
             return realigned
         if self.swap_ab and layouts.get("layout_a") == "col":
             # The transposed tile reads A K-major: a column-major A takes the 64-row tiles.
@@ -1462,6 +1479,13 @@ def wgmma_ring_stages(BM: int, BN: int, blocks_per_sm: int = 1) -> int:
     return min(WGMMA_MAX_STAGES, (per_block - 1024) // _wgmma_stage_bytes(BM, BN))
 
 
+def _phased_stage_bytes(BM: int, BN: int, layout_b: str) -> int:
+    """A b_phased stage: A's swizzled tile and B's unswizzled boxes, PHASE_PAD values wider than
+    the tile (64 k rows of BN + PHASE_PAD for a row-major B; BN n rows of 64 + PHASE_PAD k for
+    W.t())."""
+    return BM * 128 + (BN * (64 + PHASE_PAD) if layout_b == "col" else 64 * (BN + PHASE_PAD)) * 2
+
+
 def realign_shift_rows(base_phase: int, ldb: int) -> list[int]:
     """b_realign's producer slots, as the kernel orders them (realign_row_of): the row of a
     64-row box of B that slot s (warp s // 16) copies and shifts, B at a pointer of this 16-byte
@@ -1482,24 +1506,25 @@ def phase_sets(K: int, ldb: int, item: int, BK: int) -> tuple[int, int]:
     return g, -(-rows // BK) * BK
 
 
-def phase_maps(K: int, N: int, ldb: int, g: int, offset: int) -> list[tuple[int, int, int]]:
-    """b_phased: (inner, outer, column) of row set r's TMA map for r < g, over a base `offset`
-    elements below B's pointer (16-byte aligned there) with rows g ldb elements apart: row j of
-    set r is B's row g j + r, which starts `column` = offset + r ldb elements into it; `inner`
-    ends the set's rows at B's column N (the unit zero-fills past it) and `outer` counts the
-    set's rows, so that no map reaches past B's last element."""
-    return [(offset + r * ldb + N, (K - r + g - 1) // g, offset + r * ldb) for r in range(g)]
+def phase_maps(rows: int, cols: int, ld: int, g: int, offset: int) -> list[tuple[int, int, int]]:
+    """b_phased: (inner, outer, column) of row set r's TMA map for r < g, for B stored as `rows`
+    rows of `cols` values `ld` apart (k rows of N for a row-major B, n rows of K for W.t()), over
+    a base `offset` elements below B's pointer (16-byte aligned there) with rows g ld elements
+    apart: row j of set r is B's row g j + r, which starts `column` = offset + r ld elements into
+    it; `inner` ends the set's rows at their last value (the unit zero-fills past it) and `outer`
+    counts the set's rows, so that no map reaches past B's last element."""
+    return [(offset + r * ld + cols, (rows - r + g - 1) // g, offset + r * ld) for r in range(g)]
 
 
 class _PhaseMaps:
-    """b_phased: the kernel's phase_maps_t for one plan's B geometry (K rows of N, pitch ldb,
-    g row sets of seg k each), for any pointer: a TiledMap a set for each 16-byte phase of the
-    pointer met, the packed parameter memoised by pointer."""
+    """b_phased: the kernel's phase_maps_t for one plan's B geometry (stored rows of cols values,
+    pitch ld, g row sets; seg k each for a row-major B), for any pointer: a TiledMap a set for
+    each 16-byte phase of the pointer met, the packed parameter memoised by pointer."""
 
-    __slots__ = ("dtype", "K", "N", "ldb", "g", "seg", "box", "_by_offset", "_memo")
+    __slots__ = ("dtype", "rows", "cols", "ld", "g", "seg", "box", "_by_offset", "_memo")
 
-    def __init__(self, dtype: str, K: int, N: int, ldb: int, g: int, seg: int, box: tuple[int, int]):
-        self.dtype, self.K, self.N, self.ldb, self.g, self.seg, self.box = dtype, K, N, ldb, g, seg, box
+    def __init__(self, dtype: str, rows: int, cols: int, ld: int, g: int, seg: int, box: tuple[int, int]):
+        self.dtype, self.rows, self.cols, self.ld, self.g, self.seg, self.box = dtype, rows, cols, ld, g, seg, box
         self._by_offset: dict[int, tuple[list[Any], bytes]] = {}
         self._memo: dict[int, bytes] = {}
 
@@ -1516,11 +1541,11 @@ class _PhaseMaps:
         if sets is None:
             from ..core.tma import TiledMap
 
-            geometry = phase_maps(self.K, self.N, self.ldb, self.g, offset)
-            maps = [TiledMap(self.dtype, inner, outer, self.g * self.ldb, self.box, swizzle_bytes=0)
+            geometry = phase_maps(self.rows, self.cols, self.ld, self.g, offset)
+            maps = [TiledMap(self.dtype, inner, outer, self.g * self.ld, self.box, swizzle_bytes=0)
                     for inner, outer, _ in geometry]
             cols = [col for _, _, col in geometry] + [0] * (PHASE_MAPS - self.g)
-            tail = struct.pack(f"<{PHASE_MAPS}ii", *cols, self.seg)
+            tail = struct.pack(f"<{PHASE_MAPS}iii", *cols, self.seg, self.g)
             sets = self._by_offset[offset] = (maps, tail)
         maps, tail = sets
         base = pb - phase
@@ -1541,18 +1566,21 @@ class _TensorMaps:
     __slots__ = ("dtype", "a", "b", "by_sets", "phased", "zero", "_maps")
 
     def __init__(self, spec: "TensorMatmul", M: int, N: int, K: int, lda: int, ldb: int,
-                 phases: tuple[int, int, int] | None = None):
+                 phases: tuple[int, int, int, int] | None = None):
         BM, BN, BK = spec.tile
         self.dtype = spec.dtype
         self.a = (K, M, lda, (BK, BM)) if spec.kernel_k_major("A") else (M, K, lda, (64, BK))
         half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
         self.b: tuple | None = None   # b_realign: B by pointer (the producer threads read it)
-        # b_phased: (B's rows, sets, k a set) and B's row sets (phase_maps), made on the first launch
+        # b_phased: (B's stored rows and columns, sets, k a set) and B's row sets (phase_maps)
         self.phased: _PhaseMaps | None = None
         self.by_sets = spec.b_phased
         if spec.b_phased and phases is not None:
-            rows, g, seg = phases
-            self.phased = _PhaseMaps(spec.dtype, rows, N, ldb, g, seg, (BN + PHASE_PAD, BK))
+            rows, cols, g, seg = phases
+            # A stage's box: 64 k rows of BN + PHASE_PAD columns (row-major B), or 64 / g n rows
+            # of BK + PHASE_PAD k a set (W.t(), each set's rows of the tile's 64 n).
+            box = (BK + PHASE_PAD, 64 // g) if spec.layout_b == "col" else (BN + PHASE_PAD, BK)
+            self.phased = _PhaseMaps(spec.dtype, rows, cols, ldb, g, seg, box)
         elif not spec.b_realign and not spec.b_phased:
             self.b = (K, N, ldb, (BK, BN // half)) if spec.kernel_k_major("B") else (N, K, ldb, (64, BK // half))
         self.zero = K == 0   # nothing is read: the maps are never used
@@ -1693,20 +1721,31 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             K = lda = ldb = 3 * seg
             a_ok = b_ok = True
         elif spec.b_phased and K:
-            # B's rows by row sets (phase_sets), A copied with its columns in the sets' order;
-            # a B of fewer rows than sets is copied aligned first (one set).
+            # B's rows by row sets (phase_sets); a B of fewer rows than sets is copied aligned
+            # first (one set). Row-major B: its rows are k, the kernel's K walks the sets in turn
+            # and A is copied with its columns in that order. W.t(): its rows are n, and a
+            # tile's 64 n are 64 / g rows of each set (K and A as they are).
+            rows, cols = (N, K) if spec.layout_b == "col" else (K, N)
             g, seg = phase_sets(K, ldb, self._item, spec.tile[2])
-            if K < g:
-                ldd = -(-N // vec) * vec
-                grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(K, 65535)), 1)
-                repacks[1] = self._copy_step("B", "kgen_tc_repack", grid, K * ldd, "PPqqqq", (K, N, ldb, ldd))
+            if rows < g:
+                ldd = -(-cols // vec) * vec
+                grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
+                repacks[1] = self._copy_step("B", "kgen_tc_repack", grid, rows * ldd, "PPqqqq", (rows, cols, ldb, ldd))
                 ldb = ldd
                 g, seg = phase_sets(K, ldb, self._item, spec.tile[2])
-            phases = (K, g, seg)
-            grid = (max(1, min(-(-(g * seg) // 256), 64)), max(1, min(M, 65535)), 1)
-            repacks[0] = self._copy_step("A", "kgen_tc_phase_a", grid, M * g * seg, "PPqqqqqq",
-                                         (M, K, lda, g * seg, g, seg))
-            K = lda = g * seg
+            if spec.layout_b == "col":
+                phases = (rows, cols, g, 0)
+                if not a_ok:   # A's rows TMA cannot read: copied aligned
+                    ldd = -(-K // vec) * vec
+                    grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(M, 65535)), 1)
+                    repacks[0] = self._copy_step("A", "kgen_tc_repack", grid, M * ldd, "PPqqqq", (M, K, lda, ldd))
+                    lda = ldd
+            else:
+                phases = (rows, cols, g, seg)
+                grid = (max(1, min(-(-(g * seg) // 256), 64)), max(1, min(M, 65535)), 1)
+                repacks[0] = self._copy_step("A", "kgen_tc_phase_a", grid, M * g * seg, "PPqqqqqq",
+                                             (M, K, lda, g * seg, g, seg))
+                K = lda = g * seg
             a_ok = b_ok = True
         elif spec.repack:
             dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),

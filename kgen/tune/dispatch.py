@@ -360,8 +360,9 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         overrides["element_loads"] = True
     elif family.kernel == "tensor_matmul" and "layout_b" in overrides and _realigns_b(B, M, N, K, dtype):
         # A 16-bit B whose rows TMA cannot read (a pitch of no multiple of 16 bytes): the wgmma
-        # kernel's producer threads read it in place rather than copy it first.
-        overrides["b_realign"] = True
+        # kernel reads it in place rather than copy it first, by TMA as row sets where they suit
+        # (a row-major B; W.t() of an even pitch), else by its producer threads.
+        overrides["b_phased" if _phased_b(B) else "b_realign"] = True
     if family.kernel == "tensor_matmul" and dtype == "float32":
         # TF32 allowed: one TF32 product; else float32 accuracy from three (split_tf32), whatever
         # a tuned entry for this problem holds.
@@ -392,9 +393,11 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
     k_contiguous = _large_k_contiguous(A, B, M, N)
     in_place = dtype in ("float16", "bfloat16") and _runs_wgmma() and (
         _large_rows_aligned(A, B, M, N)
-        # W.t() of a weight whose rows TMA cannot read, where the wgmma kernel's producer threads
-        # read it in place faster than the skinny forms (b_realign, TensorMatmul.realign_swap_suits)
-        or (M <= N and k_contiguous and TensorMatmul.realign_swap_suits(M, N, K, dtype)))
+        # W.t() of a weight whose rows TMA cannot read, where the wgmma kernel reads it in place
+        # faster than the skinny forms (b_realign, TensorMatmul.realign_swap_suits; by row sets at
+        # an even pitch, TensorMatmul.phased_swap_suits)
+        or (M <= N and k_contiguous and TensorMatmul.realign_swap_suits(M, N, K, dtype))
+        or (M <= N and k_contiguous and _phased_b(B) and TensorMatmul.phased_swap_suits(M, N, K, dtype)))
     if (dtype in ("float16", "bfloat16") and M <= N and not k_contiguous and _runs_wgmma()
             and TensorMatmul.realign_row_suits(M, N, K, dtype) and not _rows_aligned(B)):
         # A row-major B TMA cannot read as it is: the skinny forms past SIMT_ELEMENT_ROWS_16 rows
@@ -492,6 +495,14 @@ def _realigns_b(B: Any, M: int, N: int, K: int, dtype: str) -> bool:
     from ..ops.tensorcore import TensorMatmul
 
     return TensorMatmul.realign_suits(M, N, K, dtype) and K > 1 and N > 1 and not _rows_aligned(B)
+
+
+def _phased_b(B: Any) -> bool:
+    """Whether a B whose rows TMA cannot read as they are is read by row sets (b_phased) where
+    the transposed tiles run: a row-major B at any pitch, W.t() (a k-contiguous view) at an even
+    one (TensorMatmul.PHASED_SWAP_ROWS says why not an odd one). The strides decide."""
+    sk, sn = _element_strides(B)
+    return sn == 1 or max(sk, sn) % 2 == 0
 
 
 def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
