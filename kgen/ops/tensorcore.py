@@ -1283,8 +1283,9 @@ class TensorMatmul(Spec):
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
             spec = self.for_layouts(problem, **layouts)
-            if phased and spec.with_phased_b().b_phased:
-                return spec.with_phased_b()
+            by_sets = spec.with_phased_b() if phased else spec
+            if by_sets.b_phased:
+                return by_sets
             realigned = spec.with_realigned_b()
             if not realigned.b_realign and spec.wgmma and spec.tile[1] > REALIGN_SWAP_BN and not spec.swap_ab:
                 wide = spec.realign_swap_spec(problem)
@@ -1689,6 +1690,14 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, fmt)
         return go, self._buffer(operand, elements * self._item), args
 
+    def _repack_step(self, operand: str, rows: int, cols: int, ld: int) -> tuple[tuple, int]:
+        """(copy step, its leading dimension) of `rows` stored rows of `cols` values `ld` apart
+        copied to an aligned buffer (kgen_tc_repack, rows padded to 16 bytes)."""
+        vec = self.spec.vec
+        ldd = -(-cols // vec) * vec
+        grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
+        return self._copy_step(operand, "kgen_tc_repack", grid, rows * ldd, "PPqqqq", (rows, cols, ld, ldd)), ldd
+
     def _plan(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int, a_ok: bool, b_ok: bool,
               c_pairs: bool) -> tuple:
         """Everything a call of this shape, layout and alignment launches, decided once:
@@ -1728,18 +1737,12 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             rows, cols = (N, K) if spec.layout_b == "col" else (K, N)
             g, seg = phase_sets(K, ldb, self._item, spec.tile[2])
             if rows < g:
-                ldd = -(-cols // vec) * vec
-                grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
-                repacks[1] = self._copy_step("B", "kgen_tc_repack", grid, rows * ldd, "PPqqqq", (rows, cols, ldb, ldd))
-                ldb = ldd
+                repacks[1], ldb = self._repack_step("B", rows, cols, ldb)
                 g, seg = phase_sets(K, ldb, self._item, spec.tile[2])
             if spec.layout_b == "col":
                 phases = (rows, cols, g, 0)
                 if not a_ok:   # A's rows TMA cannot read: copied aligned
-                    ldd = -(-K // vec) * vec
-                    grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(M, 65535)), 1)
-                    repacks[0] = self._copy_step("A", "kgen_tc_repack", grid, M * ldd, "PPqqqq", (M, K, lda, ldd))
-                    lda = ldd
+                    repacks[0], lda = self._repack_step("A", M, K, lda)
             else:
                 phases = (rows, cols, g, seg)
                 grid = (max(1, min(-(-(g * seg) // 256), 64)), max(1, min(M, 65535)), 1)
@@ -1755,14 +1758,14 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                     continue   # the producer threads read B in place, aligned or not
                 if K and spec.transposes("AB"[i]):
                     # Stored rows x cols, copied as cols rows of rows elements (K-major).
-                    entry, copy_rows, ldd = "kgen_tc_transpose", cols, -(-rows // vec) * vec
+                    ldd = -(-rows // vec) * vec
                     grid = (max(1, min(-(-cols // 32), 4096)), max(1, min(-(-rows // 32), 65535)), 1)
+                    repacks[i] = self._copy_step("AB"[i], "kgen_tc_transpose", grid, cols * ldd, "PPqqqq",
+                                                 (rows, cols, ld, ldd))
                 elif ok:
                     continue
                 else:
-                    entry, copy_rows, ldd = "kgen_tc_repack", rows, -(-cols // vec) * vec
-                    grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
-                repacks[i] = self._copy_step("AB"[i], entry, grid, copy_rows * ldd, "PPqqqq", (rows, cols, ld, ldd))
+                    repacks[i], ldd = self._repack_step("AB"[i], rows, cols, ld)
                 if i == 0:
                     lda = ldd
                 else:
