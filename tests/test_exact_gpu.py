@@ -29,7 +29,7 @@ from kgen.ops.matmul import DEFAULT_F32, SPLIT_F32, Matmul
 from kgen.ops.reduce import STRATEGIES, Reduce
 from kgen.ops.skinny import ITEMSIZE, Skinny, phased_dot
 from kgen.ops.skinny import _form as skinny_form
-from kgen.ops.tensorcore import TensorMatmul
+from kgen.ops.tensorcore import A_PITCH_BYTES, A_PITCH_MIN_B_BYTES, A_PITCH_MIN_ROWS, TensorMatmul
 from test_reduce_gpu import KINDS as ROUNDING_KINDS
 
 pytestmark = pytest.mark.gpu
@@ -748,9 +748,16 @@ def tensor_plan(spec: TensorMatmul, case: dict) -> dict:
         ok = case["off_" + which.lower()] % spec.vec == 0 and ld % spec.vec == 0
         transposed = spec.transposes(which) and case["K"] > 0
         in_place = which == "B" and spec.b_realign   # the producer threads read any alignment
+        # The wgmma kernel copies A at a 128-byte pitch, and the 16-bit transposed tiles copy an
+        # aligned A to it too from A_PITCH_MIN_ROWS rows against a B of A_PITCH_MIN_B_BYTES.
+        wide = which == "A" and spec.wgmma and not transposed
+        item = ITEMSIZE[spec.dtype]
+        widen = (wide and spec.swap_ab and item == 2 and case["K"] > 0 and (ld * item) % A_PITCH_BYTES != 0
+                 and case["M"] >= A_PITCH_MIN_ROWS and case["N"] * case["K"] * item >= A_PITCH_MIN_B_BYTES)
+        per = max(spec.vec, A_PITCH_BYTES // item) if wide else spec.vec
         operands[which] = dict(rows=rows, cols=cols, ld=ld, ok=ok, transposed=transposed,
-                               repacked=transposed or (spec.repack and not ok and not in_place),
-                               ldd=-(-(rows if transposed else cols) // spec.vec) * spec.vec)
+                               repacked=transposed or widen or (spec.repack and not ok and not in_place),
+                               ldd=-(-(rows if transposed else cols) // per) * per)
     splits, chunk = spec.split_plan(case["K"])
     aligned = all(o["ok"] or o["repacked"] for o in operands.values())
     entry = "kgen_tc_wgmma" if spec.wgmma else ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem")

@@ -448,7 +448,10 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              TensorMatmul.swap_spec({"M": 168, "N": 5955, "K": 8418}, "float16").with_phased_b(),
              TensorMatmul.swap_spec({"M": 150, "N": 12001, "K": 1025}, "bfloat16").with_phased_b(),
              TensorMatmul(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, instruction="wgmma",
-                          swap_ab=True, split_k=3, b_phased=True)]
+                          swap_ab=True, split_k=3, b_phased=True),
+             # W.t() by row sets, two blocks an SM with K in clusters (phased_fill_spec)
+             TensorMatmul.default_spec({"M": 60, "N": 5000, "K": 8006}, "bfloat16").for_layouts(
+                 {"M": 60, "N": 5000, "K": 8006}, layout_a="row", layout_b="col", b_phased=True)]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -904,6 +907,77 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     kernel._plans.clear()
     aligned = kernel._plan(26, 2245, 5608, 5608, 2245, 2245, True, False, True)
     assert aligned[0] is None and aligned[1] is None
+
+
+def test_row_sets_of_w_t_run_two_blocks_an_sm_with_k_in_clusters_where_tiles_are_few():
+    """b_phased against W.t(): where the transposed tiles (at most PHASED_FILL_MAX_ROWS rows) are
+    at most one an SM, two blocks an SM and K in the most slices whose clusters all run at once
+    (PHASED_CLUSTER_BLOCKS), each slice STREAM_MIN_SLICE_K deep; more tiles, more rows or a
+    row-major B keep the spec with_phased_b gives."""
+    from kgen.ops.tensorcore import (MAX_SHARED_BYTES, PHASED_CLUSTER_BLOCKS, SM_SHARED_BYTES,
+                                     STREAM_MIN_SLICE_K)
+
+    for (M, N, K), split in (((26, 5394, 11630), 2), ((40, 3000, 9998), 5), ((60, 5000, 8006), 3),
+                             ((22, 1611, 2044), 7), ((49, 1241, 5890), 8)):
+        p = {"M": M, "N": N, "K": K}
+        got = TensorMatmul.default_spec(p, "bfloat16").for_layouts(p, layout_a="row", layout_b="col", b_phased=True)
+        assert got.b_phased and got.split_k == split and got.split_merge == "cluster", got.to_json()
+        tiles = -(-N // 64)
+        assert tiles * split <= PHASED_CLUSTER_BLOCKS[split] and K >= STREAM_MIN_SLICE_K * split
+        assert split == 8 or tiles * (split + 1) > PHASED_CLUSTER_BLOCKS[split + 1] \
+            or K < STREAM_MIN_SLICE_K * (split + 1)
+        assert 2 * (got.shared_bytes + 1024) <= SM_SHARED_BYTES and got.shared_bytes <= MAX_SHARED_BYTES
+        assert 3 * (got.shared_bytes + 1024) > SM_SHARED_BYTES   # the deepest ring two blocks hold
+        assert got == got.phased_fill_spec(p)   # applied once
+    for (M, N, K), order in (((30, 12000, 3002), "col"), ((100, 3000, 4098), "col"), ((26, 5394, 11630), "row")):
+        p = {"M": M, "N": N, "K": K}
+        spec = TensorMatmul.default_spec(p, "bfloat16").for_layouts(p, layout_a="row", layout_b=order)
+        assert spec.for_layouts(p, layout_a="row", layout_b=order, b_phased=True) == spec.with_phased_b(), (M, N, K)
+
+
+def test_a_is_copied_to_a_128_byte_pitch_where_its_rows_straddle_lines(monkeypatch):
+    """The wgmma kernel re-reads A in every block: the transposed tiles from A_PITCH_MIN_ROWS rows
+    against a B of A_PITCH_MIN_B_BYTES or more copy an A whose rows are no multiple of 128 bytes
+    apart to a buffer of that pitch first (the launch reads the copy's pitch); not otherwise, and
+    an A copied anyway takes that pitch."""
+    from kgen.ops.tensorcore import A_PITCH_MIN_B_BYTES, A_PITCH_MIN_ROWS
+
+    problem = {"M": 58, "N": 12904, "K": 7000}
+    spec = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_a="row", layout_b="col")
+    assert spec.wgmma and spec.swap_ab
+    kernel = _planning_kernel(monkeypatch, spec)
+    plan = kernel._plan(58, 12904, 7000, 7000, 7000, 12904, True, True, True)
+    assert plan[0][0].name == "kgen_tc_repack" and plan[1] is None
+    assert plan[0][2] == (58, 7000, 7000, 7040)          # rows, values, source pitch, copy's pitch
+    assert plan[3][:5] == (58, 12904, 7000, 7040, 7000)  # the product reads A at the copy's pitch
+    # A at a 128-byte pitch already, a view of a wider buffer: read in place.
+    assert kernel._plan(58, 12904, 7000, 7040, 7000, 12904, True, True, True)[0] is None
+    assert kernel._plan(58, 12904, 7000, 7168, 7000, 12904, True, True, True)[0] is None
+    # An unaligned A (copied anyway) gets the wider pitch too.
+    odd = kernel._plan(58, 12904, 6999, 6999, 7000, 12904, False, True, True)
+    assert odd[0][2] == (58, 6999, 6999, 7040) and odd[3][3] == 7040
+    # Too few rows, or too small a B to pay for the copy: A as it is.
+    assert not spec.pads_a_pitch(A_PITCH_MIN_ROWS - 1, 12904, 7000, 7000)
+    assert spec.pads_a_pitch(A_PITCH_MIN_ROWS, 12904, 7000, 7000)
+    small_n = A_PITCH_MIN_B_BYTES // (2 * 7000) - 64
+    assert not spec.pads_a_pitch(58, small_n, 7000, 7000) and spec.pads_a_pitch(58, small_n + 128, 7000, 7000)
+    # mma.sync reads A as before; the general wgmma tiles (65+ rows past 132 column tiles) copy
+    # only an A they cannot read, at the wider pitch.
+    assert not TensorMatmul.element_spec(problem, "bfloat16").pads_a_pitch(58, 12904, 7000, 7000)
+    wide = {"M": 200, "N": 12904, "K": 7000}
+    general = TensorMatmul.default_spec(wide, "bfloat16").for_layouts(wide, layout_a="row", layout_b="col")
+    assert general.wgmma and not general.swap_ab and not general.pads_a_pitch(200, 12904, 7000, 7000)
+    kernel = _planning_kernel(monkeypatch, general)
+    assert kernel._plan(200, 12904, 7000, 7000, 7000, 12904, True, True, True)[0] is None
+    assert kernel._plan(200, 12904, 6999, 6999, 7000, 12904, False, True, True)[0][2] == (200, 6999, 6999, 7040)
+    # B by row sets against W.t(): A copied at the wider pitch where it is copied at all, or where
+    # the rule asks.
+    phased = TensorMatmul.swap_spec({"M": 58, "N": 12904, "K": 7002}, "bfloat16").replace(layout_b="col")
+    phased = phased.with_phased_b()
+    assert phased.b_phased
+    kernel = _planning_kernel(monkeypatch, phased)
+    plan = kernel._plan(58, 12904, 7002, 7002, 7002, 12904, False, False, True)
+    assert plan[0][2] == (58, 7002, 7002, 7040) and plan[3][3] == 7040
 
 
 def test_b_realign_slots_keep_each_warp_on_one_branch_of_the_shift():

@@ -423,7 +423,9 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                            # 5-16 rows against a row-major B of an odd pitch (realign_row_suits)
                            (5, 1107, 1331, "row"), (9, 7001, 2049, "row"), (16, 1025, 4100, "row"),
                            # W.t() of an even pitch: its rows of n by sets (phased_swap_suits and past it)
-                           (50, 12000, 4100, "col"), (78, 2964, 6268, "col"), (120, 7000, 2050, "col")):
+                           (50, 12000, 4100, "col"), (78, 2964, 6268, "col"), (120, 7000, 2050, "col"),
+                           # ... two blocks an SM, K in clusters (phased_fill_spec)
+                           (26, 5394, 4102, "col"), (44, 1800, 3006, "col"), (60, 700 * 7, 2050, "col")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
         B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)
@@ -436,6 +438,45 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                    if getattr(kern.spec, "b_phased", False) or getattr(kern.spec, "b_realign", False)]
         assert any(kern._plans and any(p[3][:2] == (M, N) and p[3][2] >= K for p in kern._plans.values())
                    for kern in kernels), f"{M}x{N}x{K}: B not read in place"
+
+
+def test_matmul_copies_a_to_a_128_byte_pitch_where_the_rule_asks():
+    """kgen.matmul on 16-bit products of 33-100 rows against weights of 32 MB or more whose A
+    rows are no multiple of 128 bytes apart (K as drawn, A a view at an offset, A a wider view
+    at an aligned pitch): A copied to a 128-byte pitch where pads_a_pitch asks or A's rows are
+    not 16-byte aligned, read in place otherwise; every output written (NaN-poisoned), alpha and
+    beta applied, against float64."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    torch = _torch()
+    from kgen.tune import dispatch
+
+    for M, N, K, order, pad, off in ((58, 4200, 4100, "col", 0, 0), (40, 4104, 4200, "row", 0, 0),
+                                     (33, 8192, 2060, "col", 4, 4), (100, 4100, 4100, "col", 0, 0),
+                                     (64, 3000, 5606, "col", 0, 0), (48, 4480, 4096, "col", 0, 0),
+                                     (58, 4200, 4100, "col", 60, 0)):
+        A = _operand(torch, M, K, "row", pad, off, torch.bfloat16)
+        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
+        spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
+        label = f"kgen.matmul {M}x{N}x{K} {order} lda={A.stride(0)} offset={off}"
+        C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        kgen.matmul(A, B, out=C)
+        torch.cuda.synchronize()
+        _check(spec, A, B, C, None, 1.0, 0.0, label)
+        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(torch.bfloat16)
+        C = C0.clone()
+        kgen.matmul(A, B, out=C, alpha=-0.5, beta=0.25)
+        torch.cuda.synchronize()
+        _check(spec, A, B, C, C0, -0.5, 0.25, label + " alpha/beta")
+        wgmma = [kern for kern in dispatch._kernels.values() if getattr(kern.spec, "wgmma", False)
+                 and any(p[3][:3] == (M, N, K) for p in kern._plans.values())]
+        assert wgmma, f"{label}: not run by the wgmma kernel"
+        plans = [p for kern in wgmma for p in kern._plans.values() if p[3][:3] == (M, N, K)]
+        # Copied (at a 128-byte pitch) where the rule asks or A's rows TMA cannot read; else in place.
+        copied = bool(wgmma[0].spec.pads_a_pitch(M, N, K, A.stride(0)) or A.data_ptr() % 16 or A.stride(0) % 8)
+        assert copied == (A.stride(0) % 64 != 0 and M >= 57 or off % 8 != 0 or A.stride(0) % 8 != 0), label
+        expect = -(-K // 64) * 64 if copied else A.stride(0)
+        assert all(p[3][3] == expect for p in plans), f"{label}: A read at pitch {[p[3][3] for p in plans]}"
 
 
 def test_matmul_reads_unaligned_mid_size_16bit_operands_with_element_loads():

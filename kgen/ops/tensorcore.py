@@ -195,6 +195,30 @@ PHASED_SWAP_ROWS = (17, 64)
 # by-value parameter (phase_maps_t: the maps, each set's first column, the k each set takes).
 # A stage's box of B starts up to PHASE_PAD columns early (TMA reads from 16-byte aligned
 # addresses only), so it is BN + PHASE_PAD columns wide.
+# A's rows TMA reads at a pitch that is no multiple of A_PITCH_BYTES straddle two 128-byte lines
+# each, and every block of the wgmma kernel re-reads A. On an H200 (device time, operands rotated
+# past L2, bfloat16 W.t(); docs/tensorcore.md, "A at a 128-byte pitch"), the transposed tiles with
+# A at such a pitch, the copy included: 58x12904x7000 75.5 -> 57.4 µs, 58x9000x4680 41.6 -> 33.1,
+# and on 12 held-out products (K no multiple of 64) 1.07-1.22x faster from 64-row tiles; at
+# 48-56 rows 0.93-1.07x and the general tiles (65+ rows, more than 132 column tiles) 0.97-1.02x,
+# where the copy's launch costs what it saves. So a wgmma kernel copies any A it copies at that
+# pitch, and the transposed tiles of A_PITCH_MIN_ROWS rows or more against a B of
+# A_PITCH_MIN_B_BYTES or more copy an A that is aligned but not at that pitch.
+A_PITCH_BYTES = 128
+A_PITCH_MIN_ROWS = 57
+A_PITCH_MIN_B_BYTES = 32 << 20
+# b_phased against W.t(): the consumers load each stage's operand into registers and wait for the
+# previous stage's wgmmas first, so one block an SM leaves the tensor cores and the memory idle in
+# turn. Where its transposed tiles are at most one an SM, two blocks an SM (rings half as deep)
+# with K in the most slices (up to 8, each STREAM_MIN_SLICE_K deep) whose clusters all run at once
+# (PHASED_CLUSTER_BLOCKS: cuOccupancyMaxActiveClusters x s with two blocks an SM, measured on an
+# H100, docs/bench/swap16/cluster_capacity_h100.json) run the same products faster. Device time on
+# an H200 (docs/bench/research/phased_split.py, 14 products of 17-64 rows; docs/tensorcore.md,
+# "Row sets of W.t(), two blocks an SM"): 26x5394x11630 97.7 -> 55.7 µs (cuBLAS 61.0),
+# 60x5000x8006 71.3 -> 34.7, 44x4548x6422 57.7 -> 28.0.
+# Tiles of more rows (65-256, rings of 3-5 stages two an SM) were not measured and keep one.
+PHASED_CLUSTER_BLOCKS = {2: 264, 3: 237, 4: 248, 5: 235, 6: 234, 7: 224, 8: 240}
+PHASED_FILL_MAX_ROWS = 64
 PHASE_MAPS = 8
 PHASE_MAPS_BYTES = 1088
 PHASE_PAD = 8
@@ -814,6 +838,17 @@ class TensorMatmul(Spec):
                 and self.split_merge != "cluster"
                 and _partial_tile_bytes(BM, BN) <= self.stages * self.stage_bytes)
 
+    def pads_a_pitch(self, M: int, N: int, K: int, lda: int) -> bool:
+        """Whether a call copies an A (row-major, K-major for the wgmma kernel) that it could
+        read in place to a buffer whose rows are A_PITCH_BYTES apart before the product: the
+        16-bit transposed tiles (swap_ab), A's rows not that far apart already, at least
+        A_PITCH_MIN_ROWS of them and a B of A_PITCH_MIN_B_BYTES or more (the constants say why).
+        An A that is copied anyway takes that pitch in every wgmma kernel. Pure."""
+        item = ITEMSIZE[self.dtype]
+        return (self.wgmma and self.swap_ab and self.kind in ("f16", "bf16") and self.layout_a == "row" and K > 0
+                and (lda * item) % A_PITCH_BYTES != 0 and M >= A_PITCH_MIN_ROWS
+                and N * K * item >= A_PITCH_MIN_B_BYTES)
+
     def split_plan(self, K: int, ways: int | None = None) -> tuple[int, int]:
         """(number of K slices, K elements per slice) for inner size K split at most `ways`
         ways (default: split_k). Slices are whole BK steps; none is empty."""
@@ -1223,6 +1258,30 @@ class TensorMatmul(Spec):
         assert isinstance(phased, TensorMatmul)
         return phased
 
+    def phased_fill_spec(self, problem) -> "TensorMatmul":
+        """A b_phased spec against W.t() (layout_b "col") whose transposed tiles, of at most
+        PHASED_FILL_MAX_ROWS rows, are at most one an SM: two blocks an SM with K in the most
+        slices merged in clusters that all run at once (PHASED_CLUSTER_BLOCKS says why); the
+        spec as it is elsewhere or where one slice is all that fits. Pure."""
+        p = self.normalize_problem(problem)
+        BM, BN, _ = self.tile
+        tiles = -(-p["M"] // BM) * -(-p["N"] // BN)
+        if not (self.b_phased and self.layout_b == "col" and BM <= PHASED_FILL_MAX_ROWS and tiles <= _SMS
+                and not self.persistent):
+            return self
+        split = max(s for s in range(1, MAX_CLUSTER_MERGE + 1)
+                    if s == 1 or (p["K"] >= STREAM_MIN_SLICE_K * s and tiles * s <= PHASED_CLUSTER_BLOCKS[s]))
+        if split == 1:
+            return self
+        per_block = (SM_SHARED_BYTES - 2 * 1024) // 2
+        stages = min(WGMMA_MAX_STAGES, (per_block - 1024) // self.stage_bytes)
+        try:
+            two = self.replace(stages=stages, split_k=split, split_merge="cluster")
+        except ValueError:   # the cluster merge's sums need a longer ring than two blocks an SM hold
+            return self
+        assert isinstance(two, TensorMatmul)
+        return two
+
     def realign_swap_spec(self, problem) -> "TensorMatmul | None":
         """This spec as transposed tiles that read B in place (b_realign): A's rows (rounded up to
         8) as the wgmma N against REALIGN_SWAP_BN columns a block, the deepest ring of one block
@@ -1269,8 +1328,9 @@ class TensorMatmul(Spec):
         16-byte aligned): with_realigned_b of the result; where that does not apply to tiles of
         more than 128 columns, the transposed tiles that read B in place (realign_swap_spec),
         else the result as it is (B copied). b_phased=True (the same, for a B that row sets
-        suit): with_phased_b of the result where it applies (the transposed tiles), else as
-        b_realign=True, the transposed tiles for wide ones by row sets.
+        suit): with_phased_b of the result where it applies (the transposed tiles; against W.t()
+        then phased_fill_spec), else as b_realign=True, the transposed tiles for wide ones by row
+        sets.
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
         reading the operands in place)."""
@@ -1285,7 +1345,7 @@ class TensorMatmul(Spec):
             spec = self.for_layouts(problem, **layouts)
             by_sets = spec.with_phased_b() if phased else spec
             if by_sets.b_phased:
-                return by_sets
+                return by_sets.phased_fill_spec(problem)
             realigned = spec.with_realigned_b()
             if not realigned.b_realign and spec.wgmma and spec.tile[1] > REALIGN_SWAP_BN and not spec.swap_ab:
                 wide = spec.realign_swap_spec(problem)
@@ -1690,11 +1750,12 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, fmt)
         return go, self._buffer(operand, elements * self._item), args
 
-    def _repack_step(self, operand: str, rows: int, cols: int, ld: int) -> tuple[tuple, int]:
+    def _repack_step(self, operand: str, rows: int, cols: int, ld: int, pitch: int = 16) -> tuple[tuple, int]:
         """(copy step, its leading dimension) of `rows` stored rows of `cols` values `ld` apart
-        copied to an aligned buffer (kgen_tc_repack, rows padded to 16 bytes)."""
+        copied to an aligned buffer (kgen_tc_repack, rows padded to `pitch` bytes, a multiple of 16)."""
         vec = self.spec.vec
-        ldd = -(-cols // vec) * vec
+        per = max(vec, pitch // self._item)
+        ldd = -(-cols // per) * per
         grid = (max(1, min(-(-ldd // (256 * vec)), 64)), max(1, min(rows, 65535)), 1)
         return self._copy_step(operand, "kgen_tc_repack", grid, rows * ldd, "PPqqqq", (rows, cols, ld, ldd)), ldd
 
@@ -1741,8 +1802,8 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                 g, seg = phase_sets(K, ldb, self._item, spec.tile[2])
             if spec.layout_b == "col":
                 phases = (rows, cols, g, 0)
-                if not a_ok:   # A's rows TMA cannot read: copied aligned
-                    repacks[0], lda = self._repack_step("A", M, K, lda)
+                if not a_ok or spec.pads_a_pitch(M, N, K, lda):   # copied aligned (A_PITCH_BYTES)
+                    repacks[0], lda = self._repack_step("A", M, K, lda, A_PITCH_BYTES)
             else:
                 phases = (rows, cols, g, seg)
                 grid = (max(1, min(-(-(g * seg) // 256), 64)), max(1, min(M, 65535)), 1)
@@ -1762,10 +1823,11 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                     grid = (max(1, min(-(-cols // 32), 4096)), max(1, min(-(-rows // 32), 65535)), 1)
                     repacks[i] = self._copy_step("AB"[i], "kgen_tc_transpose", grid, cols * ldd, "PPqqqq",
                                                  (rows, cols, ld, ldd))
-                elif ok:
+                elif ok and not (i == 0 and spec.pads_a_pitch(M, N, K, ld)):
                     continue
                 else:
-                    repacks[i], ldd = self._repack_step("AB"[i], rows, cols, ld)
+                    repacks[i], ldd = self._repack_step("AB"[i], rows, cols, ld,
+                                                        A_PITCH_BYTES if i == 0 and spec.wgmma else 16)
                 if i == 0:
                     lda = ldd
                 else:
