@@ -3,7 +3,9 @@ COUNT, DTYPES, ORDERS): device time of what kgen.matmul runs (kgen.matmul(A, B, 
 captured in a CUDA graph over operands rotated past L2) and of cuBLAS (torch.matmul, TF32
 and reduced-precision reductions off), each against the bandwidth bound: (A + B + C bytes) /
 the copy bandwidth measured in the same run (a 1 GiB clone, read + write). Each result is
-checked against float64 first (outputs NaN-poisoned). Output: $OUT/decode_bound_<SEED>.json."""
+checked against float64 first (outputs NaN-poisoned). FLOOR=1 (default) also times a copy
+of the same bytes (what one launch of that size reaches); each row names the spec kgen ran;
+MIN_MB sets the least weight size (default 16). Output: $OUT/decode_bound_<SEED>.json."""
 import json
 import math
 import os
@@ -12,12 +14,15 @@ import random
 import torch
 
 import kgen
-from kgen.bench.skinny import Operands, copy_bandwidth, time_graph
+from kgen.bench.skinny import Operands, copy_bandwidth, copy_floor_us, time_graph
+from kgen.tune.dispatch import call_spec
 
 SEED = int(os.environ.get("SEED", "7701"))
 COUNT = int(os.environ.get("COUNT", "12"))
 DTYPES = os.environ.get("DTYPES", "float32,bfloat16").split(",")
 ORDERS = os.environ.get("ORDERS", "col,row").split(",")
+FLOOR = os.environ.get("FLOOR", "1") == "1"
+MIN_MB = float(os.environ.get("MIN_MB", "16"))
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -30,9 +35,20 @@ def shapes(rng, item):
     while len(out) < COUNT:
         M = min(16, int(math.exp(rng.uniform(0, math.log(17)))))
         N, K = (-(-int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) // 64) * 64 for _ in range(2))
-        if N * K * item >= 16e6:
+        if N * K * item >= MIN_MB * 1e6:
             out.append((max(1, M), N, K))
     return out
+
+
+def brief(spec):
+    """The spec's family and the fields that differ from their defaults."""
+    import dataclasses
+    out = []
+    for f in dataclasses.fields(spec):
+        v = getattr(spec, f.name)
+        if f.default is not dataclasses.MISSING and v != f.default:
+            out.append(f"{f.name}={v}")
+    return type(spec).__name__ + " " + " ".join(out)
 
 
 def main():
@@ -51,12 +67,17 @@ def main():
                 cb = [(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
                 k_us, c_us = time_graph(torch, kg, 15), time_graph(torch, cb, 15)
                 bound = ops.bytes / bw * 1e6
+                floor = copy_floor_us(torch, ops.bytes, l2, 15) if FLOOR else float("nan")
+                spec = call_spec(ops.A[0], ops.B[0])
                 rows.append({"shape": [M, N, K], "dtype": dtype, "order": order, "err": err, "bound_us": bound,
-                             "kgen_us": k_us, "cublas_us": c_us})
+                             "kgen_us": k_us, "cublas_us": c_us, "floor_us": floor, "spec": spec.to_dict()})
                 print(f"{dtype} {order} {M}x{N}x{K}: bound {bound:.1f} kgen {k_us:.1f} ({bound / k_us:.0%}) "
-                      f"cuBLAS {c_us:.1f} ({bound / c_us:.0%}) x{c_us / k_us:.2f} err {err:.1e}", flush=True)
+                      f"cuBLAS {c_us:.1f} ({bound / c_us:.0%}) x{c_us / k_us:.2f} floor {floor:.1f} "
+                      f"({floor / k_us:.0%}) err {err:.1e} | {brief(spec)}",
+                      flush=True)
                 del ops
                 torch.cuda.empty_cache()
+                save(bw, rows)
     for dtype in DTYPES:
         for order in ORDERS:
             sel = [r for r in rows if r["dtype"] == dtype and r["order"] == order]
@@ -64,6 +85,11 @@ def main():
             x = math.exp(sum(math.log(r["cublas_us"] / r["kgen_us"]) for r in sel) / len(sel))
             print(f"{dtype} {order}: kgen at {g:.0%} of the bound (geometric mean; lowest "
                   f"{min(r['bound_us'] / r['kgen_us'] for r in sel):.0%}), {x:.2f}x cuBLAS", flush=True)
+    save(bw, rows)
+
+
+def save(bw, rows):
+    """Every row so far (written after each product, so a run cut short keeps what it timed)."""
     with open(os.path.join(os.environ.get("OUT", "."), f"decode_bound_{SEED}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "copy_bandwidth": bw, "rows": rows}, f)
 

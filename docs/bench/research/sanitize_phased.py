@@ -15,7 +15,10 @@ def main():
                           swap_ab=True, split_k=4, split_merge="cluster", b_phased=True),
              TensorMatmul.swap_spec({"M": 78, "N": 2964, "K": 6268}, "bfloat16").replace(layout_b="col").with_phased_b(),
              TensorMatmul(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=6, instruction="wgmma",
-                          swap_ab=True, layout_b="col", b_phased=True)]
+                          swap_ab=True, layout_b="col", b_phased=True),
+             # W.t() by row sets, two blocks an SM, K in clusters (phased_fill_spec)
+             TensorMatmul.default_spec({"M": 60, "N": 5000, "K": 8006}, "bfloat16").for_layouts(
+                 {"M": 60, "N": 5000, "K": 8006}, layout_a="row", layout_b="col", b_phased=True)]
     for spec in specs:
         assert spec.b_phased, spec.to_json()
         k = kgen.build(spec)

@@ -14,7 +14,8 @@ columns, one or two blocks an SM, 1-8 slices where the clusters all run at once 
 for two blocks an SM too), beside the default and the general tiles.
 Device time from a CUDA graph with the same operands every call (from L2, what a loop over one
 layer reads) and with operands rotated past L2 (from HBM); each result checked against float64
-first. Output: $OUT/swap_fill_<SEED>_<ROWS>.json. `python swap_fill_sweep.py --specs` prints how
+first. SHAPES ("MxNxK,...") replaces the draw; ORDERS (default "col,row") picks the storage orders
+of B. Output: $OUT/swap_fill_<SEED>_<ROWS>.json. `python swap_fill_sweep.py --specs` prints how
 many specs the draw needs and compiles them (no GPU; KGEN_ARCH=sm_90)."""
 import concurrent.futures as cf
 import json
@@ -121,8 +122,10 @@ def variants(M, N, K, order):
 
 
 def cases():
-    return [((M, N, K), order, variants(M, N, K, order))
-            for M, N, K in random_matmul_shapes(COUNT, SEED, ROWS, 64) for order in ("col", "row")]
+    shapes = ([tuple(int(v) for v in x.split("x")) for x in os.environ["SHAPES"].split(",")] if os.environ.get("SHAPES")
+              else random_matmul_shapes(COUNT, SEED, ROWS, 64))
+    orders = os.environ.get("ORDERS", "col,row").split(",")
+    return [((M, N, K), order, variants(M, N, K, order)) for M, N, K in shapes for order in orders]
 
 
 def time_ways(torch, ops, ways: dict, repeats: int) -> dict:
