@@ -449,9 +449,13 @@ def test_wgmma_specs_compile_for_sm90a_without_spills():
              TensorMatmul.swap_spec({"M": 150, "N": 12001, "K": 1025}, "bfloat16").with_phased_b(),
              TensorMatmul(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, instruction="wgmma",
                           swap_ab=True, split_k=3, b_phased=True),
-             # W.t() by row sets, two blocks an SM with K in clusters (phased_fill_spec)
+             # row sets two blocks an SM with K in clusters (phased_fill_spec), W.t() and row-major
              TensorMatmul.default_spec({"M": 60, "N": 5000, "K": 8006}, "bfloat16").for_layouts(
-                 {"M": 60, "N": 5000, "K": 8006}, layout_a="row", layout_b="col", b_phased=True)]
+                 {"M": 60, "N": 5000, "K": 8006}, layout_a="row", layout_b="col", b_phased=True),
+             TensorMatmul.default_spec({"M": 109, "N": 5635, "K": 4044}, "bfloat16").for_layouts(
+                 {"M": 109, "N": 5635, "K": 4044}, layout_a="row", layout_b="col", b_phased=True),
+             TensorMatmul.default_spec({"M": 6, "N": 2525, "K": 6095}, "bfloat16").for_layouts(
+                 {"M": 6, "N": 2525, "K": 6095}, layout_a="row", layout_b="row", b_phased=True)]
     with cf.ThreadPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(lambda s: kgen.compile(s, "sm_90"), specs))
     for spec, res in zip(specs, results):
@@ -796,8 +800,9 @@ def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
         assert realigned.b_realign and realigned.shared_bytes <= spec.shared_bytes, (problem, spec.to_json())
         assert realigned.replace(b_realign=False, stages=spec.stages) == spec
         assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_realign=True) == realigned
-        # Asked for row sets: on the transposed tiles B by row sets (b_phased), elsewhere b_realign.
-        want = spec.with_phased_b() if spec.swap_ab else realigned
+        # Asked for row sets: on the transposed tiles B by row sets (b_phased, two blocks an SM
+        # where phased_fill_spec asks), elsewhere b_realign.
+        want = spec.with_phased_b().phased_fill_spec(problem) if spec.swap_ab else realigned
         assert spec.for_layouts(problem, layout_a="row", layout_b="row", b_phased=True) == want
     wide = _wg()
     assert wide.with_realigned_b() is wide and wide.replace(layout_b="col").with_realigned_b().b_realign is False
@@ -909,27 +914,30 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     assert aligned[0] is None and aligned[1] is None
 
 
-def test_row_sets_of_w_t_run_two_blocks_an_sm_with_k_in_clusters_where_tiles_are_few():
-    """b_phased against W.t(): where the transposed tiles (at most PHASED_FILL_MAX_ROWS rows) are
-    at most one an SM, two blocks an SM and K in the most slices whose clusters all run at once
-    (PHASED_CLUSTER_BLOCKS), each slice STREAM_MIN_SLICE_K deep; more tiles, more rows or a
-    row-major B keep the spec with_phased_b gives."""
-    from kgen.ops.tensorcore import (MAX_SHARED_BYTES, PHASED_CLUSTER_BLOCKS, SM_SHARED_BYTES,
-                                     STREAM_MIN_SLICE_K)
+def test_row_sets_run_two_blocks_an_sm_with_k_in_clusters_where_tiles_are_few():
+    """b_phased: where the transposed tiles (at most PHASED_FILL_MAX_ROWS rows, by B's storage
+    order) are at most one an SM, two blocks an SM and K in the most slices whose clusters all run
+    at once (PHASED_CLUSTER_BLOCKS), each slice STREAM_MIN_SLICE_K deep; more tiles or more rows
+    keep the spec with_phased_b gives."""
+    from kgen.ops.tensorcore import (MAX_SHARED_BYTES, PHASED_CLUSTER_BLOCKS, PHASED_FILL_MAX_ROWS,
+                                     SM_SHARED_BYTES, STREAM_MIN_SLICE_K)
 
-    for (M, N, K), split in (((26, 5394, 11630), 2), ((40, 3000, 9998), 5), ((60, 5000, 8006), 3),
-                             ((22, 1611, 2044), 7), ((49, 1241, 5890), 8)):
+    for (M, N, K), order, split in (((26, 5394, 11630), "col", 2), ((40, 3000, 9998), "col", 5),
+                                    ((60, 5000, 8006), "col", 3), ((22, 1611, 2044), "col", 7),
+                                    ((49, 1241, 5890), "col", 8), ((109, 5635, 4044), "col", 2),
+                                    ((6, 2525, 6095), "row", 5), ((28, 4295, 1157), "row", 3)):
         p = {"M": M, "N": N, "K": K}
-        got = TensorMatmul.default_spec(p, "bfloat16").for_layouts(p, layout_a="row", layout_b="col", b_phased=True)
-        assert got.b_phased and got.split_k == split and got.split_merge == "cluster", got.to_json()
-        tiles = -(-N // 64)
+        got = TensorMatmul.default_spec(p, "bfloat16").for_layouts(p, layout_a="row", layout_b=order, b_phased=True)
+        assert got.b_phased and got.split_k == split and got.split_merge == "cluster", (M, N, K, got.to_json())
+        assert got.tile[0] <= PHASED_FILL_MAX_ROWS[order]
+        tiles = -(-N // got.tile[1])
         assert tiles * split <= PHASED_CLUSTER_BLOCKS[split] and K >= STREAM_MIN_SLICE_K * split
         assert split == 8 or tiles * (split + 1) > PHASED_CLUSTER_BLOCKS[split + 1] \
             or K < STREAM_MIN_SLICE_K * (split + 1)
         assert 2 * (got.shared_bytes + 1024) <= SM_SHARED_BYTES and got.shared_bytes <= MAX_SHARED_BYTES
         assert 3 * (got.shared_bytes + 1024) > SM_SHARED_BYTES   # the deepest ring two blocks hold
         assert got == got.phased_fill_spec(p)   # applied once
-    for (M, N, K), order in (((30, 12000, 3002), "col"), ((100, 3000, 4098), "col"), ((26, 5394, 11630), "row")):
+    for (M, N, K), order in (((30, 12000, 3002), "col"), ((151, 3000, 4098), "col"), ((100, 3000, 4099), "row")):
         p = {"M": M, "N": N, "K": K}
         spec = TensorMatmul.default_spec(p, "bfloat16").for_layouts(p, layout_a="row", layout_b=order)
         assert spec.for_layouts(p, layout_a="row", layout_b=order, b_phased=True) == spec.with_phased_b(), (M, N, K)
@@ -1041,7 +1049,8 @@ def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
         got = spec.for_layouts(problem, layout_a="row", layout_b=order, b_realign=True)
         assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
         # Asked for row sets: the same tiles reading B by them.
-        assert spec.for_layouts(problem, layout_a="row", layout_b=order, b_phased=True) == got.with_phased_b()
+        assert spec.for_layouts(problem, layout_a="row", layout_b=order, b_phased=True) == \
+            got.with_phased_b().phased_fill_spec(problem)
         assert got.tile[:2] == (-(-M // 8) * 8, REALIGN_SWAP_BN) and got.split_k == 1
         assert got.shared_bytes <= MAX_SHARED_BYTES   # one block an SM, as the default
         # A column-major A: the transposed tiles read A K-major, so B is copied.
@@ -1067,9 +1076,11 @@ def test_b_realign_on_unsplit_64_column_transposed_tiles_takes_128_columns_in_tw
         assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
         assert got.tile[:2] == (plain.tile[0], 128) and got.split_k == s and got.split_merge == "cluster"
         assert -(-N // 128) * s <= CLUSTER_WAVE_BLOCKS[s] and got.shared_bytes <= MAX_SHARED_BYTES
-        # Asked for row sets: read at TMA's pace, the tiles stay.
+        # Asked for row sets: read at TMA's pace, the tiles stay (two blocks an SM where
+        # phased_fill_spec asks).
         phased = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order, b_phased=True)
-        assert phased == plain.with_phased_b() and phased.b_phased, phased.to_json()
+        assert phased == plain.with_phased_b().phased_fill_spec(problem) and phased.b_phased, phased.to_json()
+        assert phased.tile == plain.tile
     # Already split (two slices of 64-column tiles run at once), past 132 tiles, or K too short.
     for (M, N, K), order in (((77, 2506, 9946), "col"), ((30, 9434, 6285), "row"), ((40, 5000, 300), "col"),
                              ((161, 7605, 1111), "row")):

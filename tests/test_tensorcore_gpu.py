@@ -425,7 +425,8 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                            # W.t() of an even pitch: its rows of n by sets (phased_swap_suits and past it)
                            (50, 12000, 4100, "col"), (78, 2964, 6268, "col"), (120, 7000, 2050, "col"),
                            # ... two blocks an SM, K in clusters (phased_fill_spec)
-                           (26, 5394, 4102, "col"), (44, 1800, 3006, "col"), (60, 700 * 7, 2050, "col")):
+                           (26, 5394, 4102, "col"), (44, 1800, 3006, "col"), (60, 700 * 7, 2050, "col"),
+                           (109, 5635, 2046, "col"), (6, 2525, 3095, "row"), (28, 4295, 1157, "row")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
         B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)

@@ -207,18 +207,20 @@ PHASED_SWAP_ROWS = (17, 64)
 A_PITCH_BYTES = 128
 A_PITCH_MIN_ROWS = 57
 A_PITCH_MIN_B_BYTES = 32 << 20
-# b_phased against W.t(): the consumers load each stage's operand into registers and wait for the
-# previous stage's wgmmas first, so one block an SM leaves the tensor cores and the memory idle in
-# turn. Where its transposed tiles are at most one an SM, two blocks an SM (rings half as deep)
-# with K in the most slices (up to 8, each STREAM_MIN_SLICE_K deep) whose clusters all run at once
+# b_phased: the consumers load each stage's operand into registers and wait for the previous
+# stage's wgmmas first, so one block an SM leaves the tensor cores and the memory idle in turn.
+# Where its transposed tiles are at most one an SM, two blocks an SM (rings half as deep) with K in
+# the most slices (up to 8, each STREAM_MIN_SLICE_K deep) whose clusters all run at once
 # (PHASED_CLUSTER_BLOCKS: cuOccupancyMaxActiveClusters x s with two blocks an SM, measured on an
 # H100, docs/bench/swap16/cluster_capacity_h100.json) run the same products faster. Device time on
-# an H200 (docs/bench/research/phased_split.py, 14 products of 17-64 rows; docs/tensorcore.md,
-# "Row sets of W.t(), two blocks an SM"): 26x5394x11630 97.7 -> 55.7 µs (cuBLAS 61.0),
-# 60x5000x8006 71.3 -> 34.7, 44x4548x6422 57.7 -> 28.0.
-# Tiles of more rows (65-256, rings of 3-5 stages two an SM) were not measured and keep one.
+# an H200 (docs/bench/research/phased_split.py; docs/tensorcore.md, "Row sets, two blocks an SM"):
+# W.t() at 17-64 rows, 14 products fitted (26x5394x11630 97.7 -> 55.7 µs, cuBLAS 61.0) and 7
+# held out 1.01-1.54x; W.t() at 65-160 rows 1.03-1.46x on the six of tiles up to 128 rows, 0.90x
+# at 151 rows (3-stage rings of 152 x 128 tiles); a row-major B at 5-64 rows 1.08-1.33x on six of
+# eight, 0.95-0.97x on two of 17 tiles and short K. PHASED_FILL_MAX_ROWS: the tile rows it applies
+# to, by B's storage order (a row-major B past 64 rows was not measured).
 PHASED_CLUSTER_BLOCKS = {2: 264, 3: 237, 4: 248, 5: 235, 6: 234, 7: 224, 8: 240}
-PHASED_FILL_MAX_ROWS = 64
+PHASED_FILL_MAX_ROWS = {"col": 128, "row": 64}
 PHASE_MAPS = 8
 PHASE_MAPS_BYTES = 1088
 PHASE_PAD = 8
@@ -1259,15 +1261,14 @@ class TensorMatmul(Spec):
         return phased
 
     def phased_fill_spec(self, problem) -> "TensorMatmul":
-        """A b_phased spec against W.t() (layout_b "col") whose transposed tiles, of at most
-        PHASED_FILL_MAX_ROWS rows, are at most one an SM: two blocks an SM with K in the most
-        slices merged in clusters that all run at once (PHASED_CLUSTER_BLOCKS says why); the
-        spec as it is elsewhere or where one slice is all that fits. Pure."""
+        """A b_phased spec whose transposed tiles, of at most PHASED_FILL_MAX_ROWS rows (by B's
+        storage order), are at most one an SM: two blocks an SM with K in the most slices merged
+        in clusters that all run at once (PHASED_CLUSTER_BLOCKS says why); the spec as it is
+        elsewhere or where one slice is all that fits. Pure."""
         p = self.normalize_problem(problem)
         BM, BN, _ = self.tile
         tiles = -(-p["M"] // BM) * -(-p["N"] // BN)
-        if not (self.b_phased and self.layout_b == "col" and BM <= PHASED_FILL_MAX_ROWS and tiles <= _SMS
-                and not self.persistent):
+        if not (self.b_phased and BM <= PHASED_FILL_MAX_ROWS[self.layout_b] and tiles <= _SMS and not self.persistent):
             return self
         split = max(s for s in range(1, MAX_CLUSTER_MERGE + 1)
                     if s == 1 or (p["K"] >= STREAM_MIN_SLICE_K * s and tiles * s <= PHASED_CLUSTER_BLOCKS[s]))
@@ -1328,9 +1329,8 @@ class TensorMatmul(Spec):
         16-byte aligned): with_realigned_b of the result; where that does not apply to tiles of
         more than 128 columns, the transposed tiles that read B in place (realign_swap_spec),
         else the result as it is (B copied). b_phased=True (the same, for a B that row sets
-        suit): with_phased_b of the result where it applies (the transposed tiles; against W.t()
-        then phased_fill_spec), else as b_realign=True, the transposed tiles for wide ones by row
-        sets.
+        suit): phased_fill_spec of with_phased_b of the result where that applies (the
+        transposed tiles), else as b_realign=True, the transposed tiles for wide ones by row sets.
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
         reading the operands in place)."""
@@ -1350,7 +1350,7 @@ class TensorMatmul(Spec):
             if not realigned.b_realign and spec.wgmma and spec.tile[1] > REALIGN_SWAP_BN and not spec.swap_ab:
                 wide = spec.realign_swap_spec(problem)
                 if wide is not None:
-                    return wide.with_phased_b() if phased else wide
+                    return wide.with_phased_b().phased_fill_spec(problem) if phased else wide
             if realigned.b_realign:
                 split = realigned.realign_split_spec(problem)
                 if split is not None:
