@@ -16,9 +16,11 @@ def main():
              TensorMatmul.swap_spec({"M": 78, "N": 2964, "K": 6268}, "bfloat16").replace(layout_b="col").with_phased_b(),
              TensorMatmul(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=6, instruction="wgmma",
                           swap_ab=True, layout_b="col", b_phased=True),
-             # W.t() by row sets, two blocks an SM, K in clusters (phased_fill_spec)
+             # row sets two blocks an SM, K in clusters (phased_fill_spec): W.t() and row-major
              TensorMatmul.default_spec({"M": 60, "N": 5000, "K": 8006}, "bfloat16").for_layouts(
-                 {"M": 60, "N": 5000, "K": 8006}, layout_a="row", layout_b="col", b_phased=True)]
+                 {"M": 60, "N": 5000, "K": 8006}, layout_a="row", layout_b="col", b_phased=True),
+             TensorMatmul.default_spec({"M": 6, "N": 2525, "K": 6095}, "bfloat16").for_layouts(
+                 {"M": 6, "N": 2525, "K": 6095}, layout_a="row", layout_b="row", b_phased=True)]
     for spec in specs:
         assert spec.b_phased, spec.to_json()
         k = kgen.build(spec)
