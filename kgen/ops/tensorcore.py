@@ -190,18 +190,14 @@ REALIGN_ROW_ROWS = (5, 16)
 # two: PHASED_SWAP_ROWS take the transposed tiles. At an odd pitch (eight sets, boxes of 8 rows)
 # the row sets ran 0.90-1.05x the producer threads (four products), which keep it.
 PHASED_SWAP_ROWS = (17, 64)
-# b_phased: the most row sets of B a product reads, one TMA map each: 16-bit rows an odd number
-# of elements apart come back to one 16-byte phase every 8 rows. The kernel takes them in one
-# by-value parameter (phase_maps_t: the maps, each set's first column, the k each set takes).
-# A stage's box of B starts up to PHASE_PAD columns early (TMA reads from 16-byte aligned
-# addresses only), so it is BN + PHASE_PAD columns wide.
 # A's rows TMA reads at a pitch that is no multiple of A_PITCH_BYTES straddle two 128-byte lines
 # each, and every block of the wgmma kernel re-reads A. On an H200 (device time, operands rotated
 # past L2, bfloat16 W.t(); docs/tensorcore.md, "A at a 128-byte pitch"), the transposed tiles with
-# A at such a pitch, the copy included: 58x12904x7000 75.5 -> 57.4 µs, 58x9000x4680 41.6 -> 33.1,
-# and on 12 held-out products (K no multiple of 64) 1.07-1.22x faster from 64-row tiles; at
-# 48-56 rows 0.93-1.07x and the general tiles (65+ rows, more than 132 column tiles) 0.97-1.02x,
-# where the copy's launch costs what it saves. So a wgmma kernel copies any A it copies at that
+# A at such a pitch, the copy included: 58x12904x7000 75.5 -> 57.4 µs, 58x9000x4680 41.6 -> 33.1.
+# On 12 products drawn with K no multiple of 64: 1.07-1.22x faster from 64-row tiles, 0.93-1.07x at
+# 48-56 rows and 0.97-1.02x on the general tiles (65+ rows, more than 132 column tiles), where the
+# copy's launch costs what it saves; held out, ten products of 57-256 rows on the transposed
+# tiles: 1.07-1.37x faster on nine, 0.92x on one. So a wgmma kernel copies any A it copies at that
 # pitch, and the transposed tiles of A_PITCH_MIN_ROWS rows or more against a B of
 # A_PITCH_MIN_B_BYTES or more copy an A that is aligned but not at that pitch.
 A_PITCH_BYTES = 128
@@ -221,6 +217,11 @@ A_PITCH_MIN_B_BYTES = 32 << 20
 # to, by B's storage order (a row-major B past 64 rows was not measured).
 PHASED_CLUSTER_BLOCKS = {2: 264, 3: 237, 4: 248, 5: 235, 6: 234, 7: 224, 8: 240}
 PHASED_FILL_MAX_ROWS = {"col": 128, "row": 64}
+# b_phased: the most row sets of B a product reads, one TMA map each: 16-bit rows an odd number
+# of elements apart come back to one 16-byte phase every 8 rows. The kernel takes them in one
+# by-value parameter (phase_maps_t: the maps, each set's first column, the k each set takes).
+# A stage's box of B starts up to PHASE_PAD columns early (TMA reads from 16-byte aligned
+# addresses only), so it is BN + PHASE_PAD columns wide.
 PHASE_MAPS = 8
 PHASE_MAPS_BYTES = 1088
 PHASE_PAD = 8
