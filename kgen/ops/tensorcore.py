@@ -213,7 +213,7 @@ A_PITCH_MIN_B_BYTES = 32 << 20
 # W.t() at 17-64 rows, 14 products fitted (26x5394x11630 97.7 -> 55.7 µs, cuBLAS 61.0) and 7
 # held out 1.01-1.54x; W.t() at 65-160 rows 1.03-1.46x on the six of tiles up to 128 rows, 0.90x
 # at 151 rows (3-stage rings of 152 x 128 tiles); a row-major B at 5-64 rows 1.08-1.33x on six of
-# eight, 0.95-0.97x on two of 17 tiles and short K. PHASED_FILL_MAX_ROWS: the tile rows it applies
+# eight, 0.94-0.97x on two of 17 tiles and short K. PHASED_FILL_MAX_ROWS: the tile rows it applies
 # to, by B's storage order (a row-major B past 64 rows was not measured).
 PHASED_CLUSTER_BLOCKS = {2: 264, 3: 237, 4: 248, 5: 235, 6: 234, 7: 224, 8: 240}
 PHASED_FILL_MAX_ROWS = {"col": 128, "row": 64}
