@@ -1275,10 +1275,8 @@ class TensorMatmul(Spec):
                     if s == 1 or (p["K"] >= STREAM_MIN_SLICE_K * s and tiles * s <= PHASED_CLUSTER_BLOCKS[s]))
         if split == 1:
             return self
-        per_block = (SM_SHARED_BYTES - 2 * 1024) // 2
-        stages = min(WGMMA_MAX_STAGES, (per_block - 1024) // self.stage_bytes)
         try:
-            two = self.replace(stages=stages, split_k=split, split_merge="cluster")
+            two = self.replace(stages=ring_stages(self.stage_bytes, 2), split_k=split, split_merge="cluster")
         except ValueError:   # the cluster merge's sums need a longer ring than two blocks an SM hold
             return self
         assert isinstance(two, TensorMatmul)
@@ -1537,8 +1535,14 @@ def wgmma_deepest_stages(BM: int, BN: int) -> int:
 def wgmma_ring_stages(BM: int, BN: int, blocks_per_sm: int = 1) -> int:
     """The most stages of a BM x BN wgmma ring with which `blocks_per_sm` blocks fit one SM's
     shared memory (at most WGMMA_MAX_STAGES)."""
+    return ring_stages(_wgmma_stage_bytes(BM, BN), blocks_per_sm)
+
+
+def ring_stages(stage_bytes: int, blocks_per_sm: int = 1) -> int:
+    """The most stages of `stage_bytes` each with which `blocks_per_sm` blocks of the wgmma
+    kernel fit one SM's shared memory (at most WGMMA_MAX_STAGES)."""
     per_block = min(MAX_SHARED_BYTES, (SM_SHARED_BYTES - 1024 * blocks_per_sm) // blocks_per_sm)
-    return min(WGMMA_MAX_STAGES, (per_block - 1024) // _wgmma_stage_bytes(BM, BN))
+    return min(WGMMA_MAX_STAGES, (per_block - 1024) // stage_bytes)
 
 
 def _phased_stage_bytes(BM: int, BN: int, layout_b: str) -> int:
