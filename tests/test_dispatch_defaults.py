@@ -508,3 +508,70 @@ def test_short_k_16bit_products_run_mma_sync_in_tiles_that_share_an_sm(monkeypat
     for spec in (TensorMatmul.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
                  TensorMatmul.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "bfloat16")):
         assert spec.replace(repack=True).key in keys
+
+
+def test_row_major_float32_few_row_products_take_one_tile_a_warp_where_blocks_are_few(monkeypatch):
+    """The float32 tensor-core axpy form takes one tile a warp where two would leave fewer
+    than AXPY_ONE_TILE_SM_SHARE blocks an SM (Skinny.one_tile_axpy_suits). kgen.matmul passes
+    the SM count for an n-contiguous large operand only (either side of the product); the
+    family applies it to float32 mma.sync specs with the split left to the launch only; an
+    exact tuned entry keeps its own tiles."""
+    from kgen.ops.skinny import AXPY_ONE_TILE_SM_SHARE, Skinny
+    from kgen.tune import dispatch
+
+    # The rule on the products it was fitted on (H200, 132 SMs): few blocks gain, many lose.
+    for (M, N, K), want in (((13, 2944, 1600), True), ((16, 6336, 1408), True), ((14, 1280, 3264), True),
+                            ((16, 2048, 2048), True), ((8, 1408, 6080), True), ((9, 3904, 1920), True),
+                            ((8, 14336, 1152), False), ((7, 3456, 6976), False), ((10, 2752, 13696), False)):
+        p = {"M": M, "N": N, "K": K}
+        spec = Skinny.default_spec(p, "float32")
+        assert spec.tensor_cores and spec.tc_tiles == 2 and spec.runs_tc_axpy
+        assert spec.one_tile_axpy_suits(p, 132) is want, (M, N, K)
+        assert spec.for_layouts(p, axpy_sms=132).tc_tiles == (1 if want else 2), (M, N, K)
+        # the mirror image (few columns) counts the same blocks
+        assert spec.one_tile_axpy_suits({"M": N, "N": M, "K": K}, 132) is want
+    # The threshold itself: 16x2048x2048 has 4 column tiles of 512 x 16 slabs of 128 = 64 blocks.
+    p = {"M": 16, "N": 2048, "K": 2048}
+    spec = Skinny.default_spec(p, "float32")
+    assert spec.one_tile_axpy_suits(p, math.floor(64 / AXPY_ONE_TILE_SM_SHARE) + 1)
+    assert not spec.one_tile_axpy_suits(p, math.floor(64 / AXPY_ONE_TILE_SM_SHARE))
+    # Specs it leaves alone: a fixed split, a cluster merge, wgmma, 16-bit, the SIMT forms.
+    for other in (spec.replace(k_split=8), spec.replace(merge="cluster", k_split=4),
+                  Skinny.wgmma_default_spec(p, "float32"), Skinny.default_spec(p, "bfloat16"),
+                  Skinny.default_spec({"M": 3, "N": 2048, "K": 2048}, "float32")):
+        assert not other.one_tile_axpy_suits(p, 132)
+        assert other.for_layouts(p, axpy_sms=132) == other
+
+    asked = _record_kernel_requests(monkeypatch)
+    monkeypatch.setattr(dispatch, "_sm_count", lambda: 132)
+    for dtype in ("float32", "float16"):
+        for weights in (True, False):
+            A = np.zeros((16, 2048), dtype)
+            B = np.zeros((2048, 2048), dtype).T if weights else np.zeros((2048, 2048), dtype)
+            kgen.matmul(A, B)
+            cls, _, overrides = asked[-1]
+            want = dtype == "float32" and not weights
+            assert cls is Skinny and (overrides.get("axpy_sms") == 132) is want, (dtype, weights)
+            kgen.matmul(B.T, A.T)
+            assert (asked[-1][2].get("axpy_sms") == 132) is want, (dtype, weights, "columns")
+    dispatch.forget()
+
+    # call_spec with a recorded GPU counts against that GPU's SMs (132 on an sm_90 record).
+    monkeypatch.undo()
+    h100 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    assert h100.limits["multiprocessors"] == 132
+    for N, K, weights, tiles in ((2048, 2048, False, 1), (2048, 2048, True, 2), (14336, 1152, False, 2)):
+        A = np.zeros((16, K), np.float32)
+        B = np.zeros((N, K), np.float32).T if weights else np.zeros((K, N), np.float32)
+        got = dispatch.call_spec(A, B, device=h100, db=False)
+        assert isinstance(got, Skinny) and got.tc_tiles == tiles, (N, K, weights, got.to_json())
+    dispatch.forget()
+
+    built = []
+    monkeypatch.setattr("kgen.core.kernel.build", lambda spec: built.append(spec) or spec)
+    for origin, tiles in (("shipped", 1), ("exact", 2)):
+        monkeypatch.setattr(dispatch, "select", lambda cls, problem, dtype, o=origin: dispatch.Choice(spec, o, problem))
+        dispatch.forget()
+        dispatch._kernel(Skinny, p, "float32", False, {"axpy_sms": 132})
+        assert built[-1].tc_tiles == tiles, origin
+    dispatch.forget()

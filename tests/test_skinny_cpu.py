@@ -687,6 +687,10 @@ def test_split_tf32_keeps_float32_accuracy():
 def test_tensor_core_forms_compile_for_sm90_without_spills():
     specs = [Skinny(rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, threads=th)
              for r, t, th in ((8, 1, 128), (16, 2, 256), (40, 1, 256), (64, 2, 256))]
+    # what dispatch runs for a row-major 13x2944x1600 on 132 SMs (one tile a warp)
+    few_blocks = {"M": 13, "N": 2944, "K": 1600}
+    specs.append(Skinny.default_spec(few_blocks, "float32").for_layouts(few_blocks, axpy_sms=132))
+    assert specs[-1].tc_tiles == 1
     with cf.ThreadPoolExecutor(2) as ex:
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
     specs16 = [Skinny(dtype=d, rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, k_warps=kw, loads=ld,

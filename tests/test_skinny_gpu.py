@@ -51,6 +51,8 @@ def spec_pool() -> dict[str, list[Skinny]]:
                       t.replace(rows=16, merge="cluster", k_split=4),
                       t.replace(rows=24, tc_tiles=1, min_blocks=2, k_split=5),
                       t.replace(rows=13)]   # rows not a multiple of 8: a tile's spare mma rows stay out
+            # what dispatch runs for few blocks of a row-major large operand (one_tile_axpy_suits)
+            specs.append(Skinny.default_spec({"M": 13, "N": 2944, "K": 1600}, dtype).replace(tc_tiles=1))
         if dtype in ("float16", "bfloat16"):
             # The 16-bit tensor-core forms (dot for a k-contiguous large operand, axpy for an
             # n-contiguous one: the test draws both storage orders).
@@ -302,6 +304,38 @@ def test_deterministic_merges_repeat_bit_for_bit(dtype):
     assert plan.splits > 1, "the test needs a split K"
     for r in runs[1:]:
         assert torch.equal(r, runs[0])
+
+
+def test_row_major_float32_products_of_few_blocks_run_one_tile_a_warp_and_match_float64():
+    """kgen.matmul on this GPU: a row-major float32 weight whose two-tile blocks would be few
+    runs one tile a warp (Skinny.one_tile_axpy_suits with this GPU's SM count), W.t() and
+    larger weights keep two; every result matches float64 on a NaN-poisoned output."""
+    from kgen.tune import dispatch
+
+    torch = _torch()
+    sms = dispatch._sm_count()
+    assert sms and sms > 0
+    seen = set()
+    for M, N, K, weights in ((13, 2944, 1600, False), (16, 2178, 2391, False), (7, 4422, 2007, False),
+                             (15, 1233, 3685, False), (8, 6361, 3674, False), (10, 2752, 13696, False),
+                             (13, 2944, 1600, True), (9, 2051, 1999, False)):
+        A = torch.randn(M, K, device="cuda")
+        B = torch.randn(N, K, device="cuda").t() if weights else torch.randn(K, N, device="cuda")
+        spec = dispatch.call_spec(A, B)
+        p = {"M": M, "N": N, "K": K}
+        want = not weights and Skinny.default_spec(p, "float32").one_tile_axpy_suits(p, sms)
+        assert isinstance(spec, Skinny) and spec.tc_tiles == (1 if want else 2), (M, N, K, weights, spec.to_json())
+        seen.add(want)
+        out = torch.full((M, N), float("nan"), device="cuda")
+        kgen.matmul(A, B, out=out)
+        ref = A.double() @ B.double()
+        err = float((out.double() - ref).norm() / ref.norm())
+        assert err <= tolerance("float32", K), (M, N, K, weights, err)
+        # a second call through the shortcuts, into a fresh poisoned output
+        out2 = torch.full((M, N), float("nan"), device="cuda")
+        kgen.matmul(A, B, out=out2)
+        assert torch.equal(out, out2)
+    assert seen == {True, False}
 
 
 @pytest.mark.parametrize("dtype,rows,col", [("float32", 12, True), ("float32", 3, False), ("bfloat16", 8, True),

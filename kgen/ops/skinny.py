@@ -726,12 +726,33 @@ class Skinny(Spec):
         products wgmma_suits takes) and this spec not already a wgmma one, the wgmma
         form's default spec; with tensor_cores=False asked (dispatch, for 16-bit products
         whose large operand allows only element loads: simt_for_element_rows) and this spec
-        a tensor-core one, the SIMT forms' default spec."""
+        a tensor-core one, the SIMT forms' default spec. `axpy_sms` (not a field: dispatch
+        passes the GPU's SM count for a product whose large operand is stored n-contiguous):
+        one tile a warp where one_tile_axpy_suits."""
+        sms = layouts.pop("axpy_sms", None)
         if layouts.get("instruction") == "wgmma" and self.instruction != "wgmma":
             return self.wgmma_default_spec(problem, self.dtype)
         if layouts.get("tensor_cores") is False and self.tensor_cores:
             return self.simt_default_spec(problem, self.dtype)
-        return self.replace(**layouts)
+        spec = self.replace(**layouts) if layouts else self
+        if sms and spec.one_tile_axpy_suits(problem, sms):
+            spec = spec.replace(tc_tiles=1)
+        return spec
+
+    def one_tile_axpy_suits(self, problem, sms: int) -> bool:
+        """Whether this float32 mma.sync spec, run on an n-contiguous large operand (the
+        tensor-core axpy form) on a GPU of `sms` SMs, should take one tile a warp rather than
+        two: its K split left to the launch (k_split=0, not a cluster), and its blocks, with K
+        cut into the shortest slabs the form allows, fewer than AXPY_ONE_TILE_SM_SHARE per SM."""
+        if not (self.dtype == "float32" and self.runs_tc_axpy and self.instruction == "mma_sync"
+                and self.tc_tiles == 2 and self.k_split == 0 and self.merge != "cluster"):
+            return False
+        p = self.normalize_problem(problem)
+        small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
+        cols = self.warps // self.axpy_k_warps * 16 * self.tc_axpy_tiles
+        slabs = max(1, p["K"] // (TC_MIN_SLAB_K * self.axpy_k_warps))
+        blocks = _ceil_div(large, cols) * _ceil_div(small, self.rows) * slabs
+        return blocks < AXPY_ONE_TILE_SM_SHARE * sms
 
     @classmethod
     def simt_for_element_rows(cls, small: int, dtype: str, k_contiguous: bool) -> bool:
@@ -1047,6 +1068,15 @@ DOT_FEWER_TILES_MIN_K = 1920
 # 1.00-1.14x on 8 held-out ones. The 16-bit forms gained 1.06-1.09x on the 7 fitted shapes but ran
 # 0.70-1.20x on 8 held-out ones (0.70x at 14x6525x8764 row-major, rows of odd length): they keep two.
 TC_ONE_WAVE_ROWS = 16
+# The float32 tensor-core axpy form (a row-major large operand) feeds one 16-column tile pair a
+# warp (8-byte loads, 256 columns a block) instead of two (16-byte loads, 512) where the two-tile
+# blocks, K cut into its shortest slabs, would number fewer than this many per SM: there most
+# SMs idle, and halving a block's columns doubles the blocks. Device time on an H200
+# (docs/bench/research/skinny_f32_splits.py VARIANTS=tc|tiles, 7-16 rows; docs/matmul.md, "One
+# tile a warp where blocks are few"): one tile ran 1.03-1.39x on the 6 fitted products with 64-143
+# such blocks and 0.78-0.88x on the 12 with 252 or more; held out, 1.01-1.22x on the 9 the rule
+# changes. The weights repeated call after call (in L2) run level either way.
+AXPY_ONE_TILE_SM_SHARE = 1.5
 # 16-bit products of 2 to this many rows whose large operand allows only element loads and is
 # stored n-contiguous run the SIMT forms (Skinny.simt_for_element_rows): 1.01-1.37x the
 # mma.m16n8k16 forms' speed at 2-4 rows, 0.85-1.01x at 6, 0.28-0.95x from 8 (H200,

@@ -80,6 +80,14 @@ def _this_device():
     return _device[0]
 
 
+def _sm_count() -> int | None:
+    """This GPU's SM count, or None without a device (the rules that need it then stand aside)."""
+    try:
+        return int(_this_device().limits["multiprocessors"])
+    except Exception:  # noqa: BLE001 - no device: no count
+        return None
+
+
 def _numeric(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -217,7 +225,7 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
 
 # Requests in call_overrides that are not spec fields: the family's for_layouts reads them
 # (TensorMatmul.for_layouts: b_realign is both).
-LAYOUT_REQUESTS = frozenset({"element_loads"})
+LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms"})
 
 
 def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None = None, *,
@@ -242,7 +250,7 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
         # instruction's specs (and repack settings, and both kinds of form) too: its choice stands.
-        for name in ("instruction", "repack", "tensor_cores", "element_loads"):
+        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms"):
             changes.pop(name, None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
@@ -328,12 +336,14 @@ TENSOR_F64_MIN_MACS = 1 << 28
 
 
 def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: bool = False,
-                   on_device: bool = True, stand_in: bool = False) -> dict[str, Any]:
+                   on_device: bool = True, stand_in: bool = False, device=None) -> dict[str, Any]:
     """What kgen.matmul(A, B) asks of `family`'s chosen spec for these operands (their storage
     orders and strides; resolve_spec applies it): the layouts of device arrays, element loads
     where copies cost more than they save, the skinny family's SIMT or wgmma forms, B read in
     place, and float32 on the TF32 tensor cores as one product or three. `on_device`: A is a
-    device array; `stand_in`: numpy arrays stand for device arrays of their strides."""
+    device array; `stand_in`: numpy arrays stand for device arrays of their strides;
+    `device` (an autotune.DeviceInfo; None: this GPU) gives the SM count the rules count
+    blocks against."""
     (M, K), N = A.shape, B.shape[1]
     problem = {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}
     overrides: dict[str, Any] = {}
@@ -354,6 +364,12 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU).
         overrides["instruction"] = "wgmma"
+    if family.kernel == "skinny" and dtype == "float32" and not _large_k_contiguous(A, B, M, N):
+        # A row-major large operand: the float32 tensor-core axpy form counts its blocks
+        # against the SMs (Skinny.one_tile_axpy_suits).
+        sms = device.limits.get("multiprocessors") if device is not None else _sm_count()
+        if sms:
+            overrides["axpy_sms"] = sms
     if family.kernel == "tensor_matmul" and _element_loads(A, B, M, N, K, dtype):
         # Mid-size 16-bit products with rows TMA cannot read: mma.sync reading them in place
         # (one launch) rather than the wgmma kernel after copies.
@@ -376,7 +392,7 @@ def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any 
     the default one, False: none) on `device` (an autotune.DeviceInfo; None: this GPU)."""
     dtype, problem, _ = _product_of(A, B)
     family = call_family(A, B, dtype, allow_tf32)
-    overrides = call_overrides(A, B, family, dtype, allow_tf32, stand_in=True)
+    overrides = call_overrides(A, B, family, dtype, allow_tf32, stand_in=True, device=device)
     return resolve_spec(family, problem, dtype, overrides, device=device, db=db)
 
 
