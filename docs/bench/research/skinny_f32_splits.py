@@ -3,7 +3,10 @@ COUNT, ORDERS; N and K multiples of 64), where kgen.matmul runs the skinny famil
 runs against the same spec with K in a fixed number of slabs (k_split 1-16), one or four waves,
 other column counts a warp and load depths, and cuBLAS (TF32 off). Device time from a CUDA
 graph over operands rotated past L2; each result checked against float64 first (outputs
-NaN-poisoned). SHAPES=MxNxK,... replaces the draw; SPLITS_ONLY=1 times only the k_split
+NaN-poisoned). SHAPES=MxNxK,... replaces the draw; VARIANTS=tc times the split-TF32 tensor-core
+forms' fields instead (K slabs to 64, waves, tiles a warp, threads, merges, loads, min_blocks, the
+wgmma instruction), VARIANTS=tiles only one or two 16-column tiles a warp (one with one or two waves) and the
+atomic merge; SPLITS_ONLY=1 times only the k_split
 variants; VARIANTS=axpy times the row-major (axpy) form's fields instead (waves, lane_vectors,
 loads, and their pairs); ROWS=LO-HI draws M from LO to HI (default 1-16) and MULTIPLE=1 keeps N
 as drawn (a third odd) instead of multiples of 64; N_RANGE=LO-HI draws N from LO to HI (default
@@ -65,6 +68,31 @@ def variants(spec):
         for w in (1, 3):
             add(f"lane_vectors=2,waves={w}", lane_vectors=2, waves=w)
         add("lane_vectors=2,loads=4", lane_vectors=2, loads=4)
+        return out
+    if os.environ.get("VARIANTS") == "tiles":
+        add("tc_tiles=1", tc_tiles=1)
+        add("tc_tiles=2", tc_tiles=2)
+        add("tc_tiles=1,waves=2", tc_tiles=1, waves=2)
+        add("merge=atomic", merge="atomic")
+        return out
+    if os.environ.get("VARIANTS") == "tc":
+        for s in (8, 16, 32, 64):
+            add(f"k_split={s}", k_split=s)
+        for w in (2, 4):
+            add(f"waves={w}", waves=w)
+        add("tc_tiles=1", tc_tiles=1)
+        add("tc_tiles=1,waves=2", tc_tiles=1, waves=2)
+        add("threads=128", threads=128)
+        add("threads=128,tc_tiles=1", threads=128, tc_tiles=1)
+        add("merge=single_pass", merge="single_pass")
+        add("merge=atomic", merge="atomic")
+        for ld in (4, 16):
+            add(f"loads={ld}", loads=ld)
+        add("min_blocks=2", min_blocks=2)
+        for threads in (128, 256):
+            for tiles in (1, 2):
+                add(f"wgmma,threads={threads},tc_tiles={tiles}", instruction="wgmma", threads=threads, tc_tiles=tiles,
+                    warp_cols=1, lane_vectors=1, loads=4, rows=-(-spec.rows // 8) * 8)
         return out
     for s in (1, 2, 3, 4, 6, 8, 12, 16):
         add(f"k_split={s}", k_split=s)
