@@ -1075,7 +1075,7 @@ TC_ONE_WAVE_ROWS = 16
 # (docs/bench/research/skinny_f32_splits.py VARIANTS=tc|tiles, 7-16 rows; docs/matmul.md, "One
 # tile a warp where blocks are few"): one tile ran 1.03-1.39x on the 6 fitted products with 64-143
 # such blocks and 0.78-0.88x on the 12 with 252 or more; held out, 1.01-1.22x on the 9 the rule
-# changes. The weights repeated call after call (in L2) run level either way.
+# changes. A weight called again and again, which L2 can hold, runs level either way.
 AXPY_ONE_TILE_SM_SHARE = 1.5
 # 16-bit products of 2 to this many rows whose large operand allows only element loads and is
 # stored n-contiguous run the SIMT forms (Skinny.simt_for_element_rows): 1.01-1.37x the
