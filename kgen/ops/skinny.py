@@ -573,6 +573,21 @@ class Skinny(Spec):
         )
 
     # -- the launch plan (pure; CPU-tested) ----------------------------------------------
+    def form_steps(self, form: str, width: int) -> tuple[int, int, int]:
+        """(columns a block, the K step slabs start on, the shortest slab) of `form` with loads
+        `width` elements wide (see geometry)."""
+        if form in ("wg_dot", "wg_axpy"):
+            return self.warps * 16 * self.tc_tiles, self.wg_chunk, self.wg_chunk
+        if form == "tc_dot":
+            return self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps, TC_MIN_SLAB_K * self.k_warps
+        if form == "tc_axpy":
+            kw = self.axpy_k_warps
+            least = TC16_AXPY_MIN_SLAB_K if self.dtype in ("float16", "bfloat16") else TC_MIN_SLAB_K
+            return self.warps // kw * 16 * self.tc_axpy_tiles, 16 * kw, least * kw
+        if form == "dot":
+            return self.dot_cols(), 32 * self.vec, 2 * self.dot_step
+        return self.axpy_cols(width), self.warps, 2 * self.warps * self.axpy_unroll
+
     def geometry(self, form: str, width: int, R: int, NC: int, K: int, slots: int,
                  sms: int | None = None, classes: int = 1) -> dict[str, Any]:
         """Grid, K slabs and merge mode of one product in `form` ("dot", "axpy", "tc_dot" or
@@ -580,20 +595,7 @@ class Skinny(Spec):
         blocks of this kernel at once on `sms` multiprocessors (None: the SIMT dot form's
         whole-K rule, DOT_WHOLE_K_SM_SHARE, is not applied). `classes` > 1: the phased dot
         form, whose column tiles each hold columns of one class (n modulo classes)."""
-        if form in ("wg_dot", "wg_axpy"):
-            cols, unit, least = self.warps * 16 * self.tc_tiles, self.wg_chunk, self.wg_chunk
-        elif form == "tc_dot":
-            cols, unit = self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps
-            least = TC_MIN_SLAB_K * self.k_warps
-        elif form == "tc_axpy":
-            kw = self.axpy_k_warps
-            cols, unit = self.warps // kw * 16 * self.tc_axpy_tiles, 16 * kw
-            half = self.dtype in ("float16", "bfloat16")
-            least = (TC16_AXPY_MIN_SLAB_K if half else TC_MIN_SLAB_K) * kw
-        elif form == "dot":
-            cols, unit, least = self.dot_cols(), 32 * self.vec, 2 * self.dot_step
-        else:
-            cols, unit, least = self.axpy_cols(width), self.warps, 2 * self.warps * self.axpy_unroll
+        cols, unit, least = self.form_steps(form, width)
         col_tiles, row_tiles = classes * _ceil_div(_ceil_div(NC, classes), cols), -(-R // self.rows)
         tiles = col_tiles * row_tiles
         # Slabs start on whole steps (aligned for any width) and keep each block a few steps deep.
@@ -749,9 +751,8 @@ class Skinny(Spec):
             return False
         p = self.normalize_problem(problem)
         small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
-        cols = self.warps // self.axpy_k_warps * 16 * self.tc_axpy_tiles
-        slabs = max(1, p["K"] // (TC_MIN_SLAB_K * self.axpy_k_warps))
-        blocks = _ceil_div(large, cols) * _ceil_div(small, self.rows) * slabs
+        cols, _, least = self.form_steps("tc_axpy", 4)
+        blocks = _ceil_div(large, cols) * _ceil_div(small, self.rows) * max(1, p["K"] // least)
         return blocks < AXPY_ONE_TILE_SM_SHARE * sms
 
     @classmethod
