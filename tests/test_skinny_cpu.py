@@ -402,6 +402,10 @@ def _representative():
     # The cluster merge on the SIMT and the tensor-core forms.
     specs += [Skinny.default_spec({"M": small, "N": 4096, "K": 4096}, dtype).replace(merge="cluster", k_split=splits)
               for dtype, small, splits in (("float32", 1, 8), ("float32", 12, 4), ("bfloat16", 6, 2))]
+    # The split-TF32 forms held to two blocks an SM (128 registers): validate lets this spec
+    # through by tc_register_estimate, so its entries (the dot form's ring of windows in
+    # flight among them) must fit the cap without spilling.
+    specs.append(Skinny(rows=16, warp_cols=1, tensor_cores=True, tc_tiles=1, min_blocks=2))
     return specs
 
 

@@ -35,6 +35,11 @@ MAX_CLUSTER_SLABS = 8
 # Shared memory one staging round of the small operand may take (several blocks share an SM).
 STAGE_BYTES = 16 * 1024
 TC_STAGE_BYTES = 64 * 1024
+# Windows of the large operand a warp of the float32 tensor-core dot form holds: the one it
+# multiplies and the next two in flight. With one in flight, warps of the default (one block
+# an SM, which its registers set anyway) waited on loads most of the time and DRAM ran at half
+# its bandwidth (Nsight Compute, H200); two ran 1.02-1.08x faster (docs/matmul.md).
+TC_DOT_RING = 3
 DOT_STEP_BYTES = 48 * 1024
 MAX_SHARED_BYTES = 227 * 1024
 # Accumulator registers a thread may hold (float32 registers; a double takes two).
@@ -322,9 +327,10 @@ class Skinny(Spec):
     @property
     def tc_register_estimate(self) -> int:
         """Registers a thread needs in the larger tensor-core form: 4 accumulators per 16 x 8
-        tile, the loads in flight (32 a tile in the dot form, current and next window; 16 a
-        tile in the axpy form), the staged S fragments of one k8 step, and ~56 for
-        addresses, indices and the split values."""
+        tile, the loads in flight (16 a tile for each of the TC_DOT_RING = 3 windows a warp
+        of the dot form holds, the one in use and the next two; 16 a tile in the axpy form),
+        the staged S fragments of one k8 step, and ~56 for addresses, indices and the split
+        values."""
         nt, tiles = self.tc_ntiles, self.tc_tiles
         if self.instruction == "wgmma" and self.dtype == "float32":
             # window sums and running sums (WGN / 2 a tile each), split A fragments (32 a
@@ -341,7 +347,7 @@ class Skinny(Spec):
             dot = 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt
             axpy = 4 * nt * ax + 4 * ax * self.tc_depth + 2 * nt
             return max(dot, axpy) + 40
-        dot = 4 * nt * tiles + 32 * tiles
+        dot = 4 * nt * tiles + 16 * TC_DOT_RING * tiles
         axpy = 8 * nt * tiles + 16 * tiles
         return max(dot, axpy) + 4 * nt + 56
 
@@ -562,7 +568,8 @@ class Skinny(Spec):
             axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
-            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
+            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, tc_dot_ring=TC_DOT_RING,
+            k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
             tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles, tc_axpy=self.runs_tc_axpy,
             wgmma=self.instruction == "wgmma", wg_n=self.wg_n, wg_chunk=self.wg_chunk,
             mma16="bf16" if self.dtype == "bfloat16" else "f16",
