@@ -1,0 +1,334 @@
+"""How fast the float32 tensor-core dot form's read of a k-contiguous weight (B = W.t()) can go,
+apart from any product: kernels that only read an N x K float32 matrix (row n = column n of
+the large operand, K contiguous) in the form's geometry and sum what they read, so nothing is
+optimised away. A block is 256 threads (8 warps); K is split into slabs of whole 32-k windows
+so that the blocks fill the SMs once, as kgen's geometry does. Variants (VARIANTS below):
+
+  regs       the form's loads: lane (g, t) of a warp reads, for each of its CPL columns (4:
+             32 columns a warp, as the form's two tiles), two 16-byte loads at k = 8t..8t+7 of
+             a 32-k window into registers; DEPTH windows a warp (DEPTH - 1 in flight while one
+             is summed), __ldcs as the form. ROT 1 or 2 start each warp at a different window
+             of its slab (wrapping around), so a block's columns are read at different k;
+  async_ring the same reads with 16-byte cp.async.cg copies into a ring of DEPTH windows a warp
+             in shared memory, each lane reading back what it copied;
+  bulk       each warp's 32 columns copied to shared memory with cp.async.bulk, 128 bytes (one
+             window) a column and lane, DEPTH stages a warp, each completed on an mbarrier;
+  flat       the matrix as one flat array: 8 blocks of 256 threads an SM, 8 loads of 16 bytes in
+             flight a thread, a grid-stride loop (the read_floor.py kernel's shape).
+
+Blocks an SM are set by the grid (blocks x SMs) and the registers; dynamic shared memory (with
+the carve-out asked for no larger than the blocks need) sets how much of the SM's unified
+memory is left to L1. Device time of one launch between CUDA events (a launch's fixed cost
+included), median of REPEATS over copies rotated past L2 (three L2s of bytes or more); each
+sum checked against torch's where K is whole windows. Share of the bound = (N x K x 4 bytes /
+the device-to-device copy bandwidth measured in the same run) / time.
+
+Usage: python docs/bench/research/dot_read_paths.py   (env SHAPES=NxK,..., REPEATS)
+Output: $OUT/dot_read_paths.json and one JSON line a shape on stdout."""
+import ctypes
+import json
+import math
+import os
+
+import cupy as cp
+import torch
+
+from kgen.bench.skinny import copy_bandwidth
+
+SRC = r"""
+#define WARPS 8
+#define PITCH 144   // bytes between a stage's column rows in shared memory (128 + 16: no bank conflicts)
+
+__device__ __forceinline__ float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+__device__ __forceinline__ void finish(float acc, float* out) {
+    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    __shared__ float part[WARPS];
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.f;
+        for (int w = 0; w < WARPS; ++w) s += part[w];
+        out[blockIdx.y * gridDim.x + blockIdx.x] = s;
+    }
+}
+
+// The lane's CPL columns of the warp's 8 * CPL from n0 (past NC: the last column, not live),
+// each at the lane's 8 values of the slab's first window.
+__device__ __forceinline__ void lane_columns(const float* L, long long ldl, int NC, long long kb, int n0, int g, int t,
+                                             const float* (&colp)[CPL], bool (&live)[CPL]) {
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) {
+        live[c] = n0 + 8 * c + g < NC;
+        colp[c] = L + (long long)min(n0 + 8 * c + g, NC - 1) * ldl + kb + 8 * t;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, MINB)
+regs(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * 64 * CPL + warp * 8 * CPL;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const float* colp[CPL];
+    bool live[CPL];
+    lane_columns(L, ldl, NC, kb, n0, g, t, colp, live);
+    const int nw = (int)((ke - kb) / 32);
+    // ROT 1: warp w of a block starts w/8 of the way into the slab's windows and wraps around,
+    // so the block's warps read different k at a time; ROT 2: a start drawn per warp.
+    const int rot = nw == 0 ? 0 : ROT == 1 ? warp * nw / WARPS
+                  : ROT == 2 ? (int)(((blockIdx.x * WARPS + warp) * 7919u + blockIdx.y * 104729u) % (unsigned)nw) : 0;
+    float acc = 0.f;
+    float4 w[DEPTH][CPL][2];
+#pragma unroll
+    for (int r = 0; r + 1 < DEPTH; ++r)
+        if (r < nw)
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+#pragma unroll
+                for (int q = 0; q < 2; ++q)
+                    w[r][c][q] = __ldcs(reinterpret_cast<const float4*>(colp[c] + 32 * ((r + rot) % nw) + 4 * q));
+#pragma unroll 1
+    for (int base = 0; base < nw; base += DEPTH) {
+#pragma unroll
+        for (int r = 0; r < DEPTH; ++r) {
+            if (base + r < nw) {
+                const int nx = base + r + DEPTH - 1;
+                if (nx < nw)
+#pragma unroll
+                    for (int c = 0; c < CPL; ++c)
+#pragma unroll
+                        for (int q = 0; q < 2; ++q)
+                            w[(r + DEPTH - 1) % DEPTH][c][q] =
+                                __ldcs(reinterpret_cast<const float4*>(colp[c] + 32 * ((nx + rot) % nw) + 4 * q));
+#pragma unroll
+                for (int c = 0; c < CPL; ++c)
+                    if (live[c]) acc += sum4(w[r][c][0]) + sum4(w[r][c][1]);
+            }
+        }
+    }
+    finish(acc, out);
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// The regs kernel's reads with cp.async (16 bytes a copy, L2 only) into a ring of DEPTH windows
+// a warp in shared memory instead of registers: each lane reads back only what it copied (slot
+// [window][column][q][lane], conflict-free), so its own cp.async.wait_group is the only wait.
+extern "C" __global__ void __launch_bounds__(256, MINB)
+async_ring(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float4* ring = reinterpret_cast<float4*>(sm) + warp * DEPTH * CPL * 2 * 32;
+    const int n0 = blockIdx.x * 64 * CPL + warp * 8 * CPL;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const float* colp[CPL];
+    bool live[CPL];
+    lane_columns(L, ldl, NC, kb, n0, g, t, colp, live);
+    const int nw = (int)((ke - kb) / 32);
+    auto issue = [&](int win) {
+        if (win < nw) {
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+#pragma unroll
+                for (int q = 0; q < 2; ++q)
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                                 :: "r"(smem_addr(ring + (((win % DEPTH) * CPL + c) * 2 + q) * 32 + lane)),
+                                    "l"(colp[c] + 32 * win + 4 * q) : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");   // empty past the last window: counts stay even
+    };
+#pragma unroll
+    for (int r = 0; r + 1 < DEPTH; ++r) issue(r);
+    float acc = 0.f;
+#pragma unroll 1
+    for (int win = 0; win < nw; ++win) {
+        issue(win + DEPTH - 1);   // into the slot read (and summed) one window ago
+        asm volatile("cp.async.wait_group %0;" :: "n"(DEPTH - 1) : "memory");
+        const float4* slot = ring + (win % DEPTH) * CPL * 2 * 32 + lane;
+#pragma unroll
+        for (int c = 0; c < CPL; ++c)
+            if (live[c]) acc += sum4(slot[(2 * c) * 32]) + sum4(slot[(2 * c + 1) * 32]);
+    }
+    finish(acc, out);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+bulk(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    unsigned char* ring = sm + warp * DEPTH * 32 * PITCH;
+    unsigned long long* bars = reinterpret_cast<unsigned long long*>(sm + WARPS * DEPTH * 32 * PITCH) + warp * DEPTH;
+    if (lane < DEPTH)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(bars + lane)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncwarp();
+    const int n0 = blockIdx.x * 256 + warp * 32;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const float* src = L + (long long)min(n0 + lane, NC - 1) * ldl + kb;   // this lane copies column n0 + lane
+    bool live[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) live[c] = n0 + 8 * c + g < NC;
+    const int nw = (int)((ke - kb) / 32);
+    auto issue = [&](int win) {
+        const int s = win % DEPTH;
+        const unsigned bar = smem_addr(bars + s);
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                         :: "r"(bar), "r"(32 * 128) : "memory");
+        __syncwarp();
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 128, [%2];"
+                     :: "r"(smem_addr(ring + s * 32 * PITCH + lane * PITCH)), "l"(src + 32 * win), "r"(bar) : "memory");
+    };
+    for (int r = 0; r + 1 < DEPTH && r < nw; ++r) issue(r);
+    float acc = 0.f;
+#pragma unroll 1
+    for (int win = 0; win < nw; ++win) {
+        if (win + DEPTH - 1 < nw) issue(win + DEPTH - 1);
+        const int s = win % DEPTH;
+        const unsigned bar = smem_addr(bars + s), parity = (win / DEPTH) & 1;
+        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}"
+                     :: "r"(bar), "r"(parity) : "memory");
+        const unsigned char* st = ring + s * 32 * PITCH;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const float4* row = reinterpret_cast<const float4*>(st + (8 * c + g) * PITCH + 32 * t);
+            if (live[c]) acc += sum4(row[0]) + sum4(row[1]);
+        }
+        __syncwarp();   // every lane has read stage s before it is copied into again
+    }
+    finish(acc, out);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+flat(const float4* __restrict__ x, long long n4, float* __restrict__ out) {
+    float acc = 0.f;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 7 * stride < n4; i += 8 * stride) {
+        float4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = __ldcs(x + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) acc += sum4(v[u]);
+    }
+    for (; i < n4; i += stride) acc += sum4(__ldcs(x + i));
+    finish(acc, out);
+}
+"""
+
+REPEATS = int(os.environ.get("REPEATS", "30"))
+SHAPES = [tuple(map(int, s.split("x"))) for s in
+          os.environ.get("SHAPES", "1856x10240,4096x4096,3968x6272,12424x6888,10672x15380,14336x4096").split(",")]
+# (label, kernel, windows a warp, columns a lane, blocks an SM, dynamic shared bytes a block,
+# the warps' order over their windows (ROT)):
+# the shared bytes, with the carveout asked for no larger than the blocks need, set how much of
+# the SM's unified memory is left to L1.
+VARIANTS = [("regs3", "regs", 3, 4, 1, 0, 0), ("regs3_s64k", "regs", 3, 4, 1, 64 << 10, 0),
+            ("regs3_s120k", "regs", 3, 4, 1, 120 << 10, 0), ("regs3_s226k", "regs", 3, 4, 1, 226 << 10, 0),
+            ("regs2", "regs", 2, 4, 1, 0, 0), ("regs6", "regs", 6, 4, 1, 0, 0), ("regs3_2sm", "regs", 3, 4, 2, 0, 0),
+            ("regs3_c2_4sm", "regs", 3, 2, 4, 0, 0), ("bulk4", "bulk", 4, 4, 1, None, 0),
+            ("regs3_rot", "regs", 3, 4, 1, 0, 1), ("regs3_rand", "regs", 3, 4, 1, 0, 2),
+            ("regs3_2sm_rot", "regs", 3, 4, 2, 0, 1),
+            # cp.async rings: shared bytes = the ring (DEPTH x CPL x 8 KB a block) + 32 KB for S's staging
+            ("async3", "async_ring", 3, 4, 1, 3 * 4 * 8192 + 32768, 0),
+            ("async3_2sm", "async_ring", 3, 4, 2, 3 * 4 * 8192, 0),
+            ("async2_2sm", "async_ring", 2, 4, 2, 2 * 4 * 8192 + 32768, 0),
+            ("async4_c2_2sm", "async_ring", 4, 2, 2, 4 * 2 * 8192 + 32768, 0)]
+_CARVEOUT = 9   # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+_libcuda = ctypes.CDLL("libcuda.so.1")
+
+
+def set_carveout(fn, percent: int) -> None:
+    """fn: a cupy RawKernel (its CUfunction is fn.kernel.ptr)."""
+    rc = _libcuda.cuFuncSetAttribute(ctypes.c_void_p(fn.kernel.ptr), _CARVEOUT, int(percent))
+    if rc:
+        raise RuntimeError(f"cuFuncSetAttribute(carveout {percent}) failed: {rc}")
+
+
+def module(depth: int, cpl: int, minb: int, rot: int) -> cp.RawModule:
+    return cp.RawModule(code=SRC, options=("--std=c++17", f"-DDEPTH={depth}", f"-DCPL={cpl}", f"-DMINB={minb}",
+                                           f"-DROT={rot}"))
+
+
+def time_launches(launch, sets: int) -> float:
+    """Median device µs of one launch (rotating over `sets` copies), after a warm-up."""
+    for i in range(3 * sets):
+        launch(i % sets)
+    times = []
+    for i in range(REPEATS):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        launch(i % sets)
+        b.record()
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b) * 1000.0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def launcher(fn, grid, shared, mats, N, K, ks, out):
+    def launch(i):
+        fn(grid, (256, 1, 1), (mats[i], cp.int64(K), cp.int32(N), cp.int64(K), cp.int64(ks), out), shared_mem=shared)
+    return launch
+
+
+def flat_launcher(fn, blocks, mats, n4, out):
+    def launch(i):
+        fn((blocks, 1, 1), (256, 1, 1), (mats[i], cp.int64(n4), out))
+    return launch
+
+
+def main() -> None:
+    dev = cp.cuda.Device()
+    sms = dev.attributes["MultiProcessorCount"]
+    l2 = dev.attributes["L2CacheSize"]
+    smem = dev.attributes["MaxSharedMemoryPerMultiprocessor"]
+    bw = copy_bandwidth(torch, 20)
+    mods = {v[2:5] + v[6:]: module(*v[2:5], *v[6:]) for v in VARIANTS}
+    rows = []
+    for N, K in SHAPES:
+        nbytes = N * K * 4
+        sets = max(1, math.ceil(3 * l2 / nbytes))
+        mats = [cp.random.standard_normal((N, K), dtype=cp.float32) for _ in range(sets)]
+        want = float(torch.as_tensor(mats[0], device="cuda").double().sum())
+        bound = nbytes / bw * 1e6
+        res = {"N": N, "K": K, "MB": nbytes / 1e6, "bound_us": bound}
+        for label, kind, depth, cpl, bps, shared, rot in VARIANTS:
+            fn = mods[(depth, cpl, bps, rot)].get_function(kind)
+            col_tiles = -(-N // (64 * cpl))
+            # K slabs of whole windows so that the blocks fill the SMs once (bps blocks each)
+            ks = math.ceil(math.ceil(K / max(1, bps * sms // col_tiles)) / 32) * 32
+            splits = -(-K // ks)
+            out = cp.empty(col_tiles * splits, dtype=cp.float32)
+            if shared is None:   # the bulk kernel's stages and barriers
+                shared = 8 * depth * 32 * 144 + 8 * depth * 8
+            fn.max_dynamic_shared_size_bytes = max(shared, 1)
+            set_carveout(fn, -(-100 * bps * (shared + 1024 + 128) // smem))
+            launch = launcher(fn, (col_tiles, splits, 1), shared, mats, N, K, ks, out)
+            launch(0)
+            dev.synchronize()
+            # Only whole 32-k windows of each slab are read: the sum is checked where K and the
+            # slabs are whole windows.
+            ok = None if K % 32 else abs(float(out.sum()) - want) <= 1e-3 * math.sqrt(N * K)
+            us = time_launches(launch, sets)
+            res[label] = {"us": round(us, 2), "share": round(bound / us, 3), "grid": [col_tiles, splits],
+                          "shared": shared, "sum_ok": ok}
+        ffn = mods[VARIANTS[0][2:5] + VARIANTS[0][6:]].get_function("flat")
+        fout = cp.empty(sms * 8, dtype=cp.float32)
+        flat_launch = flat_launcher(ffn, sms * 8, mats, N * K // 4, fout)
+        flat_launch(0)
+        dev.synchronize()
+        okf = abs(float(fout.sum()) - want) <= 1e-3 * math.sqrt(N * K)
+        us = time_launches(flat_launch, sets)
+        res["flat"] = {"us": round(us, 2), "share": round(bound / us, 3), "sum_ok": okf}
+        rows.append(res)
+        print(json.dumps(res), flush=True)
+        del mats
+        cp.get_default_memory_pool().free_all_blocks()
+    with open(os.path.join(os.environ.get("OUT", "."), "dot_read_paths.json"), "w") as f:
+        json.dump({"device": dev.compute_capability, "copy_bandwidth_Bps": bw, "sms": sms, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
