@@ -23,7 +23,7 @@ included), median of REPEATS over copies rotated past L2 (three L2s of bytes or 
 sum checked against torch's where K is whole windows. Share of the bound = (N x K x 4 bytes /
 the device-to-device copy bandwidth measured in the same run) / time.
 
-Usage: python docs/bench/research/dot_read_paths.py   (env SHAPES=NxK,..., REPEATS)
+Usage: python docs/bench/research/dot_read_paths.py   (env SHAPES=NxK,..., REPEATS, ONLY=label,...)
 Output: $OUT/dot_read_paths.json and one JSON line a shape on stdout."""
 import ctypes
 import json
@@ -235,6 +235,8 @@ VARIANTS = [("regs3", "regs", 3, 4, 1, 0, 0), ("regs3_s64k", "regs", 3, 4, 1, 64
             ("async3_2sm", "async_ring", 3, 4, 2, 3 * 4 * 8192, 0),
             ("async2_2sm", "async_ring", 2, 4, 2, 2 * 4 * 8192 + 32768, 0),
             ("async4_c2_2sm", "async_ring", 4, 2, 2, 4 * 2 * 8192 + 32768, 0)]
+if os.environ.get("ONLY"):   # e.g. ONLY=regs3,regs3_2sm: these variants alone (for a profiler)
+    VARIANTS = [v for v in VARIANTS if v[0] in os.environ["ONLY"].split(",")]
 _CARVEOUT = 9   # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
 _libcuda = ctypes.CDLL("libcuda.so.1")
 
