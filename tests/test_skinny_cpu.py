@@ -406,6 +406,9 @@ def _representative():
     # through by tc_register_estimate, so its entries (the dot form's ring of windows in
     # flight among them) must fit the cap without spilling.
     specs.append(Skinny(rows=16, warp_cols=1, tensor_cores=True, tc_tiles=1, min_blocks=2))
+    # The dot form's rounded sums beside its accumulators (tc_dot_flush) where the registers
+    # are tightest with them: 24 rows, two tiles a warp, one block an SM (252 registers).
+    specs.append(Skinny(rows=24, warp_cols=1, tensor_cores=True, tc_tiles=2))
     return specs
 
 
@@ -447,6 +450,24 @@ def test_representative_specs_compile_for_sm90_without_spills():
 
 
 # ---- the split-TF32 tensor-core forms ----
+def test_dot_form_keeps_rounded_sums_where_its_registers_allow():
+    # The defaults kgen.matmul runs at 7-16 rows of a float32 W.t() keep them ...
+    for rows in (7, 12, 16):
+        spec = Skinny.default_spec({"M": rows, "N": 4096, "K": 8192}, "float32")
+        assert spec.tensor_cores and spec.tc_dot_flush, spec.to_json()
+        assert "#define TC_DOT_FLUSH 1" in kgen.render(spec)
+    # ... while specs whose estimate with the sums would pass the cap less TC_FLUSH_MARGIN do
+    # without (32 rows at one block, two tiles; two blocks an SM of 128 registers), and so do
+    # the 16-bit and SIMT specs, which have no such form.
+    for spec in (Skinny(rows=32, warp_cols=1, tensor_cores=True, tc_tiles=2),
+                 Skinny(rows=16, warp_cols=1, tensor_cores=True, tc_tiles=1, min_blocks=2),
+                 Skinny(rows=8, warp_cols=1, tensor_cores=True, tc_tiles=2, min_blocks=3, threads=128),
+                 Skinny(dtype="bfloat16", rows=8, warp_cols=1, tensor_cores=True),
+                 Skinny(rows=4)):
+        assert not spec.tc_dot_flush, spec.to_json()
+    assert "#define TC_DOT_FLUSH 0" in kgen.render(Skinny(rows=32, warp_cols=1, tensor_cores=True, tc_tiles=2))
+
+
 @pytest.mark.parametrize("fields, field", [
     (dict(tensor_cores=True, dtype="float64"), "tensor_cores"),
     (dict(tensor_cores=1), "tensor_cores"),

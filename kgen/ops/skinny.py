@@ -40,6 +40,13 @@ TC_STAGE_BYTES = 64 * 1024
 # an SM, which its registers set anyway) waited on loads most of the time and DRAM ran at half
 # its bandwidth (Nsight Compute, H200); two ran 1.02-1.08x faster (docs/matmul.md).
 TC_DOT_RING = 3
+# The float32 tensor-core dot form adds its mma accumulators into float32 sums every ring of
+# windows and restarts them (tc_dot_flush): the tensor cores truncate as they add, so a block's
+# error grew with its slab (13x10672x15379, slabs of 5152 k: 3.6e-5 without the sums, 6.8e-7
+# with them; docs/matmul.md). The sums take 4 registers a tile pair; they are compiled in where
+# the register estimate with them stays this far under the cap (at 32 rows, 23 under, ptxas
+# spilled).
+TC_FLUSH_MARGIN = 24
 DOT_STEP_BYTES = 48 * 1024
 MAX_SHARED_BYTES = 227 * 1024
 # Accumulator registers a thread may hold (float32 registers; a double takes two).
@@ -352,6 +359,15 @@ class Skinny(Spec):
         return max(dot, axpy) + 4 * nt + 56
 
     @property
+    def tc_dot_flush(self) -> bool:
+        """Whether the float32 tensor-core dot form keeps rounded sums beside its mma
+        accumulators (TC_FLUSH_MARGIN says where the registers allow it)."""
+        cap = min(255, 65536 // (self.threads * self.min_blocks))
+        sums = 4 * self.tc_ntiles * self.tc_tiles
+        return (self.tensor_cores and self.dtype == "float32" and self.instruction == "mma_sync"
+                and self.tc_register_estimate + sums + TC_FLUSH_MARGIN <= cap)
+
+    @property
     def tc_chunk(self) -> int:
         """k values of S staged per round in the tensor-core forms: 64 bytes per k and 8-row
         tile (hi and lo of two values a lane), within TC_STAGE_BYTES, whole 32-k windows."""
@@ -568,7 +584,7 @@ class Skinny(Spec):
             axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
-            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, tc_dot_ring=TC_DOT_RING,
+            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, tc_dot_ring=TC_DOT_RING, tc_dot_flush=self.tc_dot_flush,
             k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
             tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles, tc_axpy=self.runs_tc_axpy,
             wgmma=self.instruction == "wgmma", wg_n=self.wg_n, wg_chunk=self.wg_chunk,
