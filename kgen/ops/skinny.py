@@ -219,7 +219,7 @@ class Skinny(Spec):
             if split > 1 and not (self.tensor_cores and self.dtype in ("float16", "bfloat16")):
                 fail(name, split, "1 unless tensor_cores=True with float16/bfloat16 (the forms that "
                      "split a block's K slab between its warps)")
-        cap = min(255, 65536 // (self.threads * self.min_blocks))
+        cap = self.register_cap
         if self.tensor_cores and self.tc_register_estimate > cap:
             fail("tc_tiles", self.tc_tiles, f"fewer tiles, rows or min_blocks: the tensor-core forms need about "
                  f"{self.tc_register_estimate} registers a thread for rows={self.rows}, and {self.threads} threads "
@@ -239,6 +239,11 @@ class Skinny(Spec):
         if self.shared_bytes > MAX_SHARED_BYTES:
             fail("rows", self.rows,
                  f"needs {self.shared_bytes} bytes of shared memory; the limit is {MAX_SHARED_BYTES}")
+
+    @property
+    def register_cap(self) -> int:
+        """Registers a thread may take so that min_blocks blocks of `threads` fit an SM."""
+        return min(255, 65536 // (self.threads * self.min_blocks))
 
     @property
     def register_estimate(self) -> int:
@@ -362,10 +367,9 @@ class Skinny(Spec):
     def tc_dot_flush(self) -> bool:
         """Whether the float32 tensor-core dot form keeps rounded sums beside its mma
         accumulators (TC_FLUSH_MARGIN says where the registers allow it)."""
-        cap = min(255, 65536 // (self.threads * self.min_blocks))
         sums = 4 * self.tc_ntiles * self.tc_tiles
         return (self.tensor_cores and self.dtype == "float32" and self.instruction == "mma_sync"
-                and self.tc_register_estimate + sums + TC_FLUSH_MARGIN <= cap)
+                and self.tc_register_estimate + sums + TC_FLUSH_MARGIN <= self.register_cap)
 
     @property
     def tc_chunk(self) -> int:

@@ -53,26 +53,27 @@ __device__ __forceinline__ void finish(float acc, float* out) {
     }
 }
 
-// The lane's CPL columns of the warp's 8 * CPL from n0 (past NC: the last column, not live),
-// each at the lane's 8 values of the slab's first window.
-__device__ __forceinline__ void lane_columns(const float* L, long long ldl, int NC, long long kb, int n0, int g, int t,
-                                             const float* (&colp)[CPL], bool (&live)[CPL]) {
+// The lane's CPL columns of its warp's 8 * CPL (past NC: the last column, not live), each at
+// the lane's 8 values of the first window of the block's K slab; returns the slab's whole windows.
+__device__ __forceinline__ int lane_columns(const float* L, long long ldl, int NC, long long K, long long ks,
+                                            const float* (&colp)[CPL], bool (&live)[CPL]) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * 64 * CPL + warp * 8 * CPL;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
 #pragma unroll
     for (int c = 0; c < CPL; ++c) {
         live[c] = n0 + 8 * c + g < NC;
         colp[c] = L + (long long)min(n0 + 8 * c + g, NC - 1) * ldl + kb + 8 * t;
     }
+    return (int)((ke - kb) / 32);
 }
 
 extern "C" __global__ void __launch_bounds__(256, MINB)
 regs(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * 64 * CPL + warp * 8 * CPL;
-    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const int warp = threadIdx.x >> 5;
     const float* colp[CPL];
     bool live[CPL];
-    lane_columns(L, ldl, NC, kb, n0, g, t, colp, live);
-    const int nw = (int)((ke - kb) / 32);
+    const int nw = lane_columns(L, ldl, NC, K, ks, colp, live);
     // ROT 1: warp w of a block starts w/8 of the way into the slab's windows and wraps around,
     // so the block's warps read different k at a time; ROT 2: a start drawn per warp.
     const int rot = nw == 0 ? 0 : ROT == 1 ? warp * nw / WARPS
@@ -117,14 +118,11 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)
 extern "C" __global__ void __launch_bounds__(256, MINB)
 async_ring(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
     extern __shared__ __align__(128) unsigned char sm[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float4* ring = reinterpret_cast<float4*>(sm) + warp * DEPTH * CPL * 2 * 32;
-    const int n0 = blockIdx.x * 64 * CPL + warp * 8 * CPL;
-    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
     const float* colp[CPL];
     bool live[CPL];
-    lane_columns(L, ldl, NC, kb, n0, g, t, colp, live);
-    const int nw = (int)((ke - kb) / 32);
+    const int nw = lane_columns(L, ldl, NC, K, ks, colp, live);
     auto issue = [&](int win) {
         if (win < nw) {
 #pragma unroll
