@@ -171,6 +171,24 @@ def test_batched_results_follow_shape_size_and_stream():
     assert allocations[-1] == (0, 7)
 
 
+def test_default_pool_batches_few_row_results_up_to_one_mebibyte():
+    """The default TorchResults batches a 1 MiB result (4 to a 4 MiB batch: a 64 x 4096
+    float32 product's, which a new_empty a call after the launch kept 5 µs longer on the
+    host) and leaves a result past 1 MiB to one allocation, then a spare made by restock."""
+    from kgen.core.runtime import TorchResults
+
+    allocations.clear()
+    pool = TorchResults()
+    like = Tensor(1, 0x10000)
+    firsts = [pool.new(like, (64, 4096), 0, 0x50) for _ in range(4)]
+    assert allocations == [(4 * 64 * 4096,)]
+    assert sorted(t.data_ptr() - firsts[-1].data_ptr() for t in firsts) == [0, 1 << 20, 2 << 20, 3 << 20]
+    pool.new(like, (65, 4096), 0, 0x50)   # 1040 KiB: fewer than 4 fit, so new_empty
+    assert allocations[-1] == (65, 4096) and len(allocations) == 2
+    pool.restock(like, (65, 4096), 0, 0x50, None, lambda stream: False)
+    assert allocations[-1] == (65, 4096) and len(allocations) == 3
+
+
 def test_restock_makes_the_next_batch_or_spare_after_the_launch():
     from kgen.core.runtime import TorchResults
 

@@ -384,17 +384,19 @@ class TorchResults:
     starting on a 16-byte boundary), so a call pays a list pop instead of new_empty (2-7 µs
     of a 15-30 µs call on H100 and H200 hosts; docs/dispatch.md). Each result is the caller's
     alone, but a batch's memory (at most `batch_bytes`) lives until its last result is freed,
-    so only shapes of which at least `least` fit in `batch_bytes` are batched: a result kept
-    alone holds at most `least` times its own size (and at most `batch_bytes`). Larger results
-    of at most `spare_bytes` are made one at a time, by `restock` after the call's launch:
-    the next call's result waits ready (one spare for each of at most `spares` signatures),
-    so new_empty is off the path to the launch. restock makes nothing while the stream
-    captures a CUDA graph: memory from the graph's pool is not handed to later calls. The
-    stream is part of the key and a batch or spare is allocated while that stream is
+    so only shapes of which at least `least` fit in `batch_bytes` are batched, and a result
+    kept alone holds at most `batch_bytes`. The default, 4 MiB, batches results up to 1 MiB
+    (a few-row product's: 64 x 8192 bfloat16), which a new_empty a call after each launch
+    kept 5 µs longer on the host (docs/dispatch.md, "Results up to 1 MiB in batches"). Larger
+    results of at most `spare_bytes` are made one at a time, by `restock` after the call's
+    launch: the next call's result waits ready (one spare for each of at most `spares`
+    signatures), so new_empty is off the path to the launch. restock makes nothing while the
+    stream captures a CUDA graph: memory from the graph's pool is not handed to later calls.
+    The stream is part of the key and a batch or spare is allocated while that stream is
     current: torch's caching allocator then reuses the memory only in that stream's order,
     as it does for new_empty. `dtype` (default: like's) is the results' torch dtype."""
 
-    def __init__(self, batch_bytes: int = 1 << 20, most: int = 256, least: int = 4,
+    def __init__(self, batch_bytes: int = 4 << 20, most: int = 256, least: int = 4,
                  spare_bytes: int = 4 << 20, spares: int = 16):
         self._pools: dict[tuple, list] = {}
         self._spares: dict[tuple, Any] = {}
