@@ -110,7 +110,8 @@ def test_no_result_is_made_ahead_inside_a_capture():
     torch = cuda_torch()
     dispatch.forget()
     A = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
-    B = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)   # a 512 KiB result
+    # A 1.5 MiB result: past what a batch holds (1 MiB), within a spare's 4 MiB.
+    B = torch.randn(2048, 12288, device="cuda", dtype=torch.bfloat16)
     first, second = kgen.matmul(A, B), kgen.matmul(A, B)
     kernel = dispatch._fast[("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, False)]
     results = kernel._torch_results
