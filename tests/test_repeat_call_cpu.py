@@ -128,8 +128,8 @@ def test_a_repeat_call_takes_the_resolved_launches_with_its_own_pointers(fake):
     # Each call wrote the result it returned, and every result is its own.
     assert [pc for _, _, pc, _, _ in k.launched] == [o.data_ptr() for o in outs]
     assert len({o.data_ptr() for o in outs}) == 5 and all(o.shape == (7, 4608) for o in outs)
-    # 7 x 4608 bfloat16 results (64.5 KB): 16 a batch of 1 MiB, one allocation for these five.
-    assert allocations[1:] == [((16 * 7 * 4608,), "bfloat16")]
+    # 7 x 4608 bfloat16 results (63 KiB): 65 a batch of 4 MiB, one allocation for these five.
+    assert allocations[1:] == [((65 * 7 * 4608,), "bfloat16")]
 
 
 def _logged(k, monkeypatch) -> list:
@@ -155,12 +155,12 @@ def _logged(k, monkeypatch) -> list:
 
 def test_a_result_too_large_to_batch_is_made_after_the_launch_for_the_next_call(fake, monkeypatch):
     k, first = fake
-    first(*_pair(M=64))
+    first(*_pair(M=160))
     log = _logged(k, monkeypatch)
-    # 64 x 4608 bfloat16 (576 KiB): fewer than 4 fit a batch of 1 MiB, so one result at a time.
-    outs = [kgen.matmul(*_pair(0x10000 + 0x1000 * i, 0x800000, M=64)) for i in range(1, 5)]
+    # 160 x 4608 bfloat16 (1440 KiB): fewer than 4 fit a batch of 4 MiB, so one result at a time.
+    outs = [kgen.matmul(*_pair(0x10000 + 0x1000 * i, 0x800000, M=160)) for i in range(1, 5)]
     ptrs = [o.data_ptr() for o in outs]
-    assert len(set(ptrs)) == 4 and all(o.shape == (64, 4608) for o in outs)
+    assert len(set(ptrs)) == 4 and all(o.shape == (160, 4608) for o in outs)
     # The first repeat call allocates its own result; from then on each launch is followed
     # by the allocation of the next call's result, and the next call launches into it.
     assert log == [("alloc", ptrs[0]), ("launch", ptrs[0]), ("alloc", ptrs[1]), ("launch", ptrs[1]),
