@@ -683,9 +683,12 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     """swap_spec on random few-row shapes: the rows rounded up to a multiple of 8, 64
     columns a block (128 past twice the SMs' tiles), the deepest ring one block an SM holds
     (half of it for two blocks where the tiles pass the SMs), and the most K slices in
-    clusters that all run at once; each spec valid and within shared memory."""
-    from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, SM_SHARED_BYTES, STREAM_MIN_SIDE, STREAM_MIN_SLICE_K,
-                                     SWAP_MAX_ROWS, SWAP_SPLITS, SWAP_WIDE_ROWS, _wgmma_stage_bytes)
+    clusters that all run at once; just past the SMs, where 128 columns two blocks an SM take
+    K in SWAP_WIDE_MIN_SLICES or more such slices, those; each spec valid and within shared
+    memory."""
+    from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, SM_SHARED_BYTES,
+                                     STREAM_MIN_SIDE, STREAM_MIN_SLICE_K, SWAP_MAX_ROWS, SWAP_SPLITS,
+                                     SWAP_WIDE_MIN_SLICES, SWAP_WIDE_ROWS, _wgmma_stage_bytes)
 
     rng = __import__("random").Random(17)
     for _ in range(600):
@@ -701,9 +704,12 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
         BM, BN, BK = s.tile
         assert s.swap_ab and s.wgmma and s.layout_a == "row" and s.warp_tile == (BM, 64)
         assert BM % 8 == 0 and M <= BM < M + 8 and BK * ITEMSIZE[dtype] == 128
-        assert BN == (64 if -(-N // 64) <= 2 * _SMS else 128)
+        wide_slices = max(x for x in SWAP_SPLITS
+                          if x == 1 or (K >= STREAM_MIN_SLICE_K * x and -(-N // 128) * x <= PHASED_CLUSTER_BLOCKS[x]))
+        band = _SMS < -(-N // 64) <= 2 * _SMS and wide_slices >= SWAP_WIDE_MIN_SLICES
+        assert BN == (64 if -(-N // 64) <= 2 * _SMS and not band else 128)
         tiles = -(-N // BN)
-        blocks = 2 if tiles > _SMS else 1
+        blocks = 2 if tiles > _SMS or band else 1
         stage = _wgmma_stage_bytes(BM, BN)
         # The deepest ring with which `blocks` blocks fit one SM: one stage more would not.
         assert blocks * (s.shared_bytes + 1024) <= SM_SHARED_BYTES
@@ -711,7 +717,8 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
             s.shared_bytes + stage > LIMITS["max_shared_per_block_optin"]
         ok = [x for x in SWAP_SPLITS
               if x == 1 or (blocks == 1 and K >= STREAM_MIN_SLICE_K * x and tiles * x <= CLUSTER_WAVE_BLOCKS[x])]
-        assert s.split_k == max(ok) and s.split_merge == ("cluster" if s.split_k > 1 else "workspace")
+        assert s.split_k == (wide_slices if band else max(ok))
+        assert s.split_merge == ("cluster" if s.split_k > 1 else "workspace")
         assert s.launch_geometry(M, N, K)[0] == (tiles, 1, s.split_k)
         assert s.threads == 128 * (BN // 64 + 1) and s.accumulator_registers == BM // 2
     # 1 x 4096 x 4096 (a decode step's product): 8 rows, 64 tiles of 64 columns, 2 slices.
@@ -727,6 +734,15 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     assert TensorMatmul.default_spec({"M": 65, "N": 8448, "K": 4096}, dtype).swap_ab
     assert not TensorMatmul.default_spec({"M": 65, "N": 8512, "K": 4096}, dtype).swap_ab
     assert TensorMatmul.default_spec({"M": 64, "N": 8512, "K": 4096}, dtype).swap_ab
+    # Just past the SMs: 146 tiles of 64 -> 73 of 128, two blocks an SM, K in 3 slices (219
+    # blocks, within the 237 that clusters of 3 run at once two an SM); 169 tiles of 64 would
+    # take only 2 slices of 128 columns and keep 64 columns with K whole.
+    near = TensorMatmul.default_spec({"M": 5, "N": 9319, "K": 11800}, dtype)
+    assert near.tile[:2] == (8, 128) and near.split_k == 3 and near.split_merge == "cluster"
+    deeper = near.shared_bytes + _wgmma_stage_bytes(8, 128)
+    assert 2 * (near.shared_bytes + 1024) <= SM_SHARED_BYTES < 2 * (deeper + 1024)
+    kept = TensorMatmul.default_spec({"M": 4, "N": 10773, "K": 7272}, dtype)
+    assert kept.tile[:2] == (8, 64) and kept.split_k == 1
     # 16384 columns: 256 tiles of 64, two blocks an SM, K whole.
     wide = TensorMatmul.default_spec({"M": 30, "N": 16384, "K": 4096}, dtype)
     assert wide.tile[:2] == (32, 64) and wide.split_k == 1 and 2 * (wide.shared_bytes + 1024) <= SM_SHARED_BYTES

@@ -134,7 +134,9 @@ def swap_pool() -> list[TensorMatmul]:
               raster="col"),
             # The rule's tiles of a multiple of 8 rows: 40 rows, K in 3 slices merged in a cluster.
             T(dtype="bfloat16", tile=(40, 64, 64), warp_tile=(40, 64), stages=12, instruction="wgmma", swap_ab=True,
-              split_k=3, split_merge="cluster")]
+              split_k=3, split_merge="cluster"),
+            # Just past the SMs: 128 columns, two blocks an SM's ring, K in 3 slices in clusters.
+            T.swap_spec({"M": 5, "N": 9319, "K": 11800}, "float16")]
 
 
 def realign_pool() -> list[TensorMatmul]:

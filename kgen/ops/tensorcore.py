@@ -121,6 +121,16 @@ CLUSTER_WAVE_BLOCKS = {2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120}
 SWAP_MAX_ROWS = 256
 SWAP_WIDE_ROWS = 64
 SWAP_SPLITS = (1, 2, 3, 4, 5, 6, 7, 8)
+# Where the transposed tiles of 64 columns pass the SMs (133-264 of them) swap_spec runs two
+# blocks an SM with K whole. Where 128 columns a block, two blocks an SM, take K in at least
+# SWAP_WIDE_MIN_SLICES slices whose clusters all run at once (PHASED_CLUSTER_BLOCKS: 133-158
+# tiles of 64), those run instead. Device time on an H200 (CUDA graphs over operands rotated
+# past L2, 16-bit, 1-64 rows; docs/tensorcore.md, "Past 132 tiles of 64 columns"): W.t(), 5
+# fitted products 1.04-1.10x and 9 held out (seeds 15401/15402) 1.079x (geometric mean;
+# 0.99-1.16x); the trees before and after on 12 more of either storage order, row sets
+# included, 1.13x (0.90x at 1x8572x1120, 1.37x at 19x8832x7548). With 2 slices (159-176 tiles)
+# 1.017x over 18 (0.98-1.09x): those keep K whole.
+SWAP_WIDE_MIN_SLICES = 3
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
@@ -1018,6 +1028,14 @@ class TensorMatmul(Spec):
         spec = cls(dtype=dtype, tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
                    stages=wgmma_ring_stages(BM, BN, 2 if two else 1), instruction="wgmma", swap_ab=True)
         if two:
+            wide = -(-N // 128)
+            slices = max(s for s in SWAP_SPLITS
+                         if s == 1 or (K >= STREAM_MIN_SLICE_K * s and wide * s <= PHASED_CLUSTER_BLOCKS[s]))
+            if slices >= SWAP_WIDE_MIN_SLICES:
+                # Just past the SMs: 128 columns a block, two blocks an SM, K in the slices whose
+                # clusters all run at once (SWAP_WIDE_MIN_SLICES says where that won).
+                return spec.replace(tile=(BM, 128, spec.tile[2]), stages=wgmma_ring_stages(BM, 128, 2),
+                                    split_k=slices, split_merge="cluster")
             return spec
         split = max(s for s in SWAP_SPLITS
                     if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= CLUSTER_WAVE_BLOCKS[s]))

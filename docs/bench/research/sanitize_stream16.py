@@ -7,9 +7,9 @@ a tile and odd, odd element offsets (the repacking copy), both storage orders of
 beta (and beta = 0, C NaN-poisoned); each result checked against float64. Run it under
 `compute-sanitizer --tool memcheck` (and racecheck) with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
 that a read past a buffer is a read past an allocation. Env: DTYPE (bfloat16), ONLY=swap (the
-swap_spec ones alone) or ONLY=staged (those whose block stores its tile from shared memory,
-TensorMatmul.staged_epilogue), REALIGN=1 (a row-major B read by the producer threads, b_realign,
-where the spec takes it)."""
+swap_spec ones alone), ONLY=band (the last: 128 columns in 3 slices) or ONLY=staged (those
+whose block stores its tile from shared memory, TensorMatmul.staged_epilogue), REALIGN=1 (a
+row-major B read by the producer threads, b_realign, where the spec takes it)."""
 import os
 
 import torch
@@ -33,9 +33,13 @@ specs = [TensorMatmul.stream_spec({"M": 9, "N": 2048, "K": 8192}, DTYPE),
          TensorMatmul.swap_spec({"M": 158, "N": 1088, "K": 2816}, DTYPE),   # 160 rows, clusters of 6
          TensorMatmul.swap_spec({"M": 20, "N": 4096, "K": 2048}, DTYPE).replace(tile=(24, 128, 64), warp_tile=(24, 64),
                                                                                stages=8, split_k=3,
-                                                                               split_merge="workspace")]
+                                                                               split_merge="workspace"),
+         # just past the SMs: 8 rows, 128 columns, two blocks an SM's ring, 3 slices in clusters
+         TensorMatmul.swap_spec({"M": 5, "N": 9319, "K": 11800}, DTYPE)]
 if os.environ.get("ONLY") == "swap":
     specs = [s for s in specs if s.swap_ab]
+elif os.environ.get("ONLY") == "band":
+    specs = specs[-1:]
 elif os.environ.get("ONLY") == "staged":
     specs = [s for s in specs if s.staged_epilogue]
 shapes = ((1, 1, 1), (1, 130, 1031), (7, 300, 2049), (70, 257, 1100), (129, 67, 700), (16, 1024, 4096))
