@@ -361,7 +361,8 @@ def render_c(tree, float_suffix: bool, integer: bool) -> str:
     an int32 kernel (inf becomes INT32_MAX, fabs is abs). In a floating kernel integer
     literals are written as floating ones, and a function argument that C would compute
     as an int (a comparison, a logical operation, sums of those) is cast to the kernel's
-    type: overloads such as max(float, float) and rsqrt(float) take no int."""
+    type: overloads such as max(float, float) and rsqrt(float) take no int; so is the
+    dividend of two such ints, which C would divide as ints."""
     real = "float" if float_suffix else "double"
 
     def visit(node, args):  # -> (C text, whether C computes it as an int)
@@ -381,6 +382,10 @@ def render_c(tree, float_suffix: bool, integer: bool) -> str:
         if kind == "bin":
             (a, ia), (b, ib) = args
             op = node[1]
+            if op == "/" and ia and ib and not integer:
+                # C would divide two ints as ints ((x > 0) / 2 is 0, and 0 / 0 is undefined):
+                # a floating kernel divides in its own type.
+                return f"(({real}){a} / {b})", False
             return f"({a} {op} {b})", op not in "+-*/%" or (ia and ib)
         if kind == "?:":
             return f"({args[0][0]} ? {args[1][0]} : {args[2][0]})", args[1][1] and args[2][1]
