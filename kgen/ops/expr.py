@@ -383,8 +383,8 @@ def render_c(tree, float_suffix: bool, integer: bool) -> str:
             (a, ia), (b, ib) = args
             op = node[1]
             if op == "/" and ia and ib and not integer:
-                # C would divide two ints as ints ((x > 0) / 2 is 0, and 0 / 0 is undefined):
-                # a floating kernel divides in its own type.
+                # C would divide two ints as ints ((x > 0) / ((x > 0) + (y > 0)) is 0 where both
+                # hold, and 0 / 0 is undefined): a floating kernel divides in its own type.
                 return f"(({real}){a} / {b})", False
             return f"({a} {op} {b})", op not in "+-*/%" or (ia and ib)
         if kind == "?:":
