@@ -998,10 +998,9 @@ class TensorMatmul(Spec):
         spec = cls(dtype=dtype, tile=(64, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
                    stages=wgmma_deepest_stages(64, BN), instruction="wgmma")
         if rows == 1:
-            split = max(s for s in STREAM_CLUSTER_SPLITS
-                        if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= CLUSTER_WAVE_BLOCKS[s]))
+            split = _most_slices(STREAM_CLUSTER_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS)
             return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
-        split = max(s for s in STREAM_SPLITS if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= _SMS))
+        split = _most_slices(STREAM_SPLITS, K, tiles, _SMS)
         return spec.replace(split_k=split)
 
     @classmethod
@@ -1029,16 +1028,14 @@ class TensorMatmul(Spec):
                    stages=wgmma_ring_stages(BM, BN, 2 if two else 1), instruction="wgmma", swap_ab=True)
         if two:
             wide = -(-N // 128)
-            slices = max(s for s in SWAP_SPLITS
-                         if s == 1 or (K >= STREAM_MIN_SLICE_K * s and wide * s <= PHASED_CLUSTER_BLOCKS[s]))
+            slices = _most_slices(SWAP_SPLITS, K, wide, PHASED_CLUSTER_BLOCKS)
             if slices >= SWAP_WIDE_MIN_SLICES:
                 # Just past the SMs: 128 columns a block, two blocks an SM, K in the slices whose
                 # clusters all run at once (SWAP_WIDE_MIN_SLICES says where that won).
                 return spec.replace(tile=(BM, 128, spec.tile[2]), stages=wgmma_ring_stages(BM, 128, 2),
                                     split_k=slices, split_merge="cluster")
             return spec
-        split = max(s for s in SWAP_SPLITS
-                    if s == 1 or (K >= STREAM_MIN_SLICE_K * s and tiles * s <= CLUSTER_WAVE_BLOCKS[s]))
+        split = _most_slices(SWAP_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS)
         return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
 
     @classmethod
@@ -1289,8 +1286,7 @@ class TensorMatmul(Spec):
         tiles = -(-p["M"] // BM) * -(-p["N"] // BN)
         if not (self.b_phased and BM <= PHASED_FILL_MAX_ROWS[self.layout_b] and tiles <= _SMS and not self.persistent):
             return self
-        split = max(s for s in range(1, MAX_CLUSTER_MERGE + 1)
-                    if s == 1 or (p["K"] >= STREAM_MIN_SLICE_K * s and tiles * s <= PHASED_CLUSTER_BLOCKS[s]))
+        split = _most_slices(range(1, MAX_CLUSTER_MERGE + 1), p["K"], tiles, PHASED_CLUSTER_BLOCKS)
         if split == 1:
             return self
         try:
@@ -1523,6 +1519,15 @@ def _wgmma_stage_bytes(BM: int, BN: int) -> int:
     aligned: the 128-byte swizzle repeats every 8 rows) and its two mbarriers. The ring also
     takes 1024 bytes to align the dynamic shared base."""
     return (BM + BN) * 128 + 16
+
+
+def _most_slices(choices, K: int, tiles: int, capacity: int | dict[int, int]) -> int:
+    """The most K slices among `choices` (1 always) with each slice at least
+    STREAM_MIN_SLICE_K deep and tiles x slices blocks within the capacity: the blocks that
+    run at once (capacity[slices] in clusters of that many, or one count for any)."""
+    def fits(s: int) -> bool:
+        return tiles * s <= (capacity if isinstance(capacity, int) else capacity[s])
+    return max(s for s in choices if s == 1 or (K >= STREAM_MIN_SLICE_K * s and fits(s)))
 
 
 def _swap_rows(M: int) -> int:
