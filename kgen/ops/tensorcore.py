@@ -1029,9 +1029,10 @@ class TensorMatmul(Spec):
         if two:
             wide = -(-N // 128)
             slices = _most_slices(SWAP_SPLITS, K, wide, PHASED_CLUSTER_BLOCKS)
-            if slices >= SWAP_WIDE_MIN_SLICES:
+            if slices >= SWAP_WIDE_MIN_SLICES and BM <= SWAP_WIDE_ROWS:
                 # Just past the SMs: 128 columns a block, two blocks an SM, K in the slices whose
-                # clusters all run at once (SWAP_WIDE_MIN_SLICES says where that won).
+                # clusters all run at once (SWAP_WIDE_MIN_SLICES says where that won; measured up
+                # to 64 rows, and taller tiles' cluster sums need a longer ring than two blocks hold).
                 return spec.replace(tile=(BM, 128, spec.tile[2]), stages=wgmma_ring_stages(BM, 128, 2),
                                     split_k=slices, split_merge="cluster")
             return spec
