@@ -131,3 +131,41 @@ def test_no_result_is_made_ahead_inside_a_capture():
     ref = A.double() @ B.double()
     assert _rel(C, ref) < 2e-2 and _rel(after, ref) < 2e-2
     assert len({t.data_ptr() for t in (first, second, C, after)}) == 4
+
+
+def test_calls_of_one_kernel_in_one_graph_share_a_workspace_and_stay_right():
+    """Products and reductions captured back to back in one graph share their kernel's
+    workspace (tickets zeroed once per graph, left at zero by each call): every result of
+    every replay must still be right, on inputs rewritten between replays, beside a second
+    graph of the same kernels and eager calls on the capture's side."""
+    torch = cuda_torch()
+    torch.manual_seed(5)
+    shapes = [(1, 4096, 4096), (3, 2048, 6000), (1, 4096, 4096), (5, 3000, 4100)]
+    A = [torch.randn(M, K, device="cuda") for M, _, K in shapes]
+    W = [torch.randn(N, K, device="cuda") for _, N, K in shapes]
+    x = torch.randn(3_000_001, device="cuda")
+    y = torch.randn(3_000_001, device="cuda")
+
+    def calls():
+        outs = [kgen.matmul(a, w.t()) for a, w in zip(A, W)]
+        return outs + [kgen.dot(x, y), kgen.reduce(x, op="max"), kgen.dot(y, x)]
+
+    graph, outs = _capture(torch, calls)
+    other, other_outs = _capture(torch, calls)
+    for _ in range(3):
+        for t in A + W + [x, y]:
+            t.copy_(torch.randn_like(t))
+        for o in outs + other_outs:
+            o.fill_(float("nan"))
+        graph.replay()
+        other.replay()
+        eager = calls()   # on the current stream, after both replays in its order
+        torch.cuda.synchronize()
+        refs = [a.double() @ w.double().t() for a, w in zip(A, W)]
+        xd, yd = x.double(), y.double()
+        scale = float(xd.abs() @ yd.abs())
+        for got in (outs, other_outs, eager):
+            assert all(_rel(g, r) < 1e-5 for g, r in zip(got, refs)), [_rel(g, r) for g, r in zip(got, refs)]
+            assert abs(float(got[4]) - float(xd @ yd)) <= 1e-5 * scale
+            assert float(got[5]) == float(x.max())
+            assert abs(float(got[6]) - float(xd @ yd)) <= 1e-5 * scale

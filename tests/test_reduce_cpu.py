@@ -215,3 +215,37 @@ def test_compile_error_of_custom_expression_names_it(monkeypatch):
     with pytest.raises(kgen.CompileError) as info:
         kgen.compile(spec, arch="sm_90")
     assert "map 'x * 2'" in info.value.summary
+
+
+def test_calls_captured_in_one_graph_share_their_scratch(monkeypatch):
+    """Reductions captured on one stream in one capture share scratch and control words
+    (written once per graph, not once per call); another capture or stream gets its own."""
+    from kgen.core import runtime
+    from kgen.ops import reduce as reduce_module
+    from kgen.ops.reduce import ReduceKernel
+
+    controls, buffers = [], []
+
+    class Fake:
+        spec = Reduce(op="sum", dtype="float32")
+        _scratch: dict = {}
+        _captured: dict = {}
+        _retired: list = []
+
+        @staticmethod
+        def _new_control(stream):
+            controls.append(stream)
+            return len(controls)
+
+    capture = {"id": 3}
+    monkeypatch.setattr(runtime, "torch_capturing", lambda: capture["id"] != 0)
+    monkeypatch.setattr(reduce_module, "capture_id", lambda stream: capture["id"])
+    monkeypatch.setattr(runtime, "device_buffer", lambda n: buffers.append(n) or len(buffers))
+    fake = Fake()
+    first = ReduceKernel._scratch_for(fake, 5, 10)
+    assert ReduceKernel._scratch_for(fake, 5, 10) is first and ReduceKernel._scratch_for(fake, 5, 1) is first
+    assert len(controls) == 1
+    capture["id"] = 4
+    assert ReduceKernel._scratch_for(fake, 5, 10) is not first
+    assert ReduceKernel._scratch_for(fake, 6, 10) is not first
+    assert len(controls) == 3

@@ -1113,3 +1113,46 @@ def test_simt_dot_plan_reads_unaligned_weight_rows_by_offset_class(monkeypatch, 
         per_class = math.ceil(N / classes)
         assert main.grid[0] == classes * math.ceil(per_class / cols)
         assert spec.geometry(form, V, M, N, K, 264, 132, classes)["grid"][0] == main.grid[0]
+
+
+def test_calls_captured_in_one_graph_share_one_workspace_and_one_ticket_reset(monkeypatch):
+    """Calls captured on one stream in one capture run in order at every replay: they share a
+    workspace, zeroed once (one memset node in the graph, not one per call); another capture,
+    another stream or eager calls get workspaces of their own."""
+    from kgen.core import runtime
+    from kgen.ops import skinny as skinny_module
+    from kgen.ops.skinny import SkinnyKernel
+
+    made = []
+
+    class Fake:
+        _workspaces: dict = {}
+        _captured: dict = {}
+        _retired: list = []
+
+        @staticmethod
+        def _new_workspace(stream, pbytes, tickets):
+            made.append((stream, pbytes, tickets))
+            n = len(made)
+            return {"part": n, "tick": -n, "pbytes": pbytes, "tickets": tickets, "ptrs": (n, -n)}
+
+    fake = Fake()
+    capture = {"id": 7}
+    monkeypatch.setattr(runtime, "torch_capturing", lambda: capture["id"] != 0)
+    monkeypatch.setattr(skinny_module, "capture_id", lambda stream: capture["id"])
+    ws = SkinnyKernel._workspace
+    first = ws(fake, 11, 4096, 8)
+    assert ws(fake, 11, 2048, 4) == first and ws(fake, 11, 4096, 8) == first
+    assert len(made) == 1
+    bigger = ws(fake, 11, 8192, 8)   # outgrown within the capture: a larger one, zeroed once more
+    assert bigger != first and ws(fake, 11, 4096, 8) == bigger and len(made) == 2
+    other_stream = ws(fake, 12, 4096, 8)
+    assert other_stream not in (first, bigger)
+    capture["id"] = 8   # the next capture on the same stream
+    second_graph = ws(fake, 11, 4096, 8)
+    assert second_graph not in (first, bigger, other_stream)
+    capture["id"] = 0   # eager calls
+    eager = ws(fake, 11, 4096, 8)
+    assert eager not in (first, bigger, other_stream, second_graph)
+    assert ws(fake, 11, 4096, 8) == eager
+    assert len(made) == 5

@@ -190,6 +190,28 @@ def stream_capturing(stream: int) -> bool:
     return status.value != 0
 
 
+_CU_STREAM_CAPTURE_STATUS_ACTIVE = 1
+
+
+def capture_id(stream: int) -> int:
+    """The id of the CUDA graph capture that `stream` (a raw handle) takes part in, 0 where it
+    captures none (cuStreamGetCaptureInfo; an invalidated capture counts as none). Calls of
+    one capture on one stream run in order at every replay, so they may share a workspace
+    that no other capture or eager call touches."""
+    lib = _libcuda()
+    status, cid = ctypes.c_int(0), ctypes.c_uint64(0)
+    # The newest entry point the driver has: _v3 and _v2 add optional outputs (NULL here).
+    for name, extra in (("cuStreamGetCaptureInfo_v3", 4), ("cuStreamGetCaptureInfo_v2", 3),
+                        ("cuStreamGetCaptureInfo", 0)):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_int
+            _check(fn(_stream_arg(stream), ctypes.byref(status), ctypes.byref(cid), *([None] * extra)),
+                   f"asking which graph capture a stream takes part in ({name})")
+            return int(cid.value) if status.value == _CU_STREAM_CAPTURE_STATUS_ACTIVE else 0
+    raise LaunchError("the CUDA driver has no cuStreamGetCaptureInfo")
+
+
 def ensure_context() -> None:
     """Make kgen's context current on this thread once; later launches skip the check."""
     if not getattr(_ready, "ok", False):

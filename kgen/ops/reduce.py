@@ -29,7 +29,7 @@ import numpy as np
 from ..core import runtime
 from ..core.compiler import CompileError
 from ..core.kernel import Kernel
-from ..core.launch import Launch, LaunchError, ensure_context, write_words_async
+from ..core.launch import Launch, LaunchError, capture_id, ensure_context, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import DTYPES, Spec, fail, register_family
 from .expr import (  # noqa: F401 - the expression language; its names stay importable from here
@@ -795,6 +795,7 @@ class ReduceKernel(Kernel):
         self._arity = spec.arity
         self._empty_error = spec.empty_is_undefined
         self._scratch: dict[int, dict[str, Any]] = {}
+        self._captured: dict[tuple[int, int], dict[str, Any]] = {}   # (stream, capture id) -> scratch
         self._retired: list[Any] = []  # outgrown scratch, kept alive for older bound launchers
         self._memo: dict[tuple, tuple] = {}  # (n, alignment, stream) -> launch steps
         self._torch_plans: dict[tuple, tuple] = {}  # torch call signature -> launch steps
@@ -818,12 +819,18 @@ class ReduceKernel(Kernel):
         need = max(1, partials) * self.spec.partial_bytes
         if s is None or s["bytes"] < need:
             if runtime.torch_capturing():
-                # A call captured into a CUDA graph gets scratch of its own from the graph's
-                # pool, kept for the kernel's life: a replay may run beside eager calls or
-                # other graphs, so it shares with none of them.
-                s = {"ctl": self._new_control(stream), "buf": runtime.device_buffer(max(need, 4096))}
-                self._retired.extend((s["ctl"], s["buf"]))
-                return dict(s, bytes=max(need, 4096))
+                # Calls captured into a CUDA graph share scratch per stream and capture, from
+                # the graph's pool and kept for the kernel's life: a replay may run beside
+                # eager calls or other graphs, so it shares with none of them; the captured
+                # calls on one stream run in order, as eager calls do, each leaving the
+                # control words as it found them, so the graph writes them once, not per call.
+                key = (stream, capture_id(stream))
+                s = self._captured.get(key)
+                if s is None or s["bytes"] < need:
+                    s = self._captured[key] = {"ctl": self._new_control(stream),
+                                               "buf": runtime.device_buffer(max(need, 4096)), "bytes": max(need, 4096)}
+                    self._retired.extend((s["ctl"], s["buf"]))
+                return s
             buf = runtime.device_buffer(max(need, 4096))
             if s is None:
                 s = {"ctl": self._new_control(stream)}

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core import runtime
 from ..core.kernel import Kernel, RepeatCall
-from ..core.launch import Launch, ensure_context, write_words_async
+from ..core.launch import Launch, capture_id, ensure_context, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work
@@ -1244,6 +1244,7 @@ class SkinnyKernel(Kernel):
         self._plans: dict[tuple, _Plan] = {}
         self._torch_results = runtime.TorchResults()   # results of repeat torch calls, in batches
         self._workspaces: dict[int, dict[str, Any]] = {}
+        self._captured: dict[tuple[int, int], dict[str, Any]] = {}   # (stream, capture id) -> workspace
         self._retired: list[Any] = []  # outgrown workspaces: launches still queued may use them
         self._lock = threading.Lock()
         self._sms = runtime.device_limits()["multiprocessors"]
@@ -1267,11 +1268,16 @@ class SkinnyKernel(Kernel):
         ws = self._workspaces.get(stream)
         if ws is None or ws["pbytes"] < pbytes or ws["tickets"] < tickets:
             if runtime.torch_capturing():
-                # A call captured into a CUDA graph gets a workspace of its own from the
-                # graph's pool, kept for the kernel's life: a replay may run beside eager
-                # calls or other graphs, so it shares with none of them.
-                ws = self._new_workspace(stream, pbytes, tickets)
-                self._retired.extend((ws["part"], ws["tick"]))
+                # Calls captured into a CUDA graph share a workspace per stream and capture,
+                # from the graph's pool and kept for the kernel's life: a replay may run
+                # beside eager calls or other graphs, so it shares with none of them; the
+                # captured calls on one stream run in order, as eager calls do, and each
+                # leaves the tickets at zero, so the graph zeroes them once, not per call.
+                key = (stream, capture_id(stream))
+                ws = self._captured.get(key)
+                if ws is None or ws["pbytes"] < pbytes or ws["tickets"] < tickets:
+                    ws = self._captured[key] = self._new_workspace(stream, pbytes, tickets)
+                    self._retired.extend((ws["part"], ws["tick"]))
                 return ws["ptrs"]
             old = ws or {"pbytes": 0, "tickets": 0}
             if ws is not None:
