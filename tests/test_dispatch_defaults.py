@@ -575,3 +575,39 @@ def test_row_major_float32_few_row_products_take_one_tile_a_warp_where_blocks_ar
         dispatch._kernel(Skinny, p, "float32", False, {"axpy_sms": 132})
         assert built[-1].tc_tiles == tiles, origin
     dispatch.forget()
+
+
+def test_float32_weight_products_with_few_column_tiles_split_k_for_one_wave():
+    """The float32 SIMT dot form (B = W.t()) splits K for one wave of blocks where its column
+    tiles are fewer than DOT_WHOLE_K_SM_SHARE of the SMs (Skinny.one_wave_dot_suits, dispatch
+    passing dot_sms); with more tiles, a row-major weight, 16-bit inputs, a fixed split or the
+    tensor-core forms the spec is left as it was."""
+    from kgen.ops.skinny import DOT_WHOLE_K_SM_SHARE, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    sms = h200.limits["multiprocessors"]
+    # Fitted (seed 16101) and held-out (16102) products the rule changed, and ones past it.
+    for (M, N, K), waves in (((5, 3904, 8384), 1), ((3, 1664, 10624), 1), ((1, 1920, 4096), 1),
+                             ((1, 2048, 4992), 1), ((6, 1536, 7680), 1),
+                             ((3, 11008, 4096), 2), ((1, 5120, 5120), 2), ((5, 13184, 3072), 2)):
+        A = np.zeros((M, K), np.float32)
+        W = np.zeros((N, K), np.float32)
+        got = dispatch.call_spec(A, W.T, device=h200, db=False)
+        assert isinstance(got, Skinny) and not got.tensor_cores and got.waves == waves, ((M, N, K), got.to_json())
+        # the mirror image (W @ x.t(): few columns) counts the same tiles
+        assert dispatch.call_spec(W, A.T, device=h200, db=False).waves == waves, (M, N, K)
+        # a row-major weight runs the axpy form, which keeps its waves
+        row = dispatch.call_spec(A, np.zeros((K, N), np.float32), device=h200, db=False)
+        assert row.waves == 2 or row.tensor_cores, ((M, N, K), row.to_json())
+    # The threshold: 64 columns a block at 3-6 rows, 32 at 1-2.
+    p = {"M": 5, "N": 64 * 65, "K": 8192}
+    spec = Skinny.default_spec(p, "float32")
+    assert spec.dot_cols() == 64 and 65 < DOT_WHOLE_K_SM_SHARE * sms
+    assert spec.one_wave_dot_suits(p, sms) and not spec.one_wave_dot_suits({**p, "N": 64 * 66 + 1}, sms)
+    assert spec.for_layouts(p, dot_sms=sms).waves == 1
+    for other in (spec.replace(k_split=6), spec.replace(merge="cluster", k_split=4),
+                  Skinny.default_spec(p, "bfloat16"), Skinny.default_spec({**p, "M": 12}, "float32")):
+        assert not other.one_wave_dot_suits(p, sms)
+        assert other.for_layouts(p, dot_sms=sms) == other
+    dispatch.forget()

@@ -225,7 +225,7 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
 
 # Requests in call_overrides that are not spec fields: the family's for_layouts reads them
 # (TensorMatmul.for_layouts: b_realign is both).
-LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms"})
+LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms", "dot_sms"})
 
 
 def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None = None, *,
@@ -250,7 +250,7 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
         # instruction's specs (and repack settings, and both kinds of form) too: its choice stands.
-        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms"):
+        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms", "dot_sms"):
             changes.pop(name, None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
@@ -364,12 +364,13 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU).
         overrides["instruction"] = "wgmma"
-    if family.kernel == "skinny" and dtype == "float32" and not _large_k_contiguous(A, B, M, N):
+    if family.kernel == "skinny" and dtype == "float32":
         # A row-major large operand: the float32 tensor-core axpy form counts its blocks
-        # against the SMs (Skinny.one_tile_axpy_suits).
+        # against the SMs (Skinny.one_tile_axpy_suits); a k-contiguous one: the SIMT dot form
+        # counts its column tiles (Skinny.one_wave_dot_suits).
         sms = device.limits.get("multiprocessors") if device is not None else _sm_count()
         if sms:
-            overrides["axpy_sms"] = sms
+            overrides["dot_sms" if _large_k_contiguous(A, B, M, N) else "axpy_sms"] = sms
     if family.kernel == "tensor_matmul" and _element_loads(A, B, M, N, K, dtype):
         # Mid-size 16-bit products with rows TMA cannot read: mma.sync reading them in place
         # (one launch) rather than the wgmma kernel after copies.
