@@ -770,17 +770,17 @@ class Skinny(Spec):
         if sms and spec.one_tile_axpy_suits(problem, sms):
             spec = spec.replace(tc_tiles=1)
         if dot_sms and spec.one_wave_dot_suits(problem, dot_sms):
-            spec = spec.replace(waves=1)
+            spec = spec.replace(waves=DOT_FEW_TILE_WAVES)
         return spec
 
     def one_wave_dot_suits(self, problem, sms: int) -> bool:
         """Whether this float32 SIMT spec, run on a k-contiguous large operand (the dot form,
-        B = W.t()) on a GPU of `sms` SMs, should split K for one wave of resident blocks
-        rather than `waves`: its K split left to the launch (k_split=0, not a cluster), and
+        B = W.t()) on a GPU of `sms` SMs, should split K for DOT_FEW_TILE_WAVES (one) wave of
+        resident blocks rather than `waves`: its K split left to the launch (k_split=0, not a cluster), and
         its column tiles fewer than DOT_WHOLE_K_SM_SHARE of the SMs, where `waves` sets the
         split (more tiles leave K whole or take dot_few_tile_slabs, whatever `waves` says)."""
         if not (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0 and self.merge != "cluster"
-                and self.waves > 1):
+                and self.waves > DOT_FEW_TILE_WAVES):
             return False
         p = self.normalize_problem(problem)
         small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
@@ -1092,13 +1092,6 @@ WIDE_DOT_MIN_K_16 = 6144
 # 32.8 µs whole; 6x1728x2112, 27 tiles: 21.0 against 13.2). Held out (12 float32 products, seed
 # 7702, docs/bench/research/decode_bound.py): the 8 it changed ran 1.01-1.24x faster.
 DOT_WHOLE_K_SM_SHARE = 0.5
-# Below that share, where `waves` sets the split, float32 specs ask for one wave of resident
-# blocks, not two (Skinny.one_wave_dot_suits; dispatch passes dot_sms): fewer, longer slabs,
-# each block's S staging and merge paid fewer times. Device time on an H200, 1-6 rows against
-# W.t() of 16 MB or more with 17-64 column tiles (docs/bench/research/dot_waves.py; docs/matmul.md,
-# "One wave where the dot form's tiles are few"): the 8 of 16 fitted products whose split it
-# changes 1.089x (1.020-1.128x; 5x3904x8384 45.0 -> 39.9 µs), the others level; held out (seed
-# 16102) the 3 of 12 it changes 1.069x (1.037-1.085x), all 12 1.015x (lowest 0.980x, an unchanged split).
 # ... except float32 products of at least DOT_FEW_TILES_MIN_ROWS rows (64 columns a block) whose
 # column tiles are no more than the SMs, with a long enough K (DOT_FEW_TILES_MIN_K for two slabs,
 # DOT_FEWER_TILES_MIN_K for three or more): there K whole gives an SM one block or none, and
@@ -1115,6 +1108,14 @@ DOT_WHOLE_K_SM_SHARE = 0.5
 DOT_FEW_TILES_MIN_ROWS = 3
 DOT_FEW_TILES_MIN_K = 3840
 DOT_FEWER_TILES_MIN_K = 1920
+# Below DOT_WHOLE_K_SM_SHARE, where `waves` sets the split, float32 specs ask for one wave of resident
+# blocks, not two (Skinny.one_wave_dot_suits; dispatch passes dot_sms): fewer, longer slabs,
+# each block's S staging and merge paid fewer times. Device time on an H200, 1-6 rows against
+# W.t() of 16 MB or more with 17-64 column tiles (docs/bench/research/dot_waves.py; docs/matmul.md,
+# "One wave where the dot form's tiles are few"): the 8 of 16 fitted products whose split it
+# changes 1.089x (1.020-1.128x; 5x3904x8384 45.0 -> 39.9 µs), the others level; held out (seed
+# 16102) the 3 of 12 it changes 1.069x (1.037-1.085x), all 12 1.015x (lowest 0.980x, an unchanged split).
+DOT_FEW_TILE_WAVES = 1
 
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
