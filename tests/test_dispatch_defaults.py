@@ -611,3 +611,29 @@ def test_float32_weight_products_with_few_column_tiles_split_k_for_one_wave():
         assert not other.one_wave_dot_suits(p, sms)
         assert other.for_layouts(p, dot_sms=sms) == other
     dispatch.forget()
+
+
+def test_float32_and_float64_skinny_products_launch_programmatically_with_the_l2_prefetch():
+    """kgen.matmul's few-row float32 (1-6 rows, the SIMT forms) and float64 products run specs
+    launched programmatically with SIMT_L2_PREFETCH_KIB of each block's slab asked of L2, in
+    either storage order of the weight; the split-TF32 tensor-core forms (float32 from 7 rows),
+    which lost with the prefetch, and 16-bit products stay plain."""
+    from kgen.ops.skinny import SIMT_L2_PREFETCH_KIB, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    # Held-out products of the measurement (seeds 17003, 17004) and a few others.
+    for dtype, (M, N, K) in (("float32", (4, 13056, 1024)), ("float32", (1, 6144, 2240)),
+                             ("float32", (3, 1984, 10112)), ("float64", (6, 3392, 2176)),
+                             ("float64", (1, 5248, 2304)), ("float32", (1, 1000, 37))):
+        A = np.zeros((M, K), dtype)
+        for B in (np.zeros((N, K), dtype).T, np.zeros((K, N), dtype)):
+            got = dispatch.call_spec(A, B, device=h200, db=False)
+            assert isinstance(got, Skinny) and not got.tensor_cores, (dtype, M, N, K, got.to_json())
+            assert got.programmatic and got.l2_prefetch == SIMT_L2_PREFETCH_KIB, (dtype, M, N, K, got.to_json())
+    for M, N, K in ((7, 3456, 2240), (12, 4096, 4096), (16, 14336, 4096)):
+        got = dispatch.call_spec(np.zeros((M, K), np.float32), np.zeros((N, K), np.float32).T, device=h200, db=False)
+        assert not got.programmatic and not got.l2_prefetch, ((M, N, K), got.to_json())
+    for dtype in ("float16", "bfloat16"):
+        assert not Skinny.default_spec({"M": 1, "N": 4096, "K": 4096}, dtype).programmatic
+    dispatch.forget()

@@ -866,8 +866,9 @@ def test_16_bit_wgmma_render_has_the_k16_instruction_and_no_wgmma_axpy_entry():
 
 
 class _PlannedLaunch:
-    def __init__(self, fn, name, grid, block, shared, fmt):
+    def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
         self.name, self.grid, self.block, self.shared = name, grid, block, shared
+        self.programmatic = programmatic
 
 
 def test_wgmma_plan_images_s_before_the_main_kernel_and_reads_them(monkeypatch):
@@ -1156,3 +1157,90 @@ def test_calls_captured_in_one_graph_share_one_workspace_and_one_ticket_reset(mo
     assert eager not in (first, bigger, other_stream, second_graph)
     assert ws(fake, 11, 4096, 8) == eager
     assert len(made) == 5
+
+
+# -- programmatic launches (Skinny.programmatic, Skinny.l2_prefetch) --------------------------------
+
+_FORMS = ("dot_form", "axpy_form", "tc_dot_form", "tc_axpy_form")
+
+
+def _form_bodies(source: str) -> dict[str, list[str]]:
+    """{form name: the statements of each of its definitions in `source`, in order}."""
+    out: dict[str, list[str]] = {}
+    for name in _FORMS:
+        for m in re.finditer(r"void " + name + r"\([^{]*\{\n", source):
+            body = source[m.end():source.index("\n}\n", m.end())]
+            out.setdefault(name, []).append(body)
+    return out
+
+
+@pytest.mark.parametrize("spec", [
+    Skinny(dtype="float32", rows=4, warp_cols=8),
+    Skinny.default_spec({"M": 12, "N": 4096, "K": 4096}, "float32"),
+    Skinny.default_spec({"M": 6, "N": 4096, "K": 4096}, "bfloat16"),
+    Skinny.default_spec({"M": 2, "N": 4096, "K": 4096}, "float16"),
+    Skinny(dtype="float64", rows=3, warp_cols=2)], ids=lambda s: f"{s.dtype}-{s.rows}")
+def test_programmatic_forms_wait_before_their_first_memory_access(spec):
+    """Every SIMT and mma.sync form begins with await_inputs (griddepcontrol.wait, and the L2
+    prefetch ahead of it): a load or store of the form placed before it could read what the
+    kernel before has not yet written, or write what it still reads. Plain specs render no
+    wait and no prefetch; the prefetch renders only where it is asked for."""
+    plain = kgen.render(spec)
+    wait, trigger = 'asm volatile("griddepcontrol.wait', 'asm volatile("griddepcontrol.launch_dependents'
+    prefetch = 'asm volatile("cp.async.bulk.prefetch.L2'
+    assert wait not in plain and trigger not in plain and prefetch not in plain
+    for kib in (0, 16):
+        source = kgen.render(spec.replace(programmatic=True, l2_prefetch=kib))
+        assert wait in source and trigger in source
+        assert (prefetch in source) == bool(kib)
+        bodies = _form_bodies(source)
+        assert bodies, "no form found in the source"
+        for name, defs in bodies.items():
+            for body in defs:
+                # Compile-time constants may come first; nothing that runs.
+                first = next(ln.strip() for ln in body.splitlines() if not ln.strip().startswith("constexpr"))
+                assert first.startswith("await_inputs<"), (name, first)
+        if kib:
+            assert f"#define L2_PREFETCH {kib * 1024} " in source
+
+
+def test_programmatic_fields_are_checked():
+    base = Skinny(dtype="float32", rows=4)
+    with pytest.raises(ValueError, match="l2_prefetch.*programmatic=True"):
+        base.replace(l2_prefetch=16)
+    with pytest.raises(ValueError, match=r"l2_prefetch.*\[0, 4, 8, 16, 32, 64\]"):
+        base.replace(programmatic=True, l2_prefetch=3)
+    wg = Skinny.wgmma_default_spec({"M": 40, "N": 4096, "K": 4096})
+    with pytest.raises(ValueError, match="programmatic.*wgmma"):
+        wg.replace(programmatic=True)
+    spec = base.replace(programmatic=True, l2_prefetch=32)
+    assert spec_from_json(spec.to_json()) == spec and spec.key != base.key
+
+
+@pytest.mark.parametrize("arch,pdl,launched", [("sm_90a", None, True), ("sm_90", "0", False),
+                                               ("sm_80", None, False)])
+def test_programmatic_specs_launch_their_main_kernel_programmatically(monkeypatch, arch, pdl, launched):
+    """On sm_90 the main kernel goes through a programmatic launch (KGEN_PDL=0 turns it off);
+    compiled for an earlier GPU, where the wait is not in the code, it is launched plainly. The
+    merge and pre-scaling kernels, which do not wait, always launch plainly."""
+    from kgen.ops.skinny import SkinnyKernel
+
+    monkeypatch.setattr(skinny_module, "Launch", _PlannedLaunch)
+    if pdl is None:
+        monkeypatch.delenv("KGEN_PDL", raising=False)
+    else:
+        monkeypatch.setenv("KGEN_PDL", pdl)
+    for merge in ("single_pass", "two_pass", "atomic"):
+        spec = Skinny(dtype="float32", rows=2, warp_cols=4, merge=merge, programmatic=True, l2_prefetch=16)
+        k = object.__new__(SkinnyKernel)
+        k.spec, k._plans, k._sms, k._slots = spec, {}, 132, {}
+        k._programmatic = skinny_module.launches_programmatically(spec, arch)
+        k._fmt_main = k._fmt_merge = k._fmt_prescale = k._fmt_image = "P"
+        k.handle = lambda name, shared=0: 0
+        k._resident_slots = lambda name, shared: 264
+        M, N, K = 2, 1000, 8192
+        plan = k._plan(M, K, (K, 1), K, N, (1, K), (M, N), (N, 1), 1 << 20, 1 << 21)
+        kinds = {kind: launch for kind, launch, _ in plan.launches}
+        assert plan.splits > 1 and set(kinds) >= {"main"} and len(kinds) == (1 if merge == "single_pass" else 2)
+        assert kinds["main"].programmatic is launched
+        assert not any(v.programmatic for kind, v in kinds.items() if kind != "main")

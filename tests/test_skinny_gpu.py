@@ -72,6 +72,10 @@ def spec_pool() -> dict[str, list[Skinny]]:
                              merge=m, threads=th, k_split=ks)
                       for r, lv, akw, m, th, ks in ((8, 2, 8, "two_pass", 256, 0), (16, 2, 1, "single_pass", 256, 0),
                                                     (5, 1, 2, "single_pass", 128, 3), (40, 1, 4, "two_pass", 256, 0))]
+        # Programmatic launches, with and without the L2 prefetch ahead of the wait (the SIMT
+        # and mma.sync forms; drawn shapes exercise empty classes, empty slabs and edges).
+        specs += [s.replace(programmatic=True, l2_prefetch=f) for s, f in ((specs[0], 16), (specs[2], 64), (b, 4),
+                                                                          (b.replace(merge="two_pass"), 0))]
         pool[dtype] = list({s.key: s for s in specs}.values())
     return pool
 
@@ -304,6 +308,72 @@ def test_deterministic_merges_repeat_bit_for_bit(dtype):
     assert plan.splits > 1, "the test needs a split K"
     for r in runs[1:]:
         assert torch.equal(r, runs[0])
+
+
+@pytest.mark.parametrize("dtype,rows,merge,order", [("float32", 1, "single_pass", "col"),
+                                                    ("float32", 4, "two_pass", "row"),
+                                                    ("float32", 12, "single_pass", "col"),
+                                                    ("float32", 3, "atomic", "col"),
+                                                    ("bfloat16", 6, "two_pass", "col"),
+                                                    ("float16", 2, "single_pass", "row")])
+def test_programmatic_launches_wait_for_the_kernel_before(dtype, rows, merge, order):
+    """A chain of products launched programmatically with the L2 prefetch, each reading the
+    buffer the one before wrote and writing the buffer it read (ping-pong), eagerly and replayed
+    from a CUDA graph: a block that read or wrote before griddepcontrol.wait returned would
+    take the poison or a value of the step before. Against the same chain in float64 with each
+    step's output rounded to the dtype."""
+    torch = _torch()
+    tdt = getattr(torch, dtype)
+    N, K, steps = 3001, 2048, 6
+    base = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype)
+    spec = base.replace(merge=merge, programmatic=True, l2_prefetch=16)
+    kern = kgen.build(spec)
+    # Weights scaled so that each step keeps values near 1 (the chain neither grows nor fades).
+    W1 = (torch.randn(N, K, device="cuda") / math.sqrt(K)).to(tdt)
+    W2 = (torch.randn(K, N, device="cuda") / math.sqrt(N)).to(tdt)
+    if order == "col":
+        B1, B2 = W1.t(), W2.t()     # K x N and N x K, k-contiguous
+    else:
+        B1, B2 = W1.t().contiguous(), W2.t().contiguous()
+    x = torch.randn(rows, K, device="cuda").to(tdt)
+    a, b = torch.empty(rows, K, device="cuda", dtype=tdt), torch.empty(rows, N, device="cuda", dtype=tdt)
+
+    def chain():
+        for i in range(steps):
+            if i % 2 == 0:
+                kern(x if i == 0 else a, B1, out=b)
+            else:
+                kern(b, B2, out=a)
+
+    ref = x.double()
+    for i in range(steps):
+        ref = (ref @ (B1 if i % 2 == 0 else B2).double()).to(tdt).double()
+    tol = steps * tolerance(dtype, max(N, K)) * 4
+
+    for _ in range(2):
+        a.fill_(float("nan")), b.fill_(float("nan"))
+        chain()
+        torch.cuda.synchronize()
+        err = float((a.double() - ref).norm() / ref.norm())
+        assert math.isfinite(err) and err <= tol, (spec.to_json(), err, tol)
+    plan = kern.bind(b, B2, a).plan
+    launches = {name: launch for name, launch, _ in plan.launches}
+    assert launches["main"].programmatic and all(not v.programmatic for n, v in launches.items() if n != "main")
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    for _ in range(2):
+        a.fill_(float("nan")), b.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        err = float((a.double() - ref).norm() / ref.norm())
+        assert math.isfinite(err) and err <= tol, ("graph", spec.to_json(), err, tol)
 
 
 def test_row_major_float32_products_of_few_blocks_run_one_tile_a_warp_and_match_float64():

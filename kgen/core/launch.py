@@ -63,8 +63,8 @@ class _LaunchConfig(ctypes.Structure):
 def programmatic_launches() -> bool:
     """Whether kernels that wait for their predecessors with griddepcontrol.wait are launched
     with programmatic stream serialization (KGEN_PDL, on unless 0/false/no/off)."""
-    return runtime.switch_setting("KGEN_PDL", "let the wgmma kernel start while the kernel before it finishes",
-                                  "launch every kernel plainly")
+    return runtime.switch_setting("KGEN_PDL", "let kernels that wait for the kernel before them start while "
+                                  "it finishes", "launch every kernel plainly")
 
 
 def _stream_arg(stream: int) -> ctypes.c_void_p:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core import runtime
 from ..core.kernel import Kernel, RepeatCall
-from ..core.launch import Launch, capture_id, ensure_context, write_words_async
+from ..core.launch import Launch, capture_id, ensure_context, programmatic_launches, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work
@@ -56,6 +56,17 @@ MODE_DIRECT, MODE_ATOMIC, MODE_PARTIALS, MODE_TICKET, MODE_CLUSTER = 0, 1, 2, 3,
 STAGE_VECTOR = 16  # flag beside the mode: S's rows are contiguous and 16-byte aligned
 # The tensor-core forms' instruction: mma.sync (sm_80 on) or Hopper's wgmma (sm_90 only).
 INSTRUCTIONS = ("mma_sync", "wgmma")
+# l2_prefetch: the KiB of its slab a block asks L2 for ahead of the wait (0: none).
+L2_PREFETCH_KIB = (0, 4, 8, 16, 32, 64)
+# The float32 and float64 SIMT forms' default specs launch programmatically and ask L2 for this
+# many KiB of each block's slab ahead of the wait. Device time of calls back to back (a CUDA
+# graph over operands rotated past L2) on an H200 (docs/bench/research/skinny_pdl.py,
+# docs/matmul.md "Programmatic launches of the skinny forms"): fitted on 10 float32 products of
+# 1-16 rows (seed 17001; 8, 16 and 32 KiB 1.020x, 1.023x, 1.006x the plain launch, 64 KiB and
+# a share of the slab lost on some), held out on 12 float32 products of 1-6 rows (seed 17003)
+# 1.028x (0.977-1.082x) and 6 float64 ones (17004) 1.012x. The split-TF32 tensor-core forms
+# lost 2-4% with the prefetch and stay plain.
+SIMT_L2_PREFETCH_KIB = 16
 # Rows of S one wgmma block multiplies (the instruction's N goes to 256, but a thread keeps
 # WGN / 2 window sums and as many running sums a 64-column tile).
 WG_MAX_ROWS = 128
@@ -139,6 +150,14 @@ class Skinny(Spec):
                   offset and reads them from their first boundary with the widest loads, the
                   elements before it added apart (the _phased_c<classes> entries; phased_dot
                   says where). False: the narrower entry the alignment allows (_v2, _v1).
+    programmatic  launch the product's main kernel with programmatic stream serialization on
+                  sm_90 and later GPUs (the SIMT and mma.sync forms; not with instruction=
+                  "wgmma"): its blocks may start while the kernel before it on the stream
+                  finishes, and wait for it (griddepcontrol.wait) before their first access to
+                  global memory. KGEN_PDL=0 launches it plainly.
+    l2_prefetch   with programmatic=True: before that wait each block asks L2 for the first
+                  l2_prefetch KiB of its slab of the large operand, so its read starts while the
+                  kernel before finishes (0: no prefetch; 4, 8, 16, 32 or 64).
     """
 
     kernel: ClassVar[str] = "skinny"
@@ -161,6 +180,8 @@ class Skinny(Spec):
     axpy_k_warps: int = 1
     instruction: str = "mma_sync"
     phased: bool = True
+    programmatic: bool = False
+    l2_prefetch: int = 0
 
     def validate(self) -> None:
         if self.dtype not in ITEMSIZE:
@@ -202,6 +223,14 @@ class Skinny(Spec):
                  "round every partial sum to the output type)")
         if not 1 <= self.min_blocks <= 8:
             fail("min_blocks", self.min_blocks, "an integer from 1 to 8")
+        if self.programmatic and wg:
+            fail("programmatic", self.programmatic, "False with instruction='wgmma' (the wgmma forms do not wait "
+                 "for the kernel before them)")
+        if self.l2_prefetch not in L2_PREFETCH_KIB:
+            fail("l2_prefetch", self.l2_prefetch, f"one of {list(L2_PREFETCH_KIB)} (KiB)")
+        if self.l2_prefetch and not self.programmatic:
+            fail("l2_prefetch", self.l2_prefetch, "0 unless programmatic=True (the prefetch runs ahead of the wait "
+                 "for the kernel before, which only a programmatic launch overlaps)")
         if not isinstance(self.tensor_cores, bool):
             fail("tensor_cores", self.tensor_cores, "True or False")
         if self.tensor_cores and self.dtype == "float64":
@@ -820,7 +849,9 @@ class Skinny(Spec):
     def simt_default_spec(cls, problem, dtype):
         """default_spec's fields for the SIMT forms, whatever the shape: rows as default_spec,
         columns a warp (dot form) as ~64 accumulators allow, single-pass merge; 16-bit
-        products of 1-2 rows ask for one wave of blocks, others two."""
+        products of 1-2 rows ask for one wave of blocks, others two. float32 and float64 launch
+        programmatically with SIMT_L2_PREFETCH_KIB of each block's slab asked of L2 ahead of
+        the wait."""
         p = cls.normalize_problem(problem)
         small = min(p["M"], p["N"])
         rows = default_rows(small)
@@ -828,7 +859,7 @@ class Skinny(Spec):
         half = dtype in ("float16", "bfloat16")
         return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                    loads=default_loads(rows), k_split=0, waves=1 if half and small <= 2 else 2,
-                   merge="single_pass")
+                   merge="single_pass", programmatic=not half, l2_prefetch=0 if half else SIMT_L2_PREFETCH_KIB)
 
     @classmethod
     def default_spec(cls, problem, dtype):
@@ -908,6 +939,9 @@ class Skinny(Spec):
             add(lane_vectors=lane_vectors)
         for vector_bytes in (4, 8):
             add(vector_bytes=vector_bytes)
+        add(programmatic=False, l2_prefetch=0)
+        for kib in L2_PREFETCH_KIB:
+            add(programmatic=True, l2_prefetch=kib)
         add(tensor_cores=False)   # the SIMT forms with the default fields
         if dtype != "float64":
             tc_rows = sorted({default_rows(small), min(64, -(-small // 8) * 8)})
@@ -1206,6 +1240,14 @@ def default_rows(small: int) -> int:
     return min(64, _ceil_div(_ceil_div(small, tiles), 8) * 8)
 
 
+def launches_programmatically(spec: Skinny, arch: str) -> bool:
+    """Whether the main kernel of `spec` compiled for `arch` may be launched with programmatic
+    stream serialization: the spec asks for it and the target is sm_90 or later, where the
+    kernel's blocks wait for the kernel before them (griddepcontrol.wait; the template leaves
+    the wait out for earlier targets, whose kernels are launched plainly)."""
+    return spec.programmatic and int(arch[3:].rstrip("af")) >= 90
+
+
 def tolerance(dtype: str, K: int) -> float:
     """Relative (Frobenius) error allowed against the float64 product of the rounded
     inputs: accumulation error growing like sqrt(K) (8x headroom), plus the rounding of C
@@ -1260,6 +1302,7 @@ class SkinnyKernel(Kernel):
     """
 
     spec: Skinny
+    _programmatic = False   # launches_programmatically(spec, the compiled arch), set per kernel
 
     def __init__(self, spec, source, compiled):
         # Not Kernel.__init__: bfloat16 has no numpy dtype unless ml_dtypes is installed.
@@ -1281,6 +1324,7 @@ class SkinnyKernel(Kernel):
         self._fmt_merge = "PPqqiii" + scalar * 2
         self._fmt_prescale = "Pqqii" + scalar
         self._fmt_image = "PqqiqiP"
+        self._programmatic = launches_programmatically(spec, compiled.arch)
 
     def _resident_slots(self, name: str, shared: int) -> int:
         """Blocks of entry `name` the whole GPU runs at once."""
@@ -1512,7 +1556,8 @@ class SkinnyKernel(Kernel):
         vec_s = 16 // item
         s_vec = s_ks == 1 and ps % 16 == 0 and (s_rs % vec_s == 0 or R == 1)
         mode = g["mode"] | (STAGE_VECTOR if s_vec else 0)
-        plan.launches.append(("main", Launch(fn, name, g["grid"], (spec.threads, 1, 1), shared, self._fmt_main),
+        plan.launches.append(("main", Launch(fn, name, g["grid"], (spec.threads, 1, 1), shared, self._fmt_main,
+                                             programmatic=self._programmatic and programmatic_launches()),
                               (s_rs, s_ks, ldl, o_rs, o_cs, R, NC, K, g["ks"], mode)))
         if g["mode"] == MODE_PARTIALS:
             plan.launches.append(("merge", Launch(self.handle("kgen_skinny_merge"), "kgen_skinny_merge", small_grid,
