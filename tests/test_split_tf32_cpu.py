@@ -62,6 +62,7 @@ class _Go:
 
     def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
         self.name, self.grid, self.fmt, self.calls = name, grid, fmt, []
+        self.programmatic = programmatic
         _Go.made.append(self)
 
     def __call__(self, stream, *args):
@@ -277,3 +278,23 @@ def test_an_exact_tuned_entry_keeps_its_instruction(monkeypatch, origin, want_wg
     monkeypatch.setattr(dispatch, "_kernels", {})
     got = dispatch._kernel(Skinny, p, "float32", False, {"instruction": "wgmma"})
     assert got == (Skinny.wgmma_default_spec(p) if want_wgmma else tuned)
+
+
+@pytest.mark.parametrize("pdl", ["1", "0"])
+def test_the_wgmma_kernel_is_told_whether_its_launch_overlaps_the_kernel_before(monkeypatch, pdl):
+    """flags carries OVERLAPPED exactly where the launch is programmatic, so that the L2 prefetch
+    ahead of the wait (l2_prefetch) runs only where something runs beside it."""
+    monkeypatch.setenv("KGEN_PDL", pdl)
+    spec = _split(layout_a="row", layout_b="col")
+    seen = set()
+    for M, N, K in ((300, 200, 1001), (4096, 4096, 4096), (128, 128, 20000)):
+        k = _kernel(spec, monkeypatch)
+        _Go.made = []
+        plan = k._plan(M, N, K, K, K, N, False, False, True)
+        k._run(plan, 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
+        main = next(g for g in _Go.made if g.name == "kgen_tc_wgmma")
+        (m_args,) = main.calls
+        flags = m_args[11]
+        assert bool(flags & tc.OVERLAPPED) == main.programmatic, (M, N, K, flags)
+        seen.add(main.programmatic)
+    assert seen == ({True, False} if pdl == "1" else {False})

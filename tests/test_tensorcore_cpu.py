@@ -837,6 +837,7 @@ def test_b_realign_is_validated_and_fits_the_shared_memory_it_replaces():
     {},                                               # the general tiles
     {"swap": True},                                   # A's rows as the wgmma N, K split in clusters
     {"swap": True, "b_realign": True},                # B read in place by the producer threads
+    {"swap": True, "l2_prefetch": True},              # B's first k tiles asked of L2 ahead of the wait
     {"cluster": 2},                                   # pairs of blocks sharing B
 ])
 def test_wgmma_kernel_waits_for_the_kernel_before_it_before_touching_memory(fields):
@@ -847,6 +848,9 @@ def test_wgmma_kernel_waits_for_the_kernel_before_it_before_touching_memory(fiel
         if fields.get("b_realign"):
             spec = spec.with_realigned_b()
             assert spec.b_realign
+        if fields.get("l2_prefetch"):
+            spec = spec.with_l2_prefetch()
+            assert spec.l2_prefetch
     elif fields.get("cluster"):
         spec = TensorMatmul(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4,
                             instruction="wgmma", cluster=2)
@@ -869,6 +873,14 @@ def test_wgmma_kernel_waits_for_the_kernel_before_it_before_touching_memory(fiel
     for access in set(calls):
         assert wait < body.index(access), f"{access} before the wait in {spec.to_json()}"
     assert body.count("griddepcontrol.wait;") == 1
+    # Only the L2 prefetch (no value returned, no shared memory) comes before the wait, and only
+    # where the host says the launch overlaps the kernel before.
+    prefetches = [m.start() for m in re.finditer(r"\btma_prefetch\(", body)]
+    assert bool(prefetches) == bool(spec.l2_prefetch)
+    if prefetches:
+        assert all(at < wait for at in prefetches)
+        guard = body.rindex("if (", 0, prefetches[0])
+        assert "flags & OVERLAPPED" in body[guard:prefetches[0]]
 
 
 def test_programmatic_launches_where_the_grid_fills_the_sms_or_slices_are_short():
@@ -1464,3 +1476,30 @@ def test_dispatch_asks_for_row_sets_where_they_suit_b(monkeypatch):
         assert dispatch.call_family(np.empty((M, 5003), np.float16), odd, "float16") is Skinny, M
     A = np.empty((lo - 1, 5002), np.float16)
     assert dispatch.call_family(A, np.empty((4000, 5002), np.float16).T, "float16") is Skinny
+
+
+def test_l2_prefetch_is_asked_where_b_is_read_by_tma_and_searched_not_defaulted():
+    """with_l2_prefetch applies to specs that read B by TMA as it is; b_realign and b_phased
+    (the producer threads, row sets) clear it, and fields that cannot take it are refused
+    naming the field. The default specs leave it at 0 (trees before and after measured level);
+    the tuner's space for few rows offers the transposed tiles with and without it."""
+    from kgen.ops.tensorcore import WGMMA_L2_PREFETCH_KIB
+
+    p = {"M": 4, "N": 8192, "K": 4096}
+    base = TensorMatmul.default_spec(p, "bfloat16")
+    assert base.swap_ab and base.l2_prefetch == 0
+    spec = base.with_l2_prefetch()
+    assert spec.l2_prefetch == WGMMA_L2_PREFETCH_KIB and spec.replace(l2_prefetch=0) == base
+    assert spec.with_phased_b().l2_prefetch == 0 and spec.with_realigned_b().l2_prefetch == 0
+    assert spec.with_realigned_b().with_l2_prefetch().l2_prefetch == 0   # the producer threads read B
+    with pytest.raises(ValueError, match="l2_prefetch"):
+        spec.replace(b_phased=True)
+    with pytest.raises(ValueError, match=r"l2_prefetch.*\[0, 8, 16, 32, 64\]"):
+        spec.replace(l2_prefetch=3)
+    with pytest.raises(ValueError, match="l2_prefetch"):
+        TensorMatmul(dtype="bfloat16", l2_prefetch=16)   # the mma.sync kernel has no tensor maps
+    assert TensorMatmul.mma_default_spec(p, "bfloat16").with_l2_prefetch().l2_prefetch == 0
+    asked = {s.l2_prefetch for s in TensorMatmul.search_space(p, "bfloat16") if s.swap_ab}
+    assert asked == {0, WGMMA_L2_PREFETCH_KIB, 64}
+    src = kgen.render(spec)
+    assert "#define PREFETCH_TILES 2 " in src   # 16 KiB of 64 x 64 bfloat16 tiles (8 KiB each)

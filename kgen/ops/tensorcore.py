@@ -259,6 +259,18 @@ SMALL_PRODUCT_MACS = 1 << 24
 # (6x2816x16256: 27.1 -> 29.8), which keep plain launches; held out (10514, 10515), the cases the
 # rule launches programmatically 1.052x as fast, the others 1.005x.
 PROGRAMMATIC_MAX_SLICE_K = 3072
+# l2_prefetch: KiB of B's first k tiles each block asks L2 for ahead of griddepcontrol.wait.
+TMA_PREFETCH_KIB = (0, 8, 16, 32, 64)
+# The flag (kgen_tc_wgmma's flags argument) that tells the kernel its launch is programmatic.
+OVERLAPPED = 4
+# with_l2_prefetch's size. Not a default: device time of calls back to back on an H200
+# (docs/bench/research/wgmma_prefetch.py; docs/tensorcore.md "Programmatic launches"), 16-bit
+# products of 1-16 rows: fitted (seed 17101) on the 7 launched programmatically 16 KiB ran
+# 1.019x and 64 KiB 1.024x the spec without it (the 5 launched plainly, where the prefetch ran
+# just ahead of the block's own loads, lost up to 2%: hence OVERLAPPED); held out (17103) the
+# route with 16 KiB 1.011x (0.957-1.045x without it); but trees before and after, alternating on
+# eight products, 0.998x (0.967-1.052x). The tuner searches it for the transposed tiles.
+WGMMA_L2_PREFETCH_KIB = 16
 # kgen.matmul runs 16-bit products of SMALL_PRODUCT_MACS to this many multiply-adds that the
 # wgmma kernel would take with its general tiles on mma.sync with element loads too, where an
 # operand's rows are not 16-byte aligned (K or N no multiple of 8, as most drawn sides are):
@@ -449,6 +461,11 @@ class TensorMatmul(Spec):
                  are 64 / g rows of each set, K and A as they are. kgen.matmul turns it on for
                  a B that TMA cannot read as it is, row-major or W.t() of an even pitch
                  (with_phased_b).
+    l2_prefetch  wgmma only, B read by TMA as it is (not b_realign, not b_phased), cluster 1:
+                 KiB of B's tiles (whole k tiles, at least one) of its first unit that each
+                 block asks L2 for (cp.async.bulk.prefetch.tensor) before it waits for the
+                 kernel before it (griddepcontrol.wait; a programmatic launch overlaps the two).
+                 0: none; 8, 16, 32 or 64.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -477,6 +494,7 @@ class TensorMatmul(Spec):
     swap_ab: bool = False
     b_realign: bool = False
     b_phased: bool = False
+    l2_prefetch: int = 0
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -514,6 +532,11 @@ class TensorMatmul(Spec):
                  "with repack=False)")
         if self.b_phased:
             self._validate_phased()
+        if self.l2_prefetch not in TMA_PREFETCH_KIB:
+            fail("l2_prefetch", self.l2_prefetch, f"one of {list(TMA_PREFETCH_KIB)} (KiB)")
+        if self.l2_prefetch and (self.instruction != "wgmma" or self.b_realign or self.b_phased or self.cluster > 1):
+            fail("l2_prefetch", self.l2_prefetch, "0 unless instruction='wgmma' reads B by TMA as it is (not "
+                 "b_realign, not b_phased) with cluster=1")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
@@ -809,6 +832,8 @@ class TensorMatmul(Spec):
             WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
             split3=self.split_tf32, PROMOTE_TILES=SPLIT_PROMOTE_TILES,
             persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
+            l2_prefetch=self.l2_prefetch,
+            PREFETCH_TILES=max(1, self.l2_prefetch * 1024 // (BN * BK * ITEMSIZE[self.dtype])),
             PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN,
             staged=self.staged_epilogue,
             b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, b_phased=self.b_phased, PHASE_MAPS=PHASE_MAPS,
@@ -1057,6 +1082,15 @@ class TensorMatmul(Spec):
             return cls.stream_spec(p, dtype)
         return cls.general_wgmma_spec(p, dtype, split_tf32)
 
+    def with_l2_prefetch(self, kib: int = WGMMA_L2_PREFETCH_KIB) -> "TensorMatmul":
+        """This spec asking L2 for `kib` KiB of B ahead of the wait where it reads B by TMA as it
+        is (not b_realign or b_phased, cluster 1); the spec as it is elsewhere."""
+        if not self.wgmma or self.b_realign or self.b_phased or self.cluster > 1:
+            return self
+        spec = self.replace(l2_prefetch=kib)
+        assert isinstance(spec, TensorMatmul)
+        return spec
+
     @classmethod
     def general_wgmma_spec(cls, problem, dtype, split_tf32: bool = False):
         """wgmma_default_spec's tiles for a product that does not stream (see there)."""
@@ -1190,9 +1224,10 @@ class TensorMatmul(Spec):
             for BN in (64, 128):
                 for blocks in (1, 2):
                     for split in SWAP_SPLITS if p["K"] >= 512 else (1,):
-                        add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN, blocks),
-                            instruction="wgmma", swap_ab=True, split_k=split,
-                            split_merge="cluster" if split > 1 else "workspace")
+                        for kib in (0, WGMMA_L2_PREFETCH_KIB, 64):   # B's first tiles asked of L2 ahead of the wait
+                            add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64),
+                                stages=wgmma_ring_stages(BM, BN, blocks), instruction="wgmma", swap_ab=True,
+                                split_k=split, split_merge="cluster" if split > 1 else "workspace", l2_prefetch=kib)
         return specs
 
     @classmethod
@@ -1254,7 +1289,7 @@ class TensorMatmul(Spec):
             return self
         fewer = -(-(REALIGN_DEPTH * BN * REALIGN_ROW_BYTES) // _wgmma_stage_bytes(BM, BN))
         try:
-            realigned = self.replace(b_realign=True, stages=max(2, self.stages - fewer))
+            realigned = self.replace(b_realign=True, stages=max(2, self.stages - fewer), l2_prefetch=0)
         except ValueError:   # a cluster merge's sums need the longer ring
             return self
         assert isinstance(realigned, TensorMatmul)
@@ -1271,7 +1306,7 @@ class TensorMatmul(Spec):
         stage = _phased_stage_bytes(self.tile[0], BN, self.layout_b)
         stages = min(WGMMA_MAX_STAGES, (self.shared_bytes - 1024) // stage)
         try:
-            phased = self.replace(b_realign=False, b_phased=True, stages=max(2, stages))
+            phased = self.replace(b_realign=False, b_phased=True, stages=max(2, stages), l2_prefetch=0)
         except ValueError:   # a cluster merge's sums need a longer ring
             return self
         assert isinstance(phased, TensorMatmul)
@@ -1877,7 +1912,10 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             name, fmt = ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"), self._fmt
         main = Launch(self.handle(name, shared), name, grid, block, shared, fmt,
                       programmatic=programmatic_launches() and spec.launches_programmatically(M, N, K, self._sms))
-        flags = 2 if c_pairs else 0
+        # OVERLAPPED (4): the L2 prefetch (l2_prefetch) runs only where the launch overlaps the
+        # kernel before.
+        overlapped = OVERLAPPED if main.programmatic else 0
+        flags = (2 if c_pairs else 0) | overlapped
         if splits == 1 or spec.split_merge == "cluster":   # the cluster merge stores C itself
             plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, (), maps)
         else:
@@ -1889,7 +1927,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             rgrid = (max(1, min(-(-(M * N) // 256), 132 * 16)), 1, 1)
             reduce = Launch(self.handle("kgen_tc_splitk_reduce"), "kgen_tc_splitk_reduce", rgrid, (256, 1, 1), 0,
                             self._fmt_reduce)
-            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldw, chunk, stride, 1), ws, reduce,
+            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldw, chunk, stride, 1 | overlapped), ws, reduce,
                     (M, N, ldw, ldc, stride, splits), maps)
         if len(self._plans) >= 256:
             self._plans.clear()

@@ -9,7 +9,8 @@ beta (and beta = 0, C NaN-poisoned); each result checked against float64. Run it
 that a read past a buffer is a read past an allocation. Env: DTYPE (bfloat16), ONLY=swap (the
 swap_spec ones alone), ONLY=band (the last: 128 columns in 3 slices) or ONLY=staged (those
 whose block stores its tile from shared memory, TensorMatmul.staged_epilogue), REALIGN=1 (a
-row-major B read by the producer threads, b_realign, where the spec takes it)."""
+row-major B read by the producer threads, b_realign, where the spec takes it), PREFETCH=1 (B's
+first k tiles asked of L2 ahead of the wait, with_l2_prefetch, where the spec takes it)."""
 import os
 
 import torch
@@ -50,6 +51,8 @@ for spec in specs:
         ordered = spec.replace(layout_b=lb)
         if os.environ.get("REALIGN") == "1":
             ordered = ordered.with_realigned_b()
+        if os.environ.get("PREFETCH") == "1":
+            ordered = ordered.with_l2_prefetch()
         k = kgen.build(ordered)
         for M, N, K in shapes:
             for off in (0, 1):
