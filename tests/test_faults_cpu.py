@@ -172,7 +172,7 @@ class _RecordedLaunch:
     """Stands in for kgen.core.launch.Launch where there is no CUDA driver: the plan only."""
 
     def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
-        self.name, self.grid, self.shared = name, grid, shared
+        self.name, self.grid, self.shared, self.programmatic = name, grid, shared, programmatic
 
 
 def _operand_strides(which: str, case: dict, col: bool) -> tuple[int, int]:
