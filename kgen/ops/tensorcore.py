@@ -267,9 +267,10 @@ OVERLAPPED = 4
 # (docs/bench/research/wgmma_prefetch.py; docs/tensorcore.md "Programmatic launches"), 16-bit
 # products of 1-16 rows: fitted (seed 17101) on the 7 launched programmatically 16 KiB ran
 # 1.019x and 64 KiB 1.024x the spec without it (the 5 launched plainly, where the prefetch ran
-# just ahead of the block's own loads, lost up to 2%: hence OVERLAPPED); held out (17103) the
-# route with 16 KiB 1.011x (0.957-1.045x without it); but trees before and after, alternating on
-# eight products, 0.998x (0.967-1.052x). The tuner searches it for the transposed tiles.
+# just ahead of the block's own loads, lost up to 2%: hence OVERLAPPED); held out (17103) 16 KiB
+# ran 1.011x (0.978-1.045x) the spec without it; but trees before and after a 16 KiB default,
+# alternating on eight products, 0.998x (0.967-1.052x). The tuner searches it for the
+# transposed tiles.
 WGMMA_L2_PREFETCH_KIB = 16
 # kgen.matmul runs 16-bit products of SMALL_PRODUCT_MACS to this many multiply-adds that the
 # wgmma kernel would take with its general tiles on mma.sync with element loads too, where an
