@@ -154,6 +154,11 @@ def check_arch(arch: str) -> str:
     return arch
 
 
+def arch_number(arch: str) -> int:
+    """The compute capability an arch names, as one number: 90 for "sm_90" and "sm_90a"."""
+    return int(check_arch(arch)[3:].rstrip("af"))
+
+
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_USED = re.compile(r"Used (\d+) registers(.*)")

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import runtime
+from ..core.compiler import arch_number
 from ..core.kernel import Kernel, RepeatCall
 from ..core.launch import Launch, capture_id, ensure_context, programmatic_launches, write_words_async
 from ..core.runtime import ArrayError
@@ -591,12 +592,12 @@ class Skinny(Spec):
         return ("-split-compile=0",)
 
     def target_arch(self, arch: str) -> str:
-        if self.merge == "cluster" and int(arch[3:].rstrip("af")) < 90:
+        if self.merge == "cluster" and arch_number(arch) < 90:
             raise ValueError(f"merge='cluster' needs thread block clusters (sm_90 and later); this target is "
                              f"{arch}: use merge='two_pass'")
         if self.instruction != "wgmma":
             return arch
-        if int(arch[3:].rstrip("af")) != 90:
+        if arch_number(arch) != 90:
             raise ValueError(f"instruction='wgmma' runs on sm_90 GPUs (H100, H200) only; this target is {arch}: "
                              "use instruction='mma_sync'")
         return "sm_90a"
@@ -1245,7 +1246,7 @@ def launches_programmatically(spec: Skinny, arch: str) -> bool:
     stream serialization: the spec asks for it and the target is sm_90 or later, where the
     kernel's blocks wait for the kernel before them (griddepcontrol.wait; the template leaves
     the wait out for earlier targets, whose kernels are launched plainly)."""
-    return spec.programmatic and int(arch[3:].rstrip("af")) >= 90
+    return spec.programmatic and arch_number(arch) >= 90
 
 
 def tolerance(dtype: str, K: int) -> float:

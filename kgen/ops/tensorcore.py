@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import runtime
+from ..core.compiler import arch_number
 from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo
 from ..core.launch import Launch, LaunchError, ensure_context, programmatic_launches
 from ..core.runtime import ArrayError
@@ -793,7 +794,7 @@ class TensorMatmul(Spec):
         return None
 
     def target_arch(self, arch: str) -> str:
-        need = self._arch_requirement(int(arch[3:].rstrip("af")))
+        need = self._arch_requirement(arch_number(arch))
         if need:
             raise ValueError(f"{need[0]}; this target is {arch}: use {need[1]}")
         return "sm_90a" if self.wgmma else arch
