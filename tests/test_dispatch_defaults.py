@@ -540,7 +540,8 @@ def test_row_major_float32_few_row_products_take_one_tile_a_warp_where_blocks_ar
                   Skinny.wgmma_default_spec(p, "float32"), Skinny.default_spec(p, "bfloat16"),
                   Skinny.default_spec({"M": 3, "N": 2048, "K": 2048}, "float32")):
         assert not other.one_tile_axpy_suits(p, 132)
-        assert other.for_layouts(p, axpy_sms=132) == other
+        # (the SIMT spec takes one wave there, by one_wave_axpy_suits, and keeps its tiles)
+        assert other.for_layouts(p, axpy_sms=132).replace(waves=other.waves) == other
 
     asked = _record_kernel_requests(monkeypatch)
     monkeypatch.setattr(dispatch, "_sm_count", lambda: 132)
@@ -597,20 +598,113 @@ def test_float32_weight_products_with_few_column_tiles_split_k_for_one_wave():
         assert isinstance(got, Skinny) and not got.tensor_cores and got.waves == waves, ((M, N, K), got.to_json())
         # the mirror image (W @ x.t(): few columns) counts the same tiles
         assert dispatch.call_spec(W, A.T, device=h200, db=False).waves == waves, (M, N, K)
-        # a row-major weight runs the axpy form, which keeps its waves
+        # a row-major weight runs the axpy form: one wave by its own rule up to 4 rows (one_wave_axpy_suits)
         row = dispatch.call_spec(A, np.zeros((K, N), np.float32), device=h200, db=False)
-        assert row.waves == 2 or row.tensor_cores, ((M, N, K), row.to_json())
+        assert row.waves == (1 if M <= 4 else 2) or row.tensor_cores, ((M, N, K), row.to_json())
     # The threshold: 64 columns a block at 3-6 rows, 32 at 1-2.
     p = {"M": 5, "N": 64 * 65, "K": 8192}
     spec = Skinny.default_spec(p, "float32")
     assert spec.dot_cols() == 64 and 65 < DOT_WHOLE_K_SM_SHARE * sms
     assert spec.one_wave_dot_suits(p, sms) and not spec.one_wave_dot_suits({**p, "N": 64 * 66 + 1}, sms)
     assert spec.for_layouts(p, dot_sms=sms).waves == 1
+    two = {"M": 2, "N": 32 * 65, "K": 8192}
+    assert Skinny.default_spec(two, "float32").for_layouts(two, dot_sms=sms).waves == 1
+    assert Skinny.default_spec(two, "float32").for_layouts({**two, "N": 32 * 66 + 1}, dot_sms=sms).waves == 2
     for other in (spec.replace(k_split=6), spec.replace(merge="cluster", k_split=4),
                   Skinny.default_spec(p, "bfloat16"), Skinny.default_spec({**p, "M": 12}, "float32")):
         assert not other.one_wave_dot_suits(p, sms)
         assert other.for_layouts(p, dot_sms=sms) == other
     dispatch.forget()
+
+
+def test_float32_weight_products_of_3_to_6_rows_with_fewer_tiles_than_sms_take_4_columns_a_warp():
+    """The float32 SIMT dot form of 3-6 rows (B = W.t()) streams 4 columns a warp, not 8, where 8
+    would leave K whole on fewer column tiles than SMs (Skinny.narrow_dot_suits, dispatch passing
+    dot_sms); where 8 split K (fewer tiles, a longer K), with as many tiles as SMs, 1-2 or 7+
+    rows, a row-major weight, 16-bit or float64 inputs, a fixed split, a cluster merge or a
+    choice tuned for the very problem the spec is left as it was."""
+    from kgen.ops.skinny import DOT_NARROW_WARP_COLS, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    sms = h200.limits["multiprocessors"]
+    # The products of the measurement (seeds 18003, 18013) the rule changes, and ones it leaves:
+    # 42 and 29 tiles of 8 columns (K split for one wave), 82 with K cut in three, 173 and 132 tiles.
+    for (M, N, K), cols, waves in (((4, 7040, 3136), 4, 2), ((4, 7552, 2176), 4, 2), ((4, 8192, 1792), 4, 2),
+                                   ((3, 5824, 1984), 4, 2), ((3, 6272, 1280), 4, 2),
+                                   ((5, 2688, 7744), 8, 1), ((4, 1856, 11904), 8, 1), ((3, 5248, 5824), 8, 2),
+                                   ((5, 11072, 1152), 8, 2), ((6, 8448, 1024), 8, 2), ((2, 1536, 5184), 4, 1)):
+        A = np.zeros((M, K), np.float32)
+        W = np.zeros((N, K), np.float32)
+        got = dispatch.call_spec(A, W.T, device=h200, db=False)
+        assert isinstance(got, Skinny) and not got.tensor_cores, (M, N, K)
+        assert (got.warp_cols, got.waves) == (cols, waves), ((M, N, K), got.to_json())
+        assert dispatch.call_spec(W, A.T, device=h200, db=False).warp_cols == cols, (M, N, K)
+        # a row-major weight runs the axpy form, whose spec keeps the default columns
+        assert dispatch.call_spec(A, np.zeros((K, N), np.float32), device=h200, db=False).warp_cols == 8 or M <= 2
+    # The thresholds: 66-131 tiles of 64 columns on 132 SMs narrow, 65 and 132 do not; nor does a K
+    # that dot_few_tile_slabs cuts (two slabs from 3840 at 131 tiles, four from 1920 at 66).
+    p = {"M": 5, "N": 64 * 131, "K": 1792}
+    spec = Skinny.default_spec(p, "float32")
+    assert spec.warp_cols == 8 and spec.dot_cols() == 64
+    assert spec.narrow_dot_suits(p, sms) and not spec.narrow_dot_suits({**p, "N": 64 * 132}, sms)
+    assert spec.narrow_dot_suits({**p, "N": 64 * 66}, sms) and not spec.narrow_dot_suits({**p, "N": 64 * 65}, sms)
+    assert spec.narrow_dot_suits({**p, "K": 3776}, sms) and not spec.narrow_dot_suits({**p, "K": 3840}, sms)
+    assert not spec.narrow_dot_suits({**p, "N": 64 * 66, "K": 1920}, sms)
+    assert spec.for_layouts(p, dot_sms=sms).warp_cols == DOT_NARROW_WARP_COLS == 4
+    assert spec.for_layouts({**p, "N": 64 * 132}, dot_sms=sms).warp_cols == 8
+    assert spec.for_layouts(p, axpy_sms=sms).warp_cols == 8
+    for other in (spec.replace(k_split=6), spec.replace(merge="cluster", k_split=4), spec.replace(rows=7),
+                  Skinny.default_spec(p, "bfloat16"), Skinny.default_spec(p, "float64"),
+                  Skinny.default_spec({**p, "M": 2}, "float32"), Skinny.default_spec({**p, "M": 12}, "float32")):
+        assert not other.narrow_dot_suits(p, sms), other.to_json()
+    # A choice tuned for exactly this problem keeps its columns.
+    built = []
+    import kgen.core.kernel
+
+    saved = kgen.core.kernel.build
+    saved_select = dispatch.select
+    try:
+        kgen.core.kernel.build = lambda s: built.append(s) or s
+        for origin, cols in (("shipped", 4), ("exact", 8)):
+            dispatch.select = lambda cls, problem, dtype, o=origin, **kw: dispatch.Choice(spec, o, problem)
+            dispatch.forget()
+            dispatch._kernel(Skinny, p, "float32", False, {"dot_sms": sms})
+            assert built[-1].warp_cols == cols, origin
+    finally:
+        kgen.core.kernel.build, dispatch.select = saved, saved_select
+        dispatch.forget()
+
+
+def test_float32_row_major_weight_products_split_k_for_one_wave():
+    """The float32 SIMT axpy form (B row-major, 1-4 rows: at most 16 accumulators a thread)
+    splits K for one wave of blocks (Skinny.one_wave_axpy_suits, dispatch passing axpy_sms);
+    5+ rows, float64 or 16-bit inputs, a fixed split or a cluster merge leave the spec's waves."""
+    from kgen.ops.skinny import AXPY_SIMT_WAVES, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    sms = h200.limits["multiprocessors"]
+    for (M, N, K), waves in (((1, 6848, 10816), 1), ((2, 2624, 2944), 1), ((4, 3136, 7104), 1),
+                             ((1, 16320, 1856), 1), ((3, 7232, 2560), 1), ((5, 6592, 15168), 2), ((6, 2240, 3264), 2)):
+        A = np.zeros((M, K), np.float32)
+        got = dispatch.call_spec(A, np.zeros((K, N), np.float32), device=h200, db=False)
+        assert isinstance(got, Skinny) and not got.tensor_cores and got.waves == waves, ((M, N, K), got.to_json())
+        # the mirror image (few columns, the large operand n-contiguous): the same rule
+        assert dispatch.call_spec(np.zeros((K, N), np.float32).T, A.T, device=h200, db=False).waves == waves
+        f64 = dispatch.call_spec(A.astype(np.float64), np.zeros((K, N), np.float64), device=h200, db=False)
+        assert f64.waves == 2, (M, N, K)
+    assert AXPY_SIMT_WAVES == 1
+    p = {"M": 3, "N": 4096, "K": 4096}
+    spec = Skinny.default_spec(p, "float32")
+    assert spec.waves == 2 and spec.one_wave_axpy_suits(p) and spec.axpy_acc_regs == 12
+    assert Skinny.default_spec({**p, "M": 4}, "float32").one_wave_axpy_suits(p)
+    assert not Skinny.default_spec({**p, "M": 5}, "float32").one_wave_axpy_suits(p)
+    assert spec.for_layouts(p, axpy_sms=sms).waves == 1
+    assert spec.for_layouts(p).waves == 2
+    for other in (spec.replace(k_split=6), spec.replace(merge="cluster", k_split=4), spec.replace(rows=7),
+                  Skinny.default_spec(p, "bfloat16"), Skinny.default_spec(p, "float64")):
+        assert not other.one_wave_axpy_suits(p), other.to_json()
 
 
 def test_float32_and_float64_skinny_products_launch_programmatically_with_the_l2_prefetch():

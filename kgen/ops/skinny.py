@@ -303,8 +303,12 @@ class Skinny(Spec):
         operand with a few loads in flight per warp, so more resident warps keep more bytes
         in flight (1.07x in bfloat16 on an H100, docs/matmul.md). With more accumulators the
         cap made ptxas spill and the form slower."""
-        accs = self.rows * self.lane_vectors * self.axpy_vec * self._acc_regs_per_column()
-        return max(self.min_blocks, min(8, 1024 // self.threads)) if accs <= 16 else self.min_blocks
+        return max(self.min_blocks, min(8, 1024 // self.threads)) if self.axpy_acc_regs <= 16 else self.min_blocks
+
+    @property
+    def axpy_acc_regs(self) -> int:
+        """Accumulator registers a thread of the SIMT axpy form holds."""
+        return self.rows * self.lane_vectors * self.axpy_vec * self._acc_regs_per_column()
 
     @property
     def tc_granule_min_blocks(self) -> int:
@@ -787,9 +791,10 @@ class Skinny(Spec):
         whose large operand allows only element loads: simt_for_element_rows) and this spec
         a tensor-core one, the SIMT forms' default spec. `axpy_sms` (not a field: dispatch
         passes the GPU's SM count for a product whose large operand is stored n-contiguous):
-        one tile a warp where one_tile_axpy_suits. `dot_sms` (not a field either: the SM count,
-        for a float32 product whose large operand is k-contiguous): one wave of blocks where
-        one_wave_dot_suits."""
+        one tile a warp where one_tile_axpy_suits, one wave of blocks where one_wave_axpy_suits.
+        `dot_sms` (not a field either: the SM count, for a float32 product whose large operand is
+        k-contiguous): 4 columns a warp where narrow_dot_suits, then one wave of blocks where
+        one_wave_dot_suits (counted with those columns)."""
         sms = layouts.pop("axpy_sms", None)
         dot_sms = layouts.pop("dot_sms", None)
         if layouts.get("instruction") == "wgmma" and self.instruction != "wgmma":
@@ -799,9 +804,38 @@ class Skinny(Spec):
         spec = self.replace(**layouts) if layouts else self
         if sms and spec.one_tile_axpy_suits(problem, sms):
             spec = spec.replace(tc_tiles=1)
+        if sms and spec.one_wave_axpy_suits(problem):
+            spec = spec.replace(waves=AXPY_SIMT_WAVES)
+        if dot_sms and spec.narrow_dot_suits(problem, dot_sms):
+            spec = spec.replace(warp_cols=DOT_NARROW_WARP_COLS)
         if dot_sms and spec.one_wave_dot_suits(problem, dot_sms):
             spec = spec.replace(waves=DOT_FEW_TILE_WAVES)
         return spec
+
+    def one_wave_axpy_suits(self, problem) -> bool:
+        """Whether this float32 SIMT spec, run on an n-contiguous large operand (the SIMT axpy
+        form, B row-major) should split K for AXPY_SIMT_WAVES (one) wave of resident blocks rather
+        than `waves`: its K split left to the launch (k_split=0, not a cluster), and at most 16
+        accumulator registers a thread (float32 up to 4 rows), where axpy_min_blocks keeps 1024
+        threads an SM resident."""
+        return (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0
+                and self.merge != "cluster" and self.waves > AXPY_SIMT_WAVES and self.axpy_acc_regs <= 16)
+
+    def narrow_dot_suits(self, problem, sms: int) -> bool:
+        """Whether this float32 SIMT spec of DOT_FEW_TILES_MIN_ROWS to SIMT_F32_ROWS rows and 8
+        columns a warp, run on a k-contiguous large operand (the dot form, B = W.t()) on a GPU of
+        `sms` SMs, should stream DOT_NARROW_WARP_COLS columns a warp instead: its K split left to
+        the launch (k_split=0, not a cluster), and its 8-column tiles fewer than the SMs but
+        enough that K stays whole (DOT_WHOLE_K_SM_SHARE of the SMs or more, K too short for
+        dot_few_tile_slabs to cut it)."""
+        if not (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0 and self.merge != "cluster"
+                and self.warp_cols == 8 and DOT_FEW_TILES_MIN_ROWS <= self.rows <= SIMT_F32_ROWS):
+            return False
+        p = self.normalize_problem(problem)
+        small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
+        tiles = _ceil_div(large, self.dot_cols()) * _ceil_div(small, self.rows)
+        return (DOT_WHOLE_K_SM_SHARE * sms <= tiles < sms
+                and dot_few_tile_slabs(self.dtype, self.rows, tiles, p["K"], sms) == 1)
 
     def one_wave_dot_suits(self, problem, sms: int) -> bool:
         """Whether this float32 SIMT spec, run on a k-contiguous large operand (the dot form,
@@ -1151,6 +1185,25 @@ DOT_FEWER_TILES_MIN_K = 1920
 # changes 1.089x (1.020-1.128x; 5x3904x8384 45.0 -> 39.9 µs), the others level; held out (seed
 # 16102) the 3 of 12 it changes 1.069x (1.037-1.085x), all 12 1.015x (lowest 0.980x, an unchanged split).
 DOT_FEW_TILE_WAVES = 1
+# float32 SIMT dot form of 3-6 rows (DOT_FEW_TILES_MIN_ROWS to SIMT_F32_ROWS): 4 columns a warp
+# (32 a block) rather than the 8 that default_warp_cols gives, where 8 would leave K whole on
+# fewer column tiles than SMs (at least DOT_WHOLE_K_SM_SHARE of them, K too short for
+# dot_few_tile_slabs): one block on most SMs and none on the rest, where 4 give twice the blocks
+# without a merge (Skinny.narrow_dot_suits; dispatch passes dot_sms). Device time on an H200, W.t()
+# of 16 MB or more (docs/bench/research/simt_f32_variants.py; docs/matmul.md, "Four columns a warp
+# and one wave of the axpy form"): fitted, 1.11-1.16x on all five such products of two draws (seeds
+# 18003, 18013; 91-128 tiles, K 1280-3136), where 8 columns split K instead (fewer tiles, or a
+# longer K) 4 ran 0.92-1.10x, so those keep 8; held out (seed 18033, eight products of 3-6 rows
+# drawn where the rule applies) 1.138x (1.12-1.19x).
+DOT_NARROW_WARP_COLS = 4
+# float32 SIMT axpy form (a row-major large operand) of up to 16 accumulator registers a thread
+# (1-4 rows): K split for one wave of resident blocks rather than two (Skinny.one_wave_axpy_suits;
+# dispatch passes axpy_sms). Device time on an H200 (simt_f32_variants.py; docs/matmul.md, the
+# same section): 1.047x on six products of 1-4 rows (seed 18002, 0.998-1.165x), 1.044x on seven
+# of 1-4 rows of a second draw (18012, 0.980-1.131x), where a 5-row product ran 0.908x (at 20
+# accumulators fewer blocks are resident, and one wave of them leaves a long tail); held out
+# (18032, eight products of 1-4 rows) 1.006x (0.966-1.060x): small, but not a loss.
+AXPY_SIMT_WAVES = 1
 
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
