@@ -676,6 +676,67 @@ def test_float32_weight_products_of_3_to_6_rows_with_fewer_tiles_than_sms_take_4
         dispatch.forget()
 
 
+def test_float32_row_major_weight_products_of_5_and_6_rows_run_the_tensor_core_axpy_form():
+    """float32 products of 5-6 rows against a row-major weight with K of TC_AXPY_FEW_ROWS_MIN_K
+    or more run the split-TF32 tensor-core axpy form (Skinny.tc_axpy_few_rows_suits, dispatch
+    passing axpy_sms), with two tiles a warp, the two-pass merge, one wave, launched plainly;
+    1-4 rows, a shorter K, W.t(), float64, KGEN_SPLIT_TF32=0, a fixed split or a choice tuned for
+    the very problem keep the SIMT spec."""
+    import os
+
+    from kgen.ops.skinny import TC_AXPY_FEW_ROWS_MIN_K, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    # The measured products (seeds 18052, 18053), the loss at K = 1024 among them, and others.
+    for (M, N, K), tc in (((6, 3520, 4992), True), ((5, 11840, 1472), True), ((5, 11200, 3072), True),
+                          ((6, 13376, 13632), True), ((5, 4800, 1024), False), ((4, 5248, 3840), False),
+                          ((6, 3001, 1281), True), ((5, 2047, 1279), False)):
+        A = np.zeros((M, K), np.float32)
+        got = dispatch.call_spec(A, np.zeros((K, N), np.float32), device=h200, db=False)
+        assert isinstance(got, Skinny) and got.tensor_cores == tc, ((M, N, K), got.to_json())
+        if tc:
+            assert (got.tc_tiles, got.merge, got.waves, got.programmatic) == (2, "two_pass", 1, False), got.to_json()
+            assert got.runs_tc_axpy
+        # the mirror image: few columns of a large n-contiguous operand
+        assert dispatch.call_spec(np.zeros((K, N), np.float32).T, A.T, device=h200, db=False).tensor_cores == tc
+        # W.t() keeps the SIMT dot form
+        assert not dispatch.call_spec(A, np.zeros((N, K), np.float32).T, device=h200, db=False).tensor_cores
+        assert not dispatch.call_spec(A.astype(np.float64), np.zeros((K, N), np.float64), device=h200,
+                                      db=False).tensor_cores
+    p = {"M": 5, "N": 4096, "K": TC_AXPY_FEW_ROWS_MIN_K}
+    spec = Skinny.default_spec(p, "float32")
+    assert not spec.tensor_cores and spec.axpy_acc_regs == 20 and spec.tc_axpy_few_rows_suits(p)
+    assert not spec.tc_axpy_few_rows_suits({**p, "K": TC_AXPY_FEW_ROWS_MIN_K - 1})
+    for other in (spec.replace(k_split=6), spec.replace(merge="cluster", k_split=4), spec.replace(rows=4),
+                  Skinny.default_spec(p, "float64")):
+        assert not other.tc_axpy_few_rows_suits(p), other.to_json()
+    assert spec.for_layouts(p).tensor_cores is False   # no axpy_sms: the storage is not known
+    saved = os.environ.get("KGEN_SPLIT_TF32")
+    os.environ["KGEN_SPLIT_TF32"] = "0"
+    try:
+        assert not spec.tc_axpy_few_rows_suits(p)
+    finally:
+        if saved is None:
+            del os.environ["KGEN_SPLIT_TF32"]
+        else:
+            os.environ["KGEN_SPLIT_TF32"] = saved
+    built = []
+    import kgen.core.kernel
+
+    saved_build, saved_select = kgen.core.kernel.build, dispatch.select
+    try:
+        kgen.core.kernel.build = lambda s: built.append(s) or s
+        for origin, tc in (("shipped", True), ("exact", False)):
+            dispatch.select = lambda cls, problem, dtype, o=origin, **kw: dispatch.Choice(spec, o, problem)
+            dispatch.forget()
+            dispatch._kernel(Skinny, p, "float32", False, {"axpy_sms": 132})
+            assert built[-1].tensor_cores is tc, origin
+    finally:
+        kgen.core.kernel.build, dispatch.select = saved_build, saved_select
+        dispatch.forget()
+
+
 def test_float32_row_major_weight_products_split_k_for_one_wave():
     """The float32 SIMT axpy form (B row-major, 1-4 rows: at most 16 accumulators a thread)
     splits K for one wave of blocks (Skinny.one_wave_axpy_suits, dispatch passing axpy_sms);
@@ -686,7 +747,7 @@ def test_float32_row_major_weight_products_split_k_for_one_wave():
     h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
     sms = h200.limits["multiprocessors"]
     for (M, N, K), waves in (((1, 6848, 10816), 1), ((2, 2624, 2944), 1), ((4, 3136, 7104), 1),
-                             ((1, 16320, 1856), 1), ((3, 7232, 2560), 1), ((5, 6592, 15168), 2), ((6, 2240, 3264), 2)):
+                             ((1, 16320, 1856), 1), ((3, 7232, 2560), 1), ((5, 4800, 1024), 2), ((6, 2240, 1152), 2)):
         A = np.zeros((M, K), np.float32)
         got = dispatch.call_spec(A, np.zeros((K, N), np.float32), device=h200, db=False)
         assert isinstance(got, Skinny) and not got.tensor_cores and got.waves == waves, ((M, N, K), got.to_json())

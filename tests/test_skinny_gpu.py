@@ -56,7 +56,10 @@ def spec_pool() -> dict[str, list[Skinny]]:
             # what dispatch runs for 3-6 rows of a W.t() with few tiles (narrow_dot_suits) and for
             # 1-4 rows of a row-major weight (one_wave_axpy_suits)
             specs += [Skinny.default_spec({"M": 5, "N": 6016, "K": 2048}, dtype).replace(warp_cols=4),
-                      Skinny.default_spec({"M": 3, "N": 4096, "K": 4096}, dtype).replace(waves=1)]
+                      Skinny.default_spec({"M": 3, "N": 4096, "K": 4096}, dtype).replace(waves=1),
+                      # and for 5-6 rows of a row-major one (tc_axpy_few_rows_suits)
+                      Skinny.default_spec({"M": 5, "N": 4096, "K": 4096}, dtype).replace(
+                          tensor_cores=True, tc_tiles=2, merge="two_pass", waves=1, programmatic=False, l2_prefetch=0)]
         if dtype in ("float16", "bfloat16"):
             # The 16-bit tensor-core forms (dot for a k-contiguous large operand, axpy for an
             # n-contiguous one: the test draws both storage orders).
@@ -415,9 +418,10 @@ def test_row_major_float32_products_of_few_blocks_run_one_tile_a_warp_and_match_
 def test_float32_few_row_products_take_the_narrow_dot_and_one_wave_axpy_rules_and_match_float64():
     """kgen.matmul on this GPU: float32 W.t() products of 3-6 rows whose 8-column tiles would
     leave K whole on fewer tiles than SMs stream 4 columns a warp (Skinny.narrow_dot_suits with
-    this GPU's SM count), row-major ones of 1-4 rows split K for one wave (one_wave_axpy_suits);
-    odd N and K among them (narrower loads, phased entries); every result matches float64 on a
-    NaN-poisoned output, again on a second call."""
+    this GPU's SM count), row-major ones of 1-4 rows split K for one wave (one_wave_axpy_suits)
+    and of 5-6 rows run the tensor-core axpy form (tc_axpy_few_rows_suits); odd N and K among
+    them (narrower loads, phased entries); every result matches float64 on a NaN-poisoned
+    output, again on a second call."""
     from kgen.ops.skinny import AXPY_SIMT_WAVES, DOT_NARROW_WARP_COLS
     from kgen.tune import dispatch
 
@@ -427,27 +431,32 @@ def test_float32_few_row_products_take_the_narrow_dot_and_one_wave_axpy_rules_an
     seen = set()
     for M, N, K, weights in ((4, 7552, 2176, True), (3, 5824, 1983, True), (5, 6001, 1500, True),
                              (4, 1856, 11904, True), (6, 8448, 1024, True), (2, 2624, 2944, False),
-                             (4, 3137, 7103, False), (1, 8000, 3136, False), (5, 6592, 1517, False)):
+                             (4, 3137, 7103, False), (1, 8000, 3136, False), (5, 6592, 1517, False),
+                             (6, 3520, 4992, False), (5, 4801, 1501, False), (5, 4800, 1024, False)):
         A = torch.randn(M, K, device="cuda")
         B = torch.randn(N, K, device="cuda").t() if weights else torch.randn(K, N, device="cuda")
         spec = dispatch.call_spec(A, B)
         p = {"M": M, "N": N, "K": K}
         base = Skinny.default_spec(p, "float32")
-        assert isinstance(spec, Skinny) and not spec.tensor_cores, (M, N, K, weights)
-        if weights:
+        tc = not weights and base.tc_axpy_few_rows_suits(p)
+        assert isinstance(spec, Skinny) and spec.tensor_cores == tc, (M, N, K, weights, spec.to_json())
+        if tc:
+            seen.add("tc")
+        elif weights:
             want = base.narrow_dot_suits(p, sms)
             assert spec.warp_cols == (DOT_NARROW_WARP_COLS if want else base.warp_cols), (M, N, K, spec.to_json())
+            seen.add((weights, want))
         else:
             want = base.one_wave_axpy_suits(p)
             assert spec.waves == (AXPY_SIMT_WAVES if want else base.waves), (M, N, K, spec.to_json())
-        seen.add((weights, want))
+            seen.add((weights, want))
         for _ in range(2):
             out = torch.full((M, N), float("nan"), device="cuda")
             kgen.matmul(A, B, out=out)
             ref = A.double() @ B.double()
             err = float((out.double() - ref).norm() / ref.norm())
             assert err <= tolerance("float32", K), (M, N, K, weights, err)
-    assert seen == {(True, True), (True, False), (False, True), (False, False)}
+    assert seen == {(True, True), (True, False), (False, True), (False, False), "tc"}
 
 
 @pytest.mark.parametrize("dtype,rows,col", [("float32", 12, True), ("float32", 3, False), ("bfloat16", 8, True),

@@ -791,7 +791,8 @@ class Skinny(Spec):
         whose large operand allows only element loads: simt_for_element_rows) and this spec
         a tensor-core one, the SIMT forms' default spec. `axpy_sms` (not a field: dispatch
         passes the GPU's SM count for a product whose large operand is stored n-contiguous):
-        one tile a warp where one_tile_axpy_suits, one wave of blocks where one_wave_axpy_suits.
+        one tile a warp where one_tile_axpy_suits, one wave of blocks where one_wave_axpy_suits,
+        the tensor-core axpy form where tc_axpy_few_rows_suits.
         `dot_sms` (not a field either: the SM count, for a float32 product whose large operand is
         k-contiguous): 4 columns a warp where narrow_dot_suits, then one wave of blocks where
         one_wave_dot_suits (counted with those columns)."""
@@ -806,6 +807,9 @@ class Skinny(Spec):
             spec = spec.replace(tc_tiles=1)
         if sms and spec.one_wave_axpy_suits(problem):
             spec = spec.replace(waves=AXPY_SIMT_WAVES)
+        if sms and spec.tc_axpy_few_rows_suits(problem):
+            spec = spec.replace(tensor_cores=True, tc_tiles=2, merge="two_pass", waves=1, programmatic=False,
+                                l2_prefetch=0)
         if dot_sms and spec.narrow_dot_suits(problem, dot_sms):
             spec = spec.replace(warp_cols=DOT_NARROW_WARP_COLS)
         if dot_sms and spec.one_wave_dot_suits(problem, dot_sms):
@@ -820,6 +824,17 @@ class Skinny(Spec):
         threads an SM resident."""
         return (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0
                 and self.merge != "cluster" and self.waves > AXPY_SIMT_WAVES and self.axpy_acc_regs <= 16)
+
+    def tc_axpy_few_rows_suits(self, problem) -> bool:
+        """Whether this float32 SIMT spec of more than 16 axpy accumulators a thread and at most
+        SIMT_F32_ROWS rows (5-6), run on an n-contiguous large operand (B row-major), should run
+        the split-TF32 tensor-core axpy form instead (two tiles a warp, two-pass merge, one wave,
+        launched plainly): its K split left to the launch (k_split=0, not a cluster), K at least
+        TC_AXPY_FEW_ROWS_MIN_K, and the split-TF32 forms allowed (split_tf32_enabled)."""
+        if not (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0 and self.merge != "cluster"
+                and self.axpy_acc_regs > 16 and self.rows <= SIMT_F32_ROWS):
+            return False
+        return self.normalize_problem(problem)["K"] >= TC_AXPY_FEW_ROWS_MIN_K and split_tf32_enabled()
 
     def narrow_dot_suits(self, problem, sms: int) -> bool:
         """Whether this float32 SIMT spec of DOT_FEW_TILES_MIN_ROWS to SIMT_F32_ROWS rows and 8
@@ -1190,8 +1205,8 @@ DOT_FEW_TILE_WAVES = 1
 # fewer column tiles than SMs (at least DOT_WHOLE_K_SM_SHARE of them, K too short for
 # dot_few_tile_slabs): one block on most SMs and none on the rest, where 4 give twice the blocks
 # without a merge (Skinny.narrow_dot_suits; dispatch passes dot_sms). Device time on an H200, W.t()
-# of 16 MB or more (docs/bench/research/simt_f32_variants.py; docs/matmul.md, "Four columns a warp
-# and one wave of the axpy form"): fitted, 1.11-1.16x on all five such products of two draws (seeds
+# of 16 MB or more (docs/bench/research/simt_f32_variants.py; docs/matmul.md, "Float32 few-row rules by
+# storage order"): fitted, 1.11-1.16x on all five such products of two draws (seeds
 # 18003, 18013; 91-128 tiles, K 1280-3136), where 8 columns split K instead (fewer tiles, or a
 # longer K) 4 ran 0.92-1.10x, so those keep 8; held out (seed 18033, eight products of 3-6 rows
 # drawn where the rule applies) 1.138x (1.12-1.19x).
@@ -1204,6 +1219,15 @@ DOT_NARROW_WARP_COLS = 4
 # accumulators fewer blocks are resident, and one wave of them leaves a long tail); held out
 # (18032, eight products of 1-4 rows) 1.006x (0.966-1.060x): small, but not a loss.
 AXPY_SIMT_WAVES = 1
+# float32 products of 5-6 rows against a row-major large operand (where the SIMT axpy form holds
+# more than 16 accumulators a thread, so fewer of its blocks are resident): the split-TF32
+# tensor-core axpy form, as from 7 rows, where K is at least this (Skinny.tc_axpy_few_rows_suits;
+# dispatch passes axpy_sms). Device time on an H200 (docs/bench/research/simt_f32_variants.py;
+# docs/matmul.md, "Float32 few-row rules by storage order"): 1.198x (0.981-1.398x) and
+# 1.100x on two draws of five (seeds 18052, 18053), the one loss at K = 1024 (5x4800x1024: 0.820x;
+# the smallest K that gained was 1472); held out (18072, five products) 1.188x (1.12-1.32x).
+# Against W.t() the SIMT dot form keeps 5-6 rows, where it leads.
+TC_AXPY_FEW_ROWS_MIN_K = 1280
 
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
 # two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits

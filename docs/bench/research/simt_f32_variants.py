@@ -8,7 +8,8 @@ stride reader, the best of a few grids: the floor under the product). Device tim
 over operands rotated past L2 (kgen.bench.skinny.time_graph), each variant timed ROUNDS times in
 turn (best kept), each result first checked against float64 on a NaN-poisoned output. Bound = bytes
 over the copy bandwidth of the same run. ONLY_CHANGED=1 keeps only products where some variant
-differs from the default. Output: $OUT/simt_f32_variants_<SEED>_<ORDER>.json."""
+differs from the default. TC=1 keeps the products dispatch runs on the tensor-core forms (float32
+as three TF32 products) instead of the SIMT ones. Output: $OUT/simt_f32_variants_<SEED>_<ORDER>.json."""
 import json
 import math
 import os
@@ -110,7 +111,7 @@ def main():
             continue
         ops = Operands(torch, M, N, K, "float32", ORDER, l2)
         spec = dispatch.call_spec(ops.A[0], ops.B[0])
-        if not isinstance(spec, Skinny) or spec.tensor_cores:
+        if not isinstance(spec, Skinny) or spec.tensor_cores != bool(os.environ.get("TC")):
             del ops
             continue
         ways = {"default": kgen.build(spec)}
@@ -154,11 +155,13 @@ def main():
         print(f"{M}x{N}x{K} {ORDER} {row['plan']['default']['form']} splits {row['plan']['default']['splits']}: "
               f"bound {bound:.1f} floor {row['floor_us']:.1f} ({bound / row['floor_us']:.0%}) default {d:.2f} "
               f"({bound / d:.0%}) cuBLAS {best['cuBLAS']:.2f} | "
-              + " ".join(f"{n} x{d / best[n]:.3f}" for n in ways if n != "default"), flush=True)
+              + " ".join(f"{n} x{d / best[n]:.3f}" for n in ways if n != "default")
+              + f" | {spec.instruction if spec.tensor_cores else 'simt'} rows={spec.rows} warp_cols={spec.warp_cols}"
+              f" tc_tiles={spec.tc_tiles} waves={spec.waves} merge={spec.merge}", flush=True)
         rows.append(row)
         del ops
         torch.cuda.empty_cache()
-    names = [v for v in VARIANTS if all(v in r["best"] for r in rows)]
+    names = [v for v in VARIANTS if rows and all(v in r["best"] for r in rows)]
     for n in names:
         g = math.exp(sum(math.log(r["best"]["default"] / r["best"][n]) for r in rows) / len(rows))
         print(f"{n}: x{g:.3f} over the default (geometric mean of {len(rows)})", flush=True)
