@@ -758,14 +758,14 @@ def test_float32_row_major_weight_products_split_k_for_one_wave():
     assert AXPY_SIMT_WAVES == 1
     p = {"M": 3, "N": 4096, "K": 4096}
     spec = Skinny.default_spec(p, "float32")
-    assert spec.waves == 2 and spec.one_wave_axpy_suits(p) and spec.axpy_acc_regs == 12
-    assert Skinny.default_spec({**p, "M": 4}, "float32").one_wave_axpy_suits(p)
-    assert not Skinny.default_spec({**p, "M": 5}, "float32").one_wave_axpy_suits(p)
+    assert spec.waves == 2 and spec.one_wave_axpy_suits() and spec.axpy_acc_regs == 12
+    assert Skinny.default_spec({**p, "M": 4}, "float32").one_wave_axpy_suits()
+    assert not Skinny.default_spec({**p, "M": 5}, "float32").one_wave_axpy_suits()
     assert spec.for_layouts(p, axpy_sms=sms).waves == 1
     assert spec.for_layouts(p).waves == 2
     for other in (spec.replace(k_split=6), spec.replace(merge="cluster", k_split=4), spec.replace(rows=7),
                   Skinny.default_spec(p, "bfloat16"), Skinny.default_spec(p, "float64")):
-        assert not other.one_wave_axpy_suits(p), other.to_json()
+        assert not other.one_wave_axpy_suits(), other.to_json()
 
 
 def test_float32_and_float64_skinny_products_launch_programmatically_with_the_l2_prefetch():

@@ -447,7 +447,7 @@ def test_float32_few_row_products_take_the_narrow_dot_and_one_wave_axpy_rules_an
             assert spec.warp_cols == (DOT_NARROW_WARP_COLS if want else base.warp_cols), (M, N, K, spec.to_json())
             seen.add((weights, want))
         else:
-            want = base.one_wave_axpy_suits(p)
+            want = base.one_wave_axpy_suits()
             assert spec.waves == (AXPY_SIMT_WAVES if want else base.waves), (M, N, K, spec.to_json())
             seen.add((weights, want))
         for _ in range(2):

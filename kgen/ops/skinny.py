@@ -805,7 +805,7 @@ class Skinny(Spec):
         spec = self.replace(**layouts) if layouts else self
         if sms and spec.one_tile_axpy_suits(problem, sms):
             spec = spec.replace(tc_tiles=1)
-        if sms and spec.one_wave_axpy_suits(problem):
+        if sms and spec.one_wave_axpy_suits():
             spec = spec.replace(waves=AXPY_SIMT_WAVES)
         if sms and spec.tc_axpy_few_rows_suits(problem):
             spec = spec.replace(tensor_cores=True, tc_tiles=2, merge="two_pass", waves=1, programmatic=False,
@@ -816,7 +816,7 @@ class Skinny(Spec):
             spec = spec.replace(waves=DOT_FEW_TILE_WAVES)
         return spec
 
-    def one_wave_axpy_suits(self, problem) -> bool:
+    def one_wave_axpy_suits(self) -> bool:
         """Whether this float32 SIMT spec, run on an n-contiguous large operand (the SIMT axpy
         form, B row-major) should split K for AXPY_SIMT_WAVES (one) wave of resident blocks rather
         than `waves`: its K split left to the launch (k_split=0, not a cluster), and at most 16
