@@ -836,6 +836,13 @@ class Skinny(Spec):
             return False
         return self.normalize_problem(problem)["K"] >= TC_AXPY_FEW_ROWS_MIN_K and split_tf32_enabled()
 
+    def dot_tiles(self, problem) -> int:
+        """Column tiles (times row tiles) of the SIMT dot form on `problem`, counted on its large
+        and small sides whichever of M and N each is."""
+        p = self.normalize_problem(problem)
+        small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
+        return _ceil_div(large, self.dot_cols()) * _ceil_div(small, self.rows)
+
     def narrow_dot_suits(self, problem, sms: int) -> bool:
         """Whether this float32 SIMT spec of DOT_FEW_TILES_MIN_ROWS to SIMT_F32_ROWS rows and 8
         columns a warp, run on a k-contiguous large operand (the dot form, B = W.t()) on a GPU of
@@ -847,8 +854,7 @@ class Skinny(Spec):
                 and self.warp_cols == 8 and DOT_FEW_TILES_MIN_ROWS <= self.rows <= SIMT_F32_ROWS):
             return False
         p = self.normalize_problem(problem)
-        small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
-        tiles = _ceil_div(large, self.dot_cols()) * _ceil_div(small, self.rows)
+        tiles = self.dot_tiles(p)
         return (DOT_WHOLE_K_SM_SHARE * sms <= tiles < sms
                 and dot_few_tile_slabs(self.dtype, self.rows, tiles, p["K"], sms) == 1)
 
@@ -861,10 +867,7 @@ class Skinny(Spec):
         if not (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0 and self.merge != "cluster"
                 and self.waves > DOT_FEW_TILE_WAVES):
             return False
-        p = self.normalize_problem(problem)
-        small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
-        tiles = _ceil_div(large, self.dot_cols()) * _ceil_div(small, self.rows)
-        return tiles < DOT_WHOLE_K_SM_SHARE * sms
+        return self.dot_tiles(problem) < DOT_WHOLE_K_SM_SHARE * sms
 
     def one_tile_axpy_suits(self, problem, sms: int) -> bool:
         """Whether this float32 mma.sync spec, run on an n-contiguous large operand (the
