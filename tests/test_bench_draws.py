@@ -59,15 +59,17 @@ def test_fresh_inputs_reach_the_benchmark(monkeypatch):
 
     seen = {}
 
-    def fake(shapes, dtype, tf32, weights, fresh):
-        seen.update(shapes=shapes, fresh=fresh, weights=weights)
+    def fake(shapes, dtype, tf32, weights, fresh, batch):
+        seen.update(shapes=shapes, fresh=fresh, weights=weights, batch=batch)
         return {"summary": {}, "rows": []}
 
     monkeypatch.setattr(calls, "bench_matmul", fake)
     assert main(["matmul", "--shapes", "3x4096x4096", "--weights", "--fresh-inputs"]) == 0
-    assert seen == {"shapes": [(3, 4096, 4096)], "fresh": True, "weights": True}
-    assert main(["matmul", "--shapes", "3x4096x4096"]) == 0
-    assert seen["fresh"] is False
+    assert seen == {"shapes": [(3, 4096, 4096)], "fresh": True, "weights": True, "batch": 1}
+    assert main(["matmul", "--shapes", "3x4096x4096", "--batch", "2"]) == 0
+    assert seen["fresh"] is False and seen["batch"] == 2
+    with pytest.raises(SystemExit, match="--batch: 0"):
+        main(["matmul", "--shapes", "3x4096x4096", "--batch", "0"])
 
 
 def test_few_column_draws_mirror_the_few_row_draws():

@@ -724,8 +724,15 @@ def test_dispatch_refuses_bad_calls_before_building(monkeypatch):
     a = np.ones((3, 4), np.float32)
     with pytest.raises(ArrayError, match="inner dimensions"):
         kgen.matmul(a, np.ones((5, 2), np.float32))
-    with pytest.raises(ArrayError, match="2-D"):
+    with pytest.raises(ArrayError, match=r"\(4,\) and B \(3, 4\): the inner dimensions differ \(4 and 3\)"):
         kgen.matmul(a[0], a)
+    with pytest.raises(ArrayError, match="does not batch over B"):
+        kgen.matmul(a, np.ones((2, 4, 3), np.float32))
+    with pytest.raises(ArrayError, match="at least one dimension"):
+        kgen.matmul(np.float32(2.0) * np.ones((), np.float32), a)
+    with pytest.raises(ArrayError, match=r"out has shape \(2, 4\) but A \(2, 1, 3\) @ B \(3, 4\) "
+                                         r"has shape \(2, 1, 4\)"):
+        kgen.matmul(np.ones((2, 1, 3), np.float32), a, out=np.ones((2, 4), np.float32))
     with pytest.raises(ArrayError, match="int16"):
         kgen.matmul(a.astype(np.int16), a.T.astype(np.int16))
     with pytest.raises(ArrayError, match=r"B is a list"):

@@ -60,6 +60,12 @@ class Tensor:
         allocations.append((tuple(shape), (dtype or self.dtype).name))
         return Tensor(shape, 0x100000 * len(allocations), dtype or self.dtype, self._device)
 
+    def reshape(self, shape):
+        if getattr(self, "scattered", False):
+            # strides no view can fold (as torch's reshape then does): a copy elsewhere
+            return self.new_empty(shape)
+        return Tensor(shape, self._ptr, self.dtype, self._device)
+
     def as_strided(self, size, stride):
         return Tensor(size, self._ptr, self.dtype, self._device, stride)
 
@@ -222,6 +228,37 @@ def test_a_released_kernel_sends_the_next_call_the_long_way_once(fake):
     assert len(k.calls) == 2 and len(k.launched) == 1
     kgen.matmul(*_pair(0x50000, 0xc00000))   # resolved again after the long call
     assert len(k.calls) == 2 and len(k.launched) == 2
+
+
+def _batch(ptr, scattered=False):
+    """A (2, 3, 2112) batch of rows (contiguous unless scattered) against the weight of _pair."""
+    A = Tensor((2, 3, 2112), ptr, strides=(3 * 2112, 2112, 1))
+    A.scattered = scattered
+    return A, Tensor((2112, 4608), 0x800000, strides=(1, 2112))
+
+
+def test_a_folded_batch_repeats_through_the_resolved_launches_in_its_own_shape(fake):
+    k, _ = fake
+    A, B = _batch(0x10000)
+    dispatch._fast[("matmul", (6, 2112), (2112, 1), B.shape, B.stride(), BF16, False)] = k
+    C = kgen.matmul(A, B)
+    assert C.shape == (2, 3, 4608) and k.calls == [((6, 2112), False, None, 0.0)]
+    outs = [kgen.matmul(_batch(0x10000 + 0x1000 * i)[0], B) for i in range(1, 4)]
+    assert len(k.calls) == 1, "a repeat of the batch's signature went the long way"
+    assert [(pa, pb) for pa, pb, _, _, _ in k.launched] == [(0x10000 + 0x1000 * i, 0x800000) for i in range(1, 4)]
+    assert [pc for _, _, pc, _, _ in k.launched] == [o.data_ptr() for o in outs]
+    assert all(o.shape == (2, 3, 4608) for o in outs), "results come back in the batch's shape"
+    # The 2-D signature has its own resolved launches, with results of the 2-D shape.
+    assert kgen.matmul(Tensor((6, 2112), 0x20000), B).shape == (6, 4608) and len(k.calls) == 1
+
+
+def test_a_batch_that_folds_only_by_a_copy_never_repeats_on_its_pointer(fake):
+    k, _ = fake
+    A, B = _batch(0x10000, scattered=True)
+    dispatch._fast[("matmul", (6, 2112), (2112, 1), B.shape, B.stride(), BF16, False)] = k
+    kgen.matmul(A, B)
+    kgen.matmul(_batch(0x11000, scattered=True)[0], B)
+    assert len(k.calls) == 2 and k.launched == [], "the launches read the copy, never A itself"
 
 
 def test_forget_drops_the_resolved_calls(fake):

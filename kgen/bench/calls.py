@@ -103,7 +103,9 @@ FRESH_INPUT_BYTES = 512 << 20
 
 
 def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf32: bool = False,
-                 weights: bool = False, fresh: bool = False) -> dict[str, Any]:
+                 weights: bool = False, fresh: bool = False, batch: int = 1) -> dict[str, Any]:
+    """Each M x N x K as users call it; batch > 1: A of shape (batch, M/batch, K), the rows of
+    a batch of sequences (M is rounded up to a multiple of batch)."""
     import torch
 
     import kgen
@@ -121,7 +123,9 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
     triton_mm = make_matmul() if dtype == "float32" and not tf32 else None
     rows = []
     for M, N, K in shapes:
-        A = torch.randn(M, K, device="cuda", dtype=tdt)
+        M = -(-M // batch) * batch
+        a_shape = (batch, M // batch, K) if batch > 1 else (M, K)
+        A = torch.randn(*a_shape, device="cuda", dtype=tdt)
         # weights: B is the transposed view of an N x K tensor, as torch.nn.Linear stores W.
         B = torch.randn(N, K, device="cuda", dtype=tdt).t() if weights else torch.randn(K, N, device="cuda", dtype=tdt)
         t0 = time.perf_counter()
@@ -135,14 +139,15 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
             # A new activation each call, as a model's layers pass them: each call takes the
             # next of several A tensors (kgen and torch alike), so nothing keyed by address repeats.
             count = max(2, min(FRESH_INPUTS, FRESH_INPUT_BYTES // max(1, A.numel() * A.element_size())))
-            inputs = [A] + [torch.randn(M, K, device="cuda", dtype=tdt) for _ in range(count - 1)]
+            inputs = [A] + [torch.randn(*a_shape, device="cuda", dtype=tdt) for _ in range(count - 1)]
         kg, peer, next_a = _callers(kgen.matmul, torch.matmul, A, B, tf32, inputs)
 
         t = _time_pair(kg, peer)
         flops = 2.0 * M * N * K
-        family = call_family(A, B, dtype, tf32)
+        family = call_family(A.reshape(M, K), B, dtype, tf32)
         choice = select(family, {"M": M, "N": N, "K": K}, dtype)
-        row = {"shape": [M, N, K], "flops": flops, "first_call_s": round(first_s, 3), "rel_error": err,
+        row = {"shape": [M, N, K], "a_shape": list(a_shape), "flops": flops, "first_call_s": round(first_s, 3),
+               "rel_error": err,
                "family": family.kernel, "origin": choice.origin,
                "kgen_ms": t["kgen_single"], "cublas_ms": t["peer_single"],
                "kgen_pipe_ms": t["kgen_pipe"], "cublas_pipe_ms": t["peer_pipe"],
@@ -282,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-inputs", action="store_true",
                     help="matmul: each call takes the next of up to 32 A tensors (new activations, as a model's "
                          "layers pass them) instead of the same one; kgen and torch alike")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="matmul: A of shape (BATCH, M/BATCH, K), the rows of a batch of sequences as a model layer "
+                         "passes them (kgen.matmul and torch.matmul fold them into M rows)")
     ap.add_argument("--lengths", help="reduce: comma-separated lengths")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64", "float16", "bfloat16"))
     ap.add_argument("--tf32", action="store_true",
@@ -308,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("give --shapes or --random N")
         if args.tf32 and args.dtype != "float32":
             raise SystemExit("--tf32 applies to --dtype float32")
-        result = bench_matmul(shapes, args.dtype, args.tf32, args.weights, args.fresh_inputs)
+        if args.batch < 1:
+            raise SystemExit(f"--batch: {args.batch} is not a positive integer")
+        result = bench_matmul(shapes, args.dtype, args.tf32, args.weights, args.fresh_inputs, args.batch)
         if args.random:
             result["seed"] = seed
             result["multiple"] = args.multiple

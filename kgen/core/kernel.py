@@ -116,6 +116,11 @@ class RepeatCall:
         self._device, self._live = device, live
         self._stream = runtime.torch_stream
 
+    def reshaped(self, shape: tuple) -> RepeatCall:
+        """The same launches making results of `shape` (as many elements, in the same order):
+        a batch of rows folded into one product returns them in the batch's shape."""
+        return RepeatCall(self._go, self._results, shape, self._dtype, self._device, self._live)
+
     def __call__(self, A: Any, pa: int, pb: int, alpha: float) -> Any:
         if not self._live[0]:
             return None

@@ -284,6 +284,9 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
 
     numpy in, numpy out; device arrays (pycuda, torch, CuPy) in, the same library out.
     float32, float64, float16 and bfloat16 inputs (16-bit: float32 accumulation).
+    Shapes as torch.matmul takes them with one B: A of shape (..., K) (a vector, a matrix,
+    or a batch of rows such as (batch, tokens, K), whose leading dimensions are folded into
+    rows) times B of shape (K, N) or (K,); the result is (..., N), or (...) for a vector B.
     tune=True tunes this shape first (guided) when the database has no exact entry (not
     for large float32 products on sm_90, which run the split-TF32 kernel's own default).
     allow_tf32=True lets float32 products run on the tensor cores as TF32 (inputs
@@ -292,19 +295,101 @@ def matmul(A, B, out=None, *, alpha: float = 1.0, beta: float = 0.0, tune: bool 
     stream of the arrays' library (torch's for torch tensors).
     """
     tensor = runtime.torch_tensor_type()
-    fast = repeat = None
+    repeat = None
+    if (tensor is not None and type(A) is tensor and type(B) is tensor and not tune and out is None
+            and stream is None and beta == 0):
+        # The commonest call: one key of everything the launch depends on, then the kernel's
+        # resolved launches (kgen.core.kernel.RepeatCall), for matrices and folded batches alike.
+        pa, pb = A.data_ptr(), B.data_ptr()
+        repeat = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
+                  pa & 15, pb & 15, allow_tf32)
+        call = _repeat.get(repeat)
+        if call is not None:
+            result = call(A, pa, pb, alpha)
+            if result is not None:
+                return result
+    sa, sb = getattr(A, "shape", None), getattr(B, "shape", None)
+    if sa is not None and sb is not None and (len(sa) != 2 or len(sb) != 2):
+        return _folded_product(A, B, out, dict(alpha=alpha, beta=beta, tune=tune, stream=stream,
+                                               allow_tf32=allow_tf32), repeat)
+    return _product_2d(A, B, out, alpha, beta, tune, stream, allow_tf32, repeat)
+
+
+def _folded_product(A: Any, B: Any, out: Any, options: dict[str, Any], repeat: tuple | None = None) -> Any:
+    """kgen.matmul on operands that are not both matrices: A (..., K) seen as rows x K (a
+    view where its strides allow, else a copy, as torch.matmul does), B (K,) as a K x 1
+    column, out (..., N) as rows x N (a view, never a copy, so the product lands in it);
+    the 2-D product's result is returned in the shape torch.matmul gives. `repeat`: the
+    torch call's key (matmul's); where both views read their tensors in place, the 2-D
+    call's resolved launches are kept under it, making results of the folded shape, so a
+    repeat call reshapes nothing."""
+    sa, sb = tuple(A.shape), tuple(B.shape)
+    if not sa or not sb:
+        raise ArrayError(f"A and B must have at least one dimension, got shapes {sa} and {sb}")
+    if len(sb) > 2:
+        raise ArrayError(f"B must be 1-D or 2-D (one matrix for every row of A), got shape {sb}; "
+                         "kgen.matmul does not batch over B: call it once per matrix")
+    K = sa[-1]
+    if K != sb[0]:
+        raise ArrayError(f"A has shape {sa} and B {sb}: the inner dimensions differ ({K} and {sb[0]})")
+    lead = sa[:-1]
+    rows = math.prod(lead)
+    N = sb[1] if len(sb) == 2 else 1
+    shape_c = lead + sb[1:]
+    A2 = A if len(sa) == 2 else _reshaped(A, (rows, K), "A", in_place=False)
+    B2 = B if len(sb) == 2 else _reshaped(B, (K, 1), "B", in_place=False)
+    out2 = None
+    if out is not None:
+        so = tuple(getattr(out, "shape", ()))
+        if so != shape_c:
+            raise ArrayError(f"out has shape {so} but A {sa} @ B {sb} has shape {shape_c}")
+        out2 = out if len(so) == 2 else _reshaped(out, (rows, N), "out", in_place=True)
+    key_2d = None
+    if repeat is not None:
+        pa, pb = A2.data_ptr(), B2.data_ptr()
+        key_2d = (A2.shape, A2.stride(), B2.shape, B2.stride(), A2.dtype, B2.dtype, A2.get_device(),
+                  B2.get_device(), pa & 15, pb & 15, options["allow_tf32"])
+    C = _product_2d(A2, B2, out2, repeat=key_2d, **options)
+    if repeat is not None and key_2d is not None and A2.data_ptr() == A.data_ptr() \
+            and B2.data_ptr() == B.data_ptr():
+        # Views, not copies (a copy lives elsewhere): the launches read A and B where they are.
+        call = _repeat.get(key_2d)
+        if call is not None:
+            with _lock:
+                _repeat[repeat] = call.reshaped(shape_c)
+    return out if out is not None else _reshaped(C, shape_c, "C", in_place=False)
+
+
+def _reshaped(x: Any, shape: tuple[int, ...], name: str, in_place: bool) -> Any:
+    """x in `shape`, of its own library. in_place: a view of x's memory or ArrayError (an
+    out= that only a copy could reshape would take the result and drop it)."""
+    tensor = runtime.torch_tensor_type()
+    try:
+        if tensor is not None and isinstance(x, tensor):
+            return x.view(shape) if in_place else x.reshape(shape)
+        if isinstance(x, np.ndarray):
+            if not in_place:
+                return x.reshape(shape)
+            v = x.view()
+            v.shape = shape
+            return v
+        v = x.reshape(shape)
+    except (RuntimeError, ValueError, AttributeError, TypeError) as exc:
+        raise ArrayError(f"{name} of shape {tuple(x.shape)} cannot be seen as {shape}"
+                         + (" without a copy; pass a contiguous out" if in_place else "") + f" ({exc})") from None
+    if in_place and 0 not in shape and runtime.view(v, name).ptr != runtime.view(x, name).ptr:
+        raise ArrayError(f"{name} of shape {tuple(x.shape)} cannot be seen as {shape} without a copy; "
+                         "pass a contiguous out")
+    return v
+
+
+def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_tf32: bool,
+                repeat: tuple | None = None):
+    """kgen.matmul on two matrices; `repeat`: the torch call's key, under which the kernel's
+    resolved launches are kept after the call succeeds (matmul looked it up already)."""
+    tensor = runtime.torch_tensor_type()
+    fast = None
     if tensor is not None and type(A) is tensor and type(B) is tensor and not tune:
-        if out is None and stream is None and beta == 0:
-            # The commonest call: one key of everything the launch depends on, then the
-            # kernel's resolved launches (kgen.core.kernel.RepeatCall).
-            pa, pb = A.data_ptr(), B.data_ptr()
-            repeat = (A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.get_device(), B.get_device(),
-                      pa & 15, pb & 15, allow_tf32)
-            call = _repeat.get(repeat)
-            if call is not None:
-                result = call(A, pa, pb, alpha)
-                if result is not None:
-                    return result
         fast = ("matmul", A.shape, A.stride(), B.shape, B.stride(), A.dtype, allow_tf32)
         k = _fast.get(fast)
         if k is not None:
