@@ -742,8 +742,8 @@ def test_dispatch_refuses_bad_calls_before_building(monkeypatch):
         kgen.reduce(x, op="mean")
     with pytest.raises(ArrayError, match="leave y out"):
         kgen.reduce(x, x, op="sum")
-    with pytest.raises(ArrayError, match="1-D"):
-        kgen.reduce(np.ones((2, 5), np.float32))
+    with pytest.raises(ArrayError, match=r"x must be 1-D, got shape \(2, 5\): dot takes two vectors"):
+        kgen.dot(np.ones((2, 5), np.float32), np.ones((2, 5), np.float32))
     with pytest.raises(ArrayError, match="int32"):
         kgen.dot(x.astype(np.int32), x.astype(np.int32))
 

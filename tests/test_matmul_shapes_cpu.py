@@ -1,8 +1,8 @@
 """kgen.matmul takes the shapes torch.matmul takes with one B: A of shape (..., K), B of
 shape (K, N) or (K,). The leading dimensions of A are folded into rows of one 2-D product
 (a view where the strides allow), out= is written through a view, and the result comes back
-in torch.matmul's shape. No GPU: the 2-D product is a float64 numpy stand-in that records
-what it was given."""
+in torch.matmul's shape; kgen.reduce(x) of any shape reduces every element. No GPU: the 2-D
+product (and the 1-D reduction) is a float64 numpy stand-in that records what it was given."""
 from __future__ import annotations
 
 import numpy as np
@@ -144,3 +144,28 @@ def test_two_matrices_go_straight_to_the_2d_product(product_2d, rng):
     kgen.matmul(A, B)
     (A2, B2, _, _), = product_2d.calls
     assert A2 is A and B2 is B
+
+
+def test_reduce_without_y_takes_every_element_of_any_shape(monkeypatch, rng):
+    """kgen.reduce(x) of a matrix or a batch reduces all its elements (as torch.sum(x) and
+    np.sum(x) do): the 1-D kernel runs on x seen as one vector, in place where the strides
+    allow; kgen.dot keeps to vectors."""
+    got = []
+
+    class Vector:
+        def __call__(self, x, *args, out=None, stream=None):
+            got.append(x)
+            assert x.ndim == 1
+            return np.asarray(x.astype(np.float64).sum() if not args else (x * args[0]).sum())
+
+    monkeypatch.setattr(dispatch, "_kernel", lambda *a, **k: Vector())
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    np.testing.assert_allclose(kgen.reduce(x), x.astype(np.float64).sum(), rtol=1e-6)
+    assert got[-1].shape == (60,) and np.shares_memory(got[-1], x)
+    strided = rng.standard_normal((6, 8)).astype(np.float32)[:, ::2]
+    np.testing.assert_allclose(kgen.reduce(strided, op="sum"), strided.astype(np.float64).sum(), rtol=1e-6)
+    assert got[-1].shape == (24,)
+    kgen.reduce(np.float32(3.0) * np.ones((), np.float32))
+    assert got[-1].shape == (1,)
+    with pytest.raises(ArrayError, match="dot takes two vectors"):
+        kgen.dot(x, x)

@@ -76,3 +76,16 @@ def test_a_batch_that_cannot_fold_in_place_is_copied_and_an_out_that_cannot_is_r
     with pytest.raises(ArrayError, match="without a copy"):
         kgen.matmul(x, B, out=out)
     assert torch.isnan(out).all()
+
+
+def test_reduce_of_a_matrix_takes_every_element():
+    torch = _torch()
+    x = torch.randn(37, 1001, device="cuda")
+    scale = float(x.double().abs().sum())
+    assert abs(float(kgen.reduce(x)) - float(x.double().sum())) <= 1e-6 * scale
+    assert float(kgen.reduce(x, op="max")) == float(x.max())
+    assert float(kgen.reduce(x, op="min")) == float(x.min())
+    strided = x[:, ::3]                     # copied to one vector: its strides do not fold
+    assert abs(float(kgen.reduce(strided)) - float(strided.double().sum())) <= 1e-6 * scale
+    batch = torch.randn(3, 5, 7, device="cuda", dtype=torch.float64)
+    assert abs(float(kgen.reduce(batch)) - float(batch.sum())) <= 1e-12 * float(batch.abs().sum())

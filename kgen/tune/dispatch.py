@@ -675,7 +675,12 @@ def dot(x, y, out=None, *, tune: bool = False, stream=None):
 
 
 def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=None):  # noqa: A001
-    """op ("sum", "min", "max"; "dot" with y) of a 1-D array, with the tuned kernel."""
+    """op ("sum", "min", "max"; "dot" with y) of a 1-D array, with the tuned kernel. Without y,
+    an array of any other shape is reduced over all its elements, as torch.sum(x) and
+    np.sum(x) do (read in place where its strides allow, else copied)."""
+    shape = getattr(x, "shape", None)
+    if y is None and shape is not None and len(shape) != 1:
+        x = _reshaped(x, (math.prod(tuple(shape)),), "x", in_place=False)
     tensor = runtime.torch_tensor_type()
     fast = None
     if tensor is not None and type(x) is tensor and not tune:
@@ -695,7 +700,7 @@ def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=N
         raise ArrayError(f"op={op!r} takes {arity} input(s): " + ("pass y" if arity == 2 else "leave y out"))
     sx, dx, _ = _shape_dtype(x, "x")
     if len(sx) != 1:
-        raise ArrayError(f"x must be 1-D, got shape {sx}")
+        raise ArrayError(f"x must be 1-D, got shape {sx}: {op} takes two vectors (for matrices use kgen.matmul)")
     dtype = _dtype_name(dx, ("float32", "float64") + (("int32",) if op != "dot" else ()), "x")
     k = _kernel(Reduce, {"n": sx[0], "op": op}, dtype, tune)
     args = (x,) if y is None else (x, y)
