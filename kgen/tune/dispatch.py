@@ -355,8 +355,7 @@ def _folded_product(A: Any, B: Any, out: Any, options: dict[str, Any], repeat: t
         # Views, not copies (a copy lives elsewhere): the launches read A and B where they are.
         call = _repeat.get(key_2d)
         if call is not None:
-            with _lock:
-                _repeat[repeat] = call.reshaped(shape_c)
+            _store_repeat(repeat, call.reshaped(shape_c))
     return out if out is not None else _reshaped(C, shape_c, "C", in_place=False)
 
 
@@ -661,8 +660,11 @@ def _remember_repeat(key: tuple, kernel: Any, A: Any, B: Any) -> None:
     its family makes one (a `repeat_call` method)."""
     bind = getattr(kernel, "repeat_call", None)
     call = bind(A, B) if bind is not None else None
-    if call is None:
-        return
+    if call is not None:
+        _store_repeat(key, call)
+
+
+def _store_repeat(key: tuple, call: Any) -> None:
     with _lock:
         if len(_repeat) >= 4096:
             _repeat.clear()
