@@ -495,7 +495,7 @@ def test_dispatch_runs_the_wgmma_default_on_sm90_only():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
-    from kgen.ops.tensorcore import _SMS, _WGMMA_TILES
+    from kgen.ops.tensorcore import _SMS, _WGMMA_TILES, TALL_ROWS
 
     from kgen.ops.tensorcore import SMALL_PRODUCT_MACS
 
@@ -521,6 +521,9 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
 
         def cost(t, M=M, N=N):
             return -(-(-(-M // t[0]) * -(-N // t[1])) // _SMS) * (t[0] + t[1])
+        if BM == 192:   # A's rows in one tile (TALL_ROWS; its own test below)
+            assert dtype != "float32" and TALL_ROWS[0] <= M <= TALL_ROWS[1], (M, N, K, s.tile)
+            continue
         assert cost((BM, BN)) == min(cost(t) for t in _WGMMA_TILES), (M, N, K, s.tile)
         tiles = -(-M // BM) * -(-N // BN)
         assert (s.split_k > 1) == (tiles < 32 and K >= 2048)
@@ -529,6 +532,79 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
     assert TensorMatmul.default_spec({"M": 8192, "N": 8192, "K": 8192}, dtype).tile == (128, 256, BK)
     few = TensorMatmul.default_spec({"M": 17, "N": 4096, "K": 512}, dtype)
     assert few.tile == (64, 64, BK) and few.split_k == 1 and not few.swap_ab   # K below 1024: not transposed
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_129_to_192_rows_on_the_general_tiles_take_one_row_tile_of_192(dtype):
+    from kgen.ops.tensorcore import _SMS, TALL_BLOCK_COST, TALL_ROWS
+
+    def before(M, N, K):   # the cost model's tile alone
+        kept = tc.TALL_ROWS
+        tc.TALL_ROWS = (0, -1)
+        try:
+            return TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype)
+        finally:
+            tc.TALL_ROWS = kept
+
+    import kgen.ops.tensorcore as tc
+
+    rng = __import__("random").Random(20433)
+    seen = set()
+    for _ in range(400):
+        M = rng.randint(100, 220)
+        N, K = rng.randint(4096, 70000), rng.randint(512, 16384)
+        s, old = TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype), before(M, N, K)
+        def waves_cost(t, M=M, N=N):
+            return -(-(-(-M // t[0]) * -(-N // t[1])) // _SMS) * TALL_BLOCK_COST[t]
+        if not TALL_ROWS[0] <= M <= TALL_ROWS[1] or old.tile[:2] not in TALL_BLOCK_COST:
+            want = old.tile
+        else:
+            BM, BN = min((old.tile[:2], (192, 128), (192, 192)), key=waves_cost)
+            want = (BM, BN, 64)
+        assert s.tile == want and s.warp_tile == (64, want[1]), (M, N, K, s.tile, old.tile)
+        assert s.threads == 128 * (want[0] // 64 + 1) and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
+        seen.add(want[:2])
+        # Outside the general tiles (transposed, streaming) the rule never applies.
+        d = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
+        if d.swap_ab or TensorMatmul.stream_suits(M, N, K, dtype):
+            assert d.tile[0] != 192 or d.swap_ab
+    assert {(192, 192), (192, 128), (128, 256), (64, 256)} <= seen
+    # A fused MLP layer against a prefill chunk of 169 tokens (Llama-3-8B's gate and up, 2 x 14336):
+    # 224 blocks of 192 x 128 (2 waves) against 150 of 192 x 192 (2 waves, each block slower).
+    assert TensorMatmul.default_spec({"M": 169, "N": 28672, "K": 4096}, dtype).tile == (192, 128, 64)
+    # 115 blocks of 192 x 192 (1 wave) against 258 of 64 x 256 (2 waves).
+    assert TensorMatmul.default_spec({"M": 150, "N": 22016, "K": 4096}, dtype).tile == (192, 192, 64)
+    # float32 and 193+ rows keep the cost model's tiles.
+    assert TensorMatmul.general_wgmma_spec({"M": 169, "N": 28672, "K": 4096}, "float32").tile[0] != 192
+    assert TensorMatmul.default_spec({"M": 200, "N": 28672, "K": 4096}, dtype).tile[0] != 192
+
+
+def test_192_row_tiles_are_validated_and_compile_without_spills():
+    with pytest.raises(ValueError, match=r"tile\[1\] \(BN\)"):
+        TensorMatmul(dtype="bfloat16", tile=(192, 256, 64), warp_tile=(64, 256), stages=3, instruction="wgmma")
+    with pytest.raises(ValueError, match=r"tile\[0\] \(BM\)"):
+        TensorMatmul(dtype="bfloat16", tile=(256, 128, 64), warp_tile=(64, 128), stages=3, instruction="wgmma")
+    # They do not read B in place (b_realign, measured on the others): asked for it, they give
+    # way to the cost model's tiles and what those take for such a B (here the transposed tiles).
+    tall = TensorMatmul(dtype="bfloat16", tile=(192, 128, 64), warp_tile=(64, 128), stages=5, instruction="wgmma")
+    assert tall.with_realigned_b() == tall
+    with pytest.raises(ValueError, match="b_realign"):
+        tall.replace(b_realign=True)
+    p = {"M": 150, "N": 12001, "K": 333}
+    spec = TensorMatmul.default_spec(p, "bfloat16")
+    got = spec.for_layouts(p, layout_b="col", b_realign=True)
+    assert spec.tile[0] == 192 and got.b_realign and got.swap_ab
+    assert got == TensorMatmul.general_wgmma_spec(p, "bfloat16", tall=False).for_layouts(p, layout_b="col",
+                                                                                         b_realign=True)
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc not found")
+    for BN, stages in ((128, 5), (192, 4)):
+        spec = TensorMatmul(dtype="bfloat16", tile=(192, BN, 64), warp_tile=(64, BN), stages=stages,
+                            instruction="wgmma")
+        assert spec.threads == 512
+        info = kgen.compile(spec, arch="sm_90")
+        entry = info.resources["kgen_tc_wgmma"]
+        assert entry["spill_stores"] == 0 and entry["registers"] <= 128, entry
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -1073,7 +1149,9 @@ def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
                              ((256, 16001, 1200), "row")):
         problem = {"M": M, "N": N, "K": K}
         spec = TensorMatmul.default_spec(problem, "bfloat16")
-        assert spec.tile[1] == 256 and not spec.swap_ab, spec.to_json()
+        # (129-192 rows take one row tile of 192, whose producer reads no B in place: asked
+        # for b_realign they give way to the cost model's 128 x 256.)
+        assert (spec.tile[1] == 256 or spec.tile[0] == 192) and not spec.swap_ab, spec.to_json()
         got = spec.for_layouts(problem, layout_a="row", layout_b=order, b_realign=True)
         assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()
         # Asked for row sets: the same tiles reading B by them.

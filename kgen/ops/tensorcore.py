@@ -56,6 +56,18 @@ F64_SHAPES = {"": MMA_SHAPE["f64"], "m16n8k16": (16, 8, 16), "m16n8k8": (16, 8, 
 INSTRUCTIONS = ("mma_sync", "wgmma")
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
+# 16-bit products of 129-192 rows whose tiles general_wgmma_spec's cost model picks as 64x256 or
+# 128x256 (N too wide for the transposed and streaming tiles: a fused MLP or an output layer
+# against a prefill chunk) take A's rows in one tile of 192 (three consumer warpgroups) where
+# waves x TALL_BLOCK_COST[tile] says so: the time of one wave of blocks of each tile relative to
+# 192 x 128 (5 stages; 192 x 192 in 4), measured on an H200 at 129-192 rows (bfloat16, 1 block an
+# SM; docs/bench/research/wide_general_variants.py SET=rows192|rows192b, docs/tensorcore.md,
+# "Tiles of 192 rows"). Two row tiles of 128 pad A to 256 rows and three of 64 read B three times
+# over; one of 192 does neither. Of 32 products timed for the fit (seeds 20401-20422, model layers),
+# on the 26 where its pick was timed it picked the fastest; held out (seed 20451, eight products)
+# it ran 1.09-1.54x the cost model's tiles (0.68x to 0.86x cuBLAS).
+TALL_ROWS = (129, 192)
+TALL_BLOCK_COST = {(64, 256): 0.83, (128, 256): 1.26, (192, 128): 1.0, (192, 192): 1.33}
 _SMS = 132
 # float16/bfloat16 products of at most STREAM_MAX_ROWS rows against N and K of at least
 # STREAM_MIN_SIDE and a B of at least STREAM_MIN_BYTES are bound by reading B once, and the
@@ -661,8 +673,12 @@ class TensorMatmul(Spec):
         BM, BN, BK = self.tile
         if self.swap_ab:
             self._validate_swap()
-        elif BM not in (64, 128):
-            fail("tile[0] (BM)", BM, "64 or 128 with instruction='wgmma' (one or two consumer warpgroups of 64 rows)")
+        elif BM not in (64, 128, 192):
+            fail("tile[0] (BM)", BM, "64, 128 or 192 with instruction='wgmma' (one to three consumer warpgroups of "
+                 "64 rows)")
+        elif BM == 192 and BN > 192:
+            fail("tile[1] (BN)", BN, "64, 128 or 192 with tile[0] (BM)=192 (four warpgroups a block leave 128 "
+                 "registers a thread: 64 x BN float32 sums per consumer warpgroup must fit in them)")
         if BN not in (64, 128, 192, 256):
             fail("tile[1] (BN)", BN, "64, 128, 192 or 256 with instruction='wgmma' (the wgmma N, in 64-wide TMA boxes)")
         row = 128 // ITEMSIZE[self.dtype]
@@ -684,9 +700,11 @@ class TensorMatmul(Spec):
         if self.min_blocks not in (0, 1):
             fail("min_blocks", self.min_blocks,
                  "0 or 1 with instruction='wgmma' (one block an SM holds the accumulators)")
-        if self.b_realign and not (self.kind in ("f16", "bf16") and BN in (64, 128) and self.cluster == 1):
-            fail("b_realign", True, "False unless the inputs are 16-bit, BN is 64 or 128 and cluster=1 (the "
-                 "producer threads shift B's rows into boxes of 64)")
+        if self.b_realign and not (self.kind in ("f16", "bf16") and BN in (64, 128) and self.cluster == 1
+                                   and (BM <= 128 or self.swap_ab)):
+            fail("b_realign", True, "False unless the inputs are 16-bit, BN is 64 or 128, BM at most 128 (one or two "
+                 "consumer warpgroups: the tiles measured with it) and cluster=1 (the producer threads shift B's "
+                 "rows into boxes of 64)")
 
     # -- derived sizes --------------------------------------------------------------
     @property
@@ -1094,8 +1112,9 @@ class TensorMatmul(Spec):
         return spec
 
     @classmethod
-    def general_wgmma_spec(cls, problem, dtype, split_tf32: bool = False):
-        """wgmma_default_spec's tiles for a product that does not stream (see there)."""
+    def general_wgmma_spec(cls, problem, dtype, split_tf32: bool = False, tall: bool = True):
+        """wgmma_default_spec's tiles for a product that does not stream (see there); tall=False
+        leaves out the tiles of 192 rows (TALL_ROWS)."""
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"] * (3 if split_tf32 else 1)
         tiles_allowed = [t for t in _WGMMA_TILES if not split_tf32 or t[1] <= SPLIT_MAX_BN[t[0]]]
@@ -1105,7 +1124,13 @@ class TensorMatmul(Spec):
             tiles = -(-M // BM) * -(-N // BN)
             return -(-tiles // _SMS) * (BM + BN), -BM * BN   # ties: the larger tile
         BM, BN = min(tiles_allowed, key=cost)
-        stages = {(128, 256): 4, (64, 256): 5}.get((BM, BN), 6)
+        if tall and dtype in ("float16", "bfloat16") and TALL_ROWS[0] <= M <= TALL_ROWS[1] and \
+                (BM, BN) in TALL_BLOCK_COST:
+            # A's rows in one tile of 192 where its waves of blocks cost less (TALL_BLOCK_COST).
+            def tall_cost(tile: tuple[int, int]) -> float:
+                return -(-(-(-M // tile[0]) * -(-N // tile[1])) // _SMS) * TALL_BLOCK_COST[tile]
+            BM, BN = min(((BM, BN), (192, 128), (192, 192)), key=tall_cost)
+        stages = {(128, 256): 4, (64, 256): 5, (192, 128): 5, (192, 192): 4}.get((BM, BN), 6)
         tiles = -(-M // BM) * -(-N // BN)
         split = 1
         if tiles < 32 and K >= 2048:
@@ -1205,10 +1230,10 @@ class TensorMatmul(Spec):
                                 add(tile=(BM, BN, BK), warp_tile=warp, stages=stages, smem_layout="pad",
                                     mma_shape="m16n8k8")
         if dtype in ("float16", "bfloat16", "float32"):
-            # The Hopper kernel: one or two consumer warpgroups, wgmma N from 64 to 256, as many
-            # stages as fit, split K where the tiles are few.
-            for BM in (64, 128):
-                for BN in (64, 128, 192, 256):
+            # The Hopper kernel: one to three consumer warpgroups, wgmma N from 64 to 256 (at most
+            # 192 with three), as many stages as fit, split K where the tiles are few.
+            for BM in (64, 128, 192):
+                for BN in (64, 128, 192, 256) if BM < 192 else (64, 128, 192):
                     for stages in (2, 3, 4, 5, 6):
                         for split in ((1, 2, 4, 8) if tiles < 264 and p["K"] >= 512 else (1,)):
                             for persistent in (False, True):
@@ -1284,10 +1309,11 @@ class TensorMatmul(Spec):
         """This spec reading a row-major B in place whatever its alignment (b_realign), its
         ring shorter by the staging's bytes, so that it needs no more shared memory than
         before (as many blocks fit an SM); the spec as it is where b_realign does not apply
-        (not the wgmma kernel, not 16-bit, BN of 192 or 256, clusters)."""
+        (not the wgmma kernel, not 16-bit, BN of 192 or 256, clusters, tiles of 192 rows: those
+        were measured on a B that TMA reads, and dispatch gives such a B the cost model's tiles)."""
         BM, BN, _ = self.tile
         if self.b_realign or not (self.wgmma and self.kind in ("f16", "bf16") and BN in (64, 128)
-                                  and self.cluster == 1):
+                                  and self.cluster == 1 and (BM <= 128 or self.swap_ab)):
             return self
         fewer = -(-(REALIGN_DEPTH * BN * REALIGN_ROW_BYTES) // _wgmma_stage_bytes(BM, BN))
         try:
@@ -1394,6 +1420,10 @@ class TensorMatmul(Spec):
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
             spec = self.for_layouts(problem, **layouts)
+            if spec.tile[0] == 192 and not spec.swap_ab:
+                # The 192-row tiles were measured on a B that TMA reads: for one it cannot, the
+                # cost model's own tiles and what the rules below give them.
+                spec = self.general_wgmma_spec(p, self.dtype, tall=False).for_layouts(problem, **layouts)
             by_sets = spec.with_phased_b() if phased else spec
             if by_sets.b_phased:
                 return by_sets.phased_fill_spec(problem)
