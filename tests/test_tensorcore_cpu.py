@@ -536,25 +536,36 @@ def test_wgmma_default_minimises_waves_times_streamed_rows(dtype):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_129_to_192_rows_on_the_general_tiles_take_one_row_tile_of_192(dtype):
-    from kgen.ops.tensorcore import _SMS, SMALL_PRODUCT_MACS, TALL_BLOCK_COST, TALL_ROWS
+    from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, SMALL_PRODUCT_MACS, TALL_BLOCK_COST, TALL_ROWS,
+                                     WAVE_TAIL_COST)
 
     def before(M, N, K):   # the cost model's tile alone
         return TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype, tall=False)
 
+    def waves(t, M, N, K):   # (waves of blocks, wave_tail): one launch, or the last tiles split
+        tiles = -(-M // t[0]) * -(-N // t[1])
+        whole, rest = divmod(tiles, _SMS)
+        plain = (-(-tiles // _SMS), 1)
+        slices = [s for s in range(2, 9) if rest * s <= CLUSTER_WAVE_BLOCKS[s] and K // s >= 256]
+        if M > t[0] or not 65 <= M <= 192 or not whole or not rest or not slices:
+            return plain
+        return min(plain, (whole + 1 / max(slices) + WAVE_TAIL_COST, max(slices)))
+
     rng = __import__("random").Random(20433)
-    seen = set()
+    seen, tails = set(), 0
     for _ in range(400):
         M = rng.randint(100, 220)
         N, K = rng.randint(4096, 70000), rng.randint(512, 16384)
         s, old = TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype), before(M, N, K)
-        def waves_cost(t, M=M, N=N):
-            return -(-(-(-M // t[0]) * -(-N // t[1])) // _SMS) * TALL_BLOCK_COST[t]
         if not TALL_ROWS[0] <= M <= TALL_ROWS[1] or old.tile[:2] not in TALL_BLOCK_COST:
             want = old.tile
         else:
-            BM, BN = min((old.tile[:2], (192, 128), (192, 192)), key=waves_cost)
+            BM, BN = min((old.tile[:2], (192, 128), (192, 192)),
+                         key=lambda t, M=M, N=N, K=K: waves(t, M, N, K)[0] * TALL_BLOCK_COST[t])
             want = (BM, BN, 64)
         assert s.tile == want and s.warp_tile == (64, want[1]), (M, N, K, s.tile, old.tile)
+        assert s.wave_tail == (waves(want, M, N, K)[1] if s.split_k == 1 else 1), (M, N, K, s.wave_tail)
+        tails += s.wave_tail > 1
         assert s.threads == 128 * (want[0] // 64 + 1) and s.shared_bytes <= LIMITS["max_shared_per_block_optin"]
         seen.add(want[:2])
         # The transposed and streaming tiles keep theirs (the rule is the general tiles').
@@ -565,7 +576,7 @@ def test_129_to_192_rows_on_the_general_tiles_take_one_row_tile_of_192(dtype):
             assert d == TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, dtype)
         elif M * N * K > SMALL_PRODUCT_MACS:
             assert d == s
-    assert {(192, 192), (192, 128), (128, 256), (64, 256)} <= seen
+    assert {(192, 192), (192, 128), (128, 256), (64, 256)} <= seen and tails >= 20
     # A fused MLP layer against a prefill chunk of 169 tokens (Llama-3-8B's gate and up, 2 x 14336):
     # 224 blocks of 192 x 128 (2 waves) against 150 of 192 x 192 (2 waves, each block slower).
     assert TensorMatmul.default_spec({"M": 169, "N": 28672, "K": 4096}, dtype).tile == (192, 128, 64)

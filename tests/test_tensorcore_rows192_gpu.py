@@ -42,11 +42,17 @@ POOL = rows192_pool()
 
 @pytest.fixture(scope="module", autouse=True)
 def _prebuild():
+    prebuild(POOL)
+
+
+def prebuild(pool, related=lambda spec: []):
+    """Skip off sm_90; else compile every spec of `pool` in every layout the tests give it, and
+    the specs `related` names for each (a second launch's), in parallel."""
     if not _hopper():
         pytest.skip("the wgmma kernel runs on sm_90 GPUs only")
-    specs = list({s.replace(layout_a=a, layout_b=b) for s in POOL for a, b in (_layouts(s, *ab) for ab in LAYOUTS)})
+    specs = {s.replace(layout_a=a, layout_b=b) for s in pool for a, b in (_layouts(s, *ab) for ab in LAYOUTS)}
     with cf.ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 2)) as ex:
-        list(ex.map(kgen.compile, specs))
+        list(ex.map(kgen.compile, list(specs) + [r for s in specs for r in related(s)]))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -55,9 +61,15 @@ def _prebuild():
        off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
        alpha=st.sampled_from([1.0, 1.0, -0.75]), beta=st.sampled_from([0.0, 0.0, 0.5]))
 def test_rows192_tiles_match_float64(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, alpha, beta):
-    torch = _torch()
     a_layout, b_layout = _layouts(POOL[index], *layouts)
-    spec = POOL[index].replace(layout_a=a_layout, layout_b=b_layout)
+    check_product(POOL[index].replace(layout_a=a_layout, layout_b=b_layout), M, N, K, pad_a, pad_b, off_a, off_b,
+                  alpha, beta)
+
+
+def check_product(spec, M, N, K, pad_a, pad_b, off_a, off_b, alpha, beta):
+    """The spec's kernel on fresh operands of these pads and offsets into a NaN-poisoned C
+    (holding C0 where beta is not 0), against float64 (_check)."""
+    torch = _torch()
     k = kgen.build(spec)
     dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
     A = _operand(torch, M, K, spec.layout_a, pad_a, off_a, dt)
@@ -82,6 +94,13 @@ def test_kgen_matmul_runs_192_row_tiles_where_dispatch_picks_them(dtype, M, N, K
     length), and on two whose B's rows are not 16-byte aligned (tall=False: the rules give way
     to the tiles that read such a B in place): the spec dispatch ran, and the result against
     float64 on a NaN-poisoned output, twice (the repeat path too)."""
+    check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and (spec.tile[0] == 192) == tall)
+
+
+def check_matmul_call(dtype, M, N, K, order, offset, want):
+    """kgen.matmul on A (at `offset` elements into its rows) and B (W.t() for order "col", else
+    row-major): `want` holds for the spec dispatch runs, and the result of two calls (the
+    repeat path too) against float64 on NaN-poisoned outputs."""
     from kgen.tune.dispatch import call_spec
 
     torch = _torch()
@@ -90,7 +109,7 @@ def test_kgen_matmul_runs_192_row_tiles_where_dispatch_picks_them(dtype, M, N, K
     B = (torch.randn(N, K, device="cuda", dtype=torch.float64).to(dt).t() if order == "col"
          else torch.randn(K, N, device="cuda", dtype=torch.float64).to(dt))
     spec = call_spec(A, B)
-    assert isinstance(spec, T) and (spec.tile[0] == 192) == tall, spec.to_json()
+    assert want(spec), spec.to_json()
     ref = A.double() @ B.double()
     for _ in range(2):
         C = torch.full((M, N), float("nan"), device="cuda", dtype=dt)

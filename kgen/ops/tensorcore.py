@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import struct
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from ..core import runtime
 from ..core.compiler import arch_number
-from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo
+from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo, build
 from ..core.launch import Launch, LaunchError, ensure_context, programmatic_launches
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
@@ -68,6 +68,21 @@ _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64
 # it ran 1.09-1.54x the cost model's tiles (0.68x to 0.86x cuBLAS).
 TALL_ROWS = (129, 192)
 TALL_BLOCK_COST = {(64, 256): 0.83, (128, 256): 1.26, (192, 128): 1.0, (192, 192): 1.33}
+# A product of one row tile whose C tiles pass whole waves of the SMs by a few leaves most SMs
+# idle in its last wave, each of those few blocks running the whole of K. With wave_tail = s the
+# whole waves run as one launch and the tiles past them as a second launch of the same tiles,
+# K split s ways merged in clusters: F / 132 + 1 / s + WAVE_TAIL_COST waves of blocks where one
+# launch takes ceil(tiles / 132). WAVE_TAIL_COST (what the second launch and its cluster sums
+# cost beside a 1/s wave, a fraction of one wave) was fitted on 14 such pairs of 65-192 rows
+# against N of 17152-50944, bfloat16, device time on an H200 (0.18-0.81, median 0.46;
+# docs/bench/research/tail_wave_variants.py, docs/tensorcore.md "The last wave"). s: the most
+# slices, up to 8, whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
+# STREAM_MIN_SLICE_K deep. Applied to 16-bit products of WAVE_TAIL_ROWS rows (the range
+# measured) on tiles that hold all the rows (WAVE_TAIL_ROW_TILES; the kernel splits C's columns
+# for any number of row tiles); general_wgmma_spec weighs it in its choice among the 192-row tiles.
+WAVE_TAIL_ROWS = (65, 192)
+WAVE_TAIL_COST = 0.45
+WAVE_TAIL_ROW_TILES = 1
 _SMS = 132
 # float16/bfloat16 products of at most STREAM_MAX_ROWS rows against N and K of at least
 # STREAM_MIN_SIDE and a B of at least STREAM_MIN_BYTES are bound by reading B once, and the
@@ -480,6 +495,14 @@ class TensorMatmul(Spec):
                  block asks L2 for (cp.async.bulk.prefetch.tensor) before it waits for the
                  kernel before it (griddepcontrol.wait; a programmatic launch overlaps the two).
                  0: none; 8, 16, 32 or 64.
+    wave_tail    1, or 2 to 8 (wgmma, 16-bit inputs, the general tiles: not swap_ab,
+                 persistent, cluster 2, split_k, b_realign or b_phased): where a product's C
+                 tiles pass whole waves of the GPU's SMs, the columns whose tiles fill those
+                 waves (whole_wave_columns) run as one launch and the tiles past them as a
+                 second launch of the same tiles with K split wave_tail ways, merged in clusters
+                 (split_merge="cluster"; tail_spec), so that the last wave's few tiles take a
+                 fraction of a wave. Elsewhere one launch, as with 1. The kernel's code is the
+                 same.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -509,6 +532,7 @@ class TensorMatmul(Spec):
     b_realign: bool = False
     b_phased: bool = False
     l2_prefetch: int = 0
+    wave_tail: int = 1
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -558,6 +582,8 @@ class TensorMatmul(Spec):
                  "wgmma kernel's)")
         if self.cluster not in (1, 2):
             fail("cluster", self.cluster, "1 or 2 (blocks a thread block cluster)")
+        if self.wave_tail != 1:
+            self._validate_wave_tail()
         if self.cluster > 1 and not self.wgmma:
             fail("cluster", self.cluster, "1 with instruction='mma_sync' (clusters share tiles by TMA multicast, "
                  "the wgmma kernel's)")
@@ -635,6 +661,29 @@ class TensorMatmul(Spec):
             fail("stages", self.stages, f"at least {-(-_partial_tile_bytes(BM, BN) // self.stage_bytes)} "
                  f"with split_merge='cluster' and tile {self.tile} (the {BM} x {BN} float32 sums are kept "
                  "over the stage ring)")
+
+    def _validate_wave_tail(self) -> None:
+        """wave_tail > 1: the tiles past the whole waves are a second launch (tail_spec)."""
+        value = self.wave_tail
+        if not 1 <= value <= MAX_CLUSTER_MERGE:
+            fail("wave_tail", value, f"an integer from 1 (one launch) to {MAX_CLUSTER_MERGE} (the K slices of the "
+                 "last tiles' clusters)")
+        if self.instruction != "wgmma" or self.dtype not in ("float16", "bfloat16"):
+            fail("wave_tail", value, "1 unless instruction='wgmma' with float16 or bfloat16 inputs")
+        if self.swap_ab or self.persistent or self.cluster > 1 or self.split_k > 1 or self.b_realign or self.b_phased:
+            fail("wave_tail", value, "1 with swap_ab, persistent, cluster=2, split_k > 1, b_realign or b_phased "
+                 "(the second launch runs the general tiles' blocks, one a C tile, with K split in clusters)")
+        try:
+            self.tail_spec()
+        except ValueError as exc:
+            fail("wave_tail", value, f"1 for these tiles: the second launch's spec is not valid ({exc})")
+
+    def tail_spec(self) -> "TensorMatmul":
+        """The spec of wave_tail's second launch: these tiles with K split wave_tail ways, merged
+        in clusters."""
+        spec = self.replace(wave_tail=1, split_k=self.wave_tail, split_merge="cluster")
+        assert isinstance(spec, TensorMatmul)
+        return spec
 
     def _validate_phased(self) -> None:
         """b_phased: B's row sets by TMA, A copied in their order."""
@@ -1114,7 +1163,9 @@ class TensorMatmul(Spec):
     @classmethod
     def general_wgmma_spec(cls, problem, dtype, split_tf32: bool = False, tall: bool = True):
         """wgmma_default_spec's tiles for a product that does not stream (see there); tall=False
-        leaves out the tiles of 192 rows (TALL_ROWS)."""
+        leaves out the tiles of 192 rows (TALL_ROWS). A 16-bit product of WAVE_TAIL_ROWS rows
+        runs the tiles past its whole waves as a second launch where wave_tail_waves says that
+        costs less (wave_tail)."""
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"] * (3 if split_tf32 else 1)
         tiles_allowed = [t for t in _WGMMA_TILES if not split_tf32 or t[1] <= SPLIT_MAX_BN[t[0]]]
@@ -1124,19 +1175,23 @@ class TensorMatmul(Spec):
             tiles = -(-M // BM) * -(-N // BN)
             return -(-tiles // _SMS) * (BM + BN), -BM * BN   # ties: the larger tile
         BM, BN = min(tiles_allowed, key=cost)
-        if tall and dtype in ("float16", "bfloat16") and TALL_ROWS[0] <= M <= TALL_ROWS[1] and \
-                (BM, BN) in TALL_BLOCK_COST:
+        sixteen = dtype in ("float16", "bfloat16") and not split_tf32
+        tail = WAVE_TAIL_ROWS[0] <= M <= WAVE_TAIL_ROWS[1] and sixteen
+        if tall and sixteen and TALL_ROWS[0] <= M <= TALL_ROWS[1] and (BM, BN) in TALL_BLOCK_COST:
             # A's rows in one tile of 192 where its waves of blocks cost less (TALL_BLOCK_COST).
             def tall_cost(tile: tuple[int, int]) -> float:
-                return -(-(-(-M // tile[0]) * -(-N // tile[1])) // _SMS) * TALL_BLOCK_COST[tile]
+                return wave_tail_waves(M, N, K, *tile, tail and -(-M // tile[0]) <= WAVE_TAIL_ROW_TILES)[0] * \
+                    TALL_BLOCK_COST[tile]
             BM, BN = min(((BM, BN), (192, 128), (192, 192)), key=tall_cost)
         stages = {(128, 256): 4, (64, 256): 5, (192, 128): 5, (192, 192): 4}.get((BM, BN), 6)
         tiles = -(-M // BM) * -(-N // BN)
         split = 1
         if tiles < 32 and K >= 2048:
             split = max(1, min(8, -(-64 // tiles), K // 1024))
+        wave_tail = wave_tail_waves(M, N, K, BM, BN, tail and -(-M // BM) <= WAVE_TAIL_ROW_TILES)[1] \
+            if split == 1 else 1
         return cls(dtype=dtype, tf32=dtype == "float32", tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
-                   stages=stages, split_k=split, instruction="wgmma", split_tf32=split_tf32)
+                   stages=stages, split_k=split, instruction="wgmma", split_tf32=split_tf32, wave_tail=wave_tail)
 
     @classmethod
     def mma_default_spec(cls, problem, dtype):
@@ -1244,6 +1299,12 @@ class TensorMatmul(Spec):
                             if split > 1:
                                 add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, split_k=split,
                                     instruction="wgmma", split_merge="cluster")
+                    slices = wave_tail_slices(-(-p["M"] // BM), -(-p["N"] // BN), p["K"])
+                    if dtype != "float32" and slices > 1:
+                        # The tiles past the whole waves as a second launch, K split (wave_tail).
+                        for stages in (4, 5, 6):
+                            add(tile=(BM, BN, 128 // item), warp_tile=(64, BN), stages=stages, instruction="wgmma",
+                                wave_tail=slices)
         if dtype in ("float16", "bfloat16") and p["M"] <= 256:
             # A's rows as the wgmma N: the rows rounded up to 8, 64 or 128 columns, the ring of
             # one or two blocks an SM, 1-8 K slices merged in clusters.
@@ -1419,7 +1480,8 @@ class TensorMatmul(Spec):
             return self.element_spec(p, self.dtype).replace(**layouts)
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
-            spec = self.for_layouts(problem, **layouts)
+            # The second launch of wave_tail was measured on a B that TMA reads: one launch here.
+            spec = self.for_layouts(problem, **layouts).replace(wave_tail=1)
             if spec.tile[0] == 192 and not spec.swap_ab:
                 # The 192-row tiles were measured on a B that TMA reads: for one it cannot, the
                 # cost model's own tiles and what the rules below give them.
@@ -1604,6 +1666,37 @@ def _swap_rows(M: int) -> int:
     return min(SWAP_MAX_ROWS, -(-M // 8) * 8)
 
 
+def whole_wave_columns(rows: int, cols: int, sms: int = _SMS) -> int:
+    """wave_tail's first launch on a grid of rows x cols C tiles: the most columns of tiles whose
+    tiles (every row of them) fit in whole waves of `sms` blocks; 0 where that is none or all."""
+    first = rows * cols // sms * sms // rows
+    return first if 0 < first < cols else 0
+
+
+def wave_tail_slices(rows: int, cols: int, K: int, sms: int = _SMS) -> int:
+    """K slices of wave_tail's second launch (the tiles past whole_wave_columns): the most, up to
+    MAX_CLUSTER_MERGE, whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
+    STREAM_MIN_SLICE_K deep; 1 where there is no such launch."""
+    first = whole_wave_columns(rows, cols, sms)
+    rest = rows * (cols - first)
+    if not first:
+        return 1
+    return max((s for s in range(2, MAX_CLUSTER_MERGE + 1)
+                if rest * s <= CLUSTER_WAVE_BLOCKS[s] and K // s >= STREAM_MIN_SLICE_K), default=1)
+
+
+def wave_tail_waves(M: int, N: int, K: int, BM: int, BN: int, allowed: bool = True) -> tuple[float, int]:
+    """(waves, wave_tail) of BM x BN tiles on M x N x K: ceil(tiles / 132) waves of blocks in one
+    launch, or, where wave_tail_slices gives s > 1 (and `allowed`), F / 132 + 1 / s +
+    WAVE_TAIL_COST, F the tiles of the first launch (whole_wave_columns), the rest split s ways."""
+    rows, cols = -(-M // BM), -(-N // BN)
+    plain = -(-(rows * cols) // _SMS)
+    s = wave_tail_slices(rows, cols, K) if allowed else 1
+    if s == 1:
+        return float(plain), 1
+    return min((float(plain), 1), (rows * whole_wave_columns(rows, cols) / _SMS + 1 / s + WAVE_TAIL_COST, s))
+
+
 def _stream_tiles(M: int, N: int) -> tuple[int, int]:
     """(BN, C tiles) of stream_spec's 64-row tiles: BN = 256 where 64 x 256 tiles fill half the
     SMs, else 128."""
@@ -1764,6 +1857,16 @@ class _TensorMaps:
         return maps[0].at(pa), (pb if maps[1] is None else maps[1].at(pb))
 
 
+class _WaveTailPlan(NamedTuple):
+    """A wave_tail call: the whole waves' plan (this kernel's), the tail spec's kernel and its
+    plan for the columns past them, and the byte offsets of those columns in B and C."""
+    whole: tuple
+    kernel: "TensorMatmulKernel"
+    tail: tuple
+    b_offset: int
+    c_offset: int
+
+
 def _torch_key(A, B, pa: int, pb: int, out) -> tuple:
     """What a torch call's launch plan depends on: shapes, strides, dtypes and devices, each
     pointer's 16-byte offset, and the output's (or None for a new one)."""
@@ -1813,6 +1916,8 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         self._torch_calls: dict[tuple, tuple] = {}
         self._torch_results = runtime.TorchResults()   # results of repeat torch calls, in batches
         self._live = [True]   # cleared by release(): the repeat calls made so far plan afresh
+        self._wave_sms: int | None = None   # wave_tail: the GPU's SMs, read at the first plan
+        self._tail: TensorMatmulKernel | None = None
 
     def release(self) -> None:
         """Free the workspaces (split-K slices, repacked operands) and forget the plans that use them."""
@@ -1866,6 +1971,19 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         if plan is not None:
             return plan
         spec = self.spec
+        n0 = self._whole_wave_columns(M, N)
+        if n0:
+            # wave_tail: C's first n0 columns (whole waves of tiles) in this kernel's launch, the
+            # rest by the tail spec's kernel on the same A and B, C and B advanced by n0 columns
+            # (16-byte aligned where they were: n0 is a multiple of 64).
+            tail = self._tail_kernel()
+            plan = _WaveTailPlan(self._plan(M, n0, K, lda, ldb, ldc, a_ok, b_ok, c_pairs), tail,
+                                 tail._plan(M, N - n0, K, lda, ldb, ldc, a_ok, b_ok, c_pairs),
+                                 n0 * self._item * (ldb if spec.layout_b == "col" else 1), n0 * self._out_item)
+            if len(self._plans) >= 256:
+                self._plans.clear()
+            self._plans[key] = plan
+            return plan
         vec = spec.vec
         repacks: list[Any] = [None, None]
         phases = None   # b_phased: (B's rows, row sets, k a set)
@@ -1966,7 +2084,29 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         self._plans[key] = plan
         return plan
 
+    def _whole_wave_columns(self, M: int, N: int) -> int:
+        """wave_tail: the columns of C whose tiles fill whole waves of this GPU's SMs
+        (whole_wave_columns) where some tiles pass them; else 0 (one launch)."""
+        BM, BN, _ = self.spec.tile
+        if self.spec.wave_tail == 1:
+            return 0
+        if self._wave_sms is None:
+            self._wave_sms = int(runtime.device_limits()["multiprocessors"])
+        return whole_wave_columns(-(-M // BM), -(-N // BN), self._wave_sms) * BN
+
+    def _tail_kernel(self) -> "TensorMatmulKernel":
+        """The kernel of wave_tail's second launch (built once, then held)."""
+        if self._tail is None:
+            tail = build(self.spec.tail_spec())
+            assert isinstance(tail, TensorMatmulKernel)
+            self._tail = tail
+        return self._tail
+
     def _run(self, plan: tuple, pa: int, pb: int, pc: int, alpha: float, beta: float, stream: int) -> None:
+        if type(plan) is _WaveTailPlan:
+            self._run(plan.whole, pa, pb, pc, alpha, beta, stream)
+            plan.kernel._run(plan.tail, pa, pb + plan.b_offset, pc + plan.c_offset, alpha, beta, stream)
+            return
         repack_a, repack_b, main, args, ws, reduce, reduce_args, maps = plan
         if repack_a is not None:
             go, dst, rargs = repack_a

@@ -1,0 +1,180 @@
+"""Wave quantisation of the general wgmma tiles on products of one row tile (16-bit, 65-192
+rows against wide weights): the default against
+- hyb<BM>x<BN>: the tiles that fill whole waves of the 132 SMs (n0 = F x BN columns) as one
+  launch, and the last tiles (past the whole waves) as a second launch of the same tiles with K
+  split in clusters (the most slices, up to 8, whose clusters all run at once; left out where
+  that is 1);
+- bal<BM>x<BN>: the whole product with K split s ways through the workspace, s the split whose
+  blocks fill their last wave best (ceil(T s / 132) / s least);
+for the tiles 192x128 (5 stages), 192x192 (4) and 128x256 (4, at most 128 rows).
+Products: SHAPES or a draw (SEED, COUNT, ROWS, N_RANGE, K_RANGE as in wide_general_variants.py).
+SET=heldout: instead, the default against the tree before wave_tail (where the two differ).
+Device time from CUDA graphs, operands rotated past L2 and the same every call; every result
+checked against float64 first (swap_fill_sweep.time_ways). Output: $OUT/tail_wave_<SEED>.json."""
+import concurrent.futures as cf
+import json
+import math
+import os
+import random
+import sys
+
+import torch
+from swap_fill_sweep import time_ways  # this folder: the scripts run from it or with it on the path
+from wide_general_variants import COUNT, K_RANGE, N_RANGE, ORDERS, ROWS, SEED, SET, shapes
+
+import kgen
+import kgen.ops.tensorcore as tc
+from kgen.bench.skinny import Operands
+from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, wgmma_ring_stages
+from kgen.ops.tensorcore import TensorMatmul as T
+
+SMS = 132
+if os.environ.get("ROW_TILES"):   # the rule on tiles of up to ROW_TILES row tiles, 65-256 rows
+    tc.WAVE_TAIL_ROW_TILES = int(os.environ["ROW_TILES"])
+    tc.WAVE_TAIL_ROWS = (65, 256)
+TILES = ((192, 128, 5), (192, 192, 4), (128, 256, 4))
+
+
+def tail_slices(tail, K):
+    best = 1
+    for s in range(2, 9):
+        if tail * s <= CLUSTER_WAVE_BLOCKS[s] and K // s >= 256:
+            best = s
+    return best
+
+
+def balanced_slices(tiles, K):
+    return min((s for s in range(1, 9) if K // s >= 256 or s == 1), key=lambda s: (-(-tiles * s // SMS) / s, s))
+
+
+def hybrid(k_dp, k_tail, n0):
+    def fn(a, b, out=None):
+        if out is None:
+            out = a.new_empty((a.shape[0], b.shape[1]))
+        k_dp(a, b[:, :n0], out=out[:, :n0])
+        k_tail(a, b[:, n0:], out=out[:, n0:])
+        return out
+    return fn
+
+
+def plan(M, N, K, order):
+    """{name: spec or (dp spec, tail spec, n0)} for one product."""
+    specs = {"default": T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)}
+    if SET == "heldout":   # the default against the tree before wave_tail (where they differ)
+        kept = tc.WAVE_TAIL_ROWS
+        tc.WAVE_TAIL_ROWS = (0, -1)
+        try:
+            before = T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)
+        finally:
+            tc.WAVE_TAIL_ROWS = kept
+        return {**specs, "before": before} if before != specs["default"] else specs
+    if SET == "swap":   # A's rows as the wgmma N (rows rounded to 8), one or two blocks an SM, and a tail launch
+        BM = -(-M // 8) * 8
+        for BN, blocks in ((64, 1), (64, 2), (128, 2)):
+            base = T(dtype="bfloat16", tile=(BM, BN, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN, blocks),
+                     instruction="wgmma", swap_ab=True, layout_b=order)
+            name = f"swap{BN}x{blocks}"
+            specs[name] = base
+            wave = SMS * blocks
+            tiles = -(-N // BN)
+            full, rest = tiles // wave * wave, tiles % wave
+            capacity = CLUSTER_WAVE_BLOCKS if blocks == 1 else PHASED_CLUSTER_BLOCKS
+            slices = [k for k in range(2, 9) if rest * k <= capacity[k] and K // k >= 256]
+            if full and rest and slices:
+                try:
+                    tail = base.replace(split_k=max(slices), split_merge="cluster")
+                except ValueError:
+                    continue
+                specs[name + "_tail"] = (base, tail, full * BN)
+        return specs
+    if SET == "persist":   # the default's tiles on the persistent schedule, alone and before a tail launch
+        d = specs["default"]
+        specs["persist"] = d.replace(wave_tail=1, persistent=True)
+        if d.wave_tail > 1:
+            specs["persist_tail"] = (specs["persist"], d.tail_spec(), -(-N // d.tile[1]) // SMS * SMS * d.tile[1])
+        return specs
+    for BM, BN, stages in TILES:
+        if M > BM:
+            continue
+        base = T(dtype="bfloat16", tile=(BM, BN, 64), warp_tile=(64, BN), stages=stages, instruction="wgmma",
+                 layout_b=order)
+        tiles = -(-N // BN)
+        full, tail = tiles // SMS * SMS, tiles % SMS
+        name = f"{BM}x{BN}"
+        specs["t" + name] = base
+        if full and tail:
+            s = tail_slices(tail, K)
+            if s > 1:
+                specs["hyb" + name] = (base, base.replace(split_k=s, split_merge="cluster"), full * BN)
+        s = balanced_slices(tiles, K)
+        if s > 1:
+            specs["bal" + name] = base.replace(split_k=s)
+    return specs
+
+
+def changed_shapes():
+    """SET=heldout: COUNT products drawn as wide_general_variants.shapes draws them (SEED, ROWS,
+    N_RANGE, K_RANGE; N and K multiples of 64) whose default differs from the tree before
+    wave_tail, in B's first storage order."""
+    rng, out = random.Random(SEED), []
+    while len(out) < COUNT:
+        M = int(math.exp(rng.uniform(math.log(ROWS[0]), math.log(ROWS[1] + 1))))
+        N = -(-int(math.exp(rng.uniform(*map(math.log, N_RANGE)))) // 64) * 64
+        K = -(-int(math.exp(rng.uniform(*map(math.log, K_RANGE)))) // 64) * 64
+        if ROWS[0] <= M <= ROWS[1] and "before" in plan(M, N, K, ORDERS[0]):
+            out.append((M, N, K))
+    return out
+
+
+def ways(specs):
+    return {n: hybrid(kgen.build(v[0]), kgen.build(v[1]), v[2]) if isinstance(v, tuple) else kgen.build(v)
+            for n, v in specs.items()}
+
+
+def main():
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    rows = []
+    drawn = changed_shapes() if SET == "heldout" and not os.environ.get("SHAPES") else shapes()
+    todo = [((M, N, K), order, plan(M, N, K, order)) for M, N, K in drawn for order in ORDERS]
+    every = {}
+    for _, _, specs in todo:
+        for v in specs.values():
+            for s in (v[:2] if isinstance(v, tuple) else (v,)):
+                every[s.key] = s
+    print(len(todo), "products,", len(every), "specs", flush=True)
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(kgen.compile, every.values()))
+    for (M, N, K), order, specs in todo:
+        ops = Operands(torch, M, N, K, "bfloat16", order, l2)
+        w = {"cublas": torch.matmul, **ways(specs)}
+        row = {"shape": [M, N, K], "order": order}
+        row.update(time_ways(torch, ops, w, 15))
+        del ops
+        torch.cuda.empty_cache()
+        rows.append(row)
+        err = max(row[n + "_err"] for n in w if n != "cublas")
+        print(f"{M}x{N}x{K} {order}: " + "  ".join(f"{n} {row[n + '_cold']:.1f}" for n in w) + f"  err {err:.1e}",
+              flush=True)
+        assert err < 1e-2, f"{M}x{N}x{K} {order}: relative error {err:.1e}"
+        with open(os.path.join(os.environ.get("OUT", "."), f"tail_wave_{SEED}.json"), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f)
+
+    def geo(values):
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    colds = [{k[:-5]: v for k, v in r.items() if k.endswith("_cold")} for r in rows]
+    for name, pick in (("default", lambda c: c["default"]), ("before", lambda c: c.get("before", c["default"])),
+                       ("best", lambda c: min(v for k, v in c.items() if k != "cublas"))):
+        print(f"{name}: x{geo([c['cublas'] / pick(c) for c in colds]):.3f} cuBLAS from HBM (geometric mean of "
+              f"{len(rows)}; lowest x{min(c['cublas'] / pick(c) for c in colds):.3f})")
+    if any("before" in c for c in colds):
+        print(f"default over before: x{geo([c['before'] / c['default'] for c in colds if 'before' in c]):.3f} "
+              f"({sum('before' in c for c in colds)} products that differ)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--shapes"]:   # the draw, as kgen bench calls --shapes takes it
+        print(",".join(f"{M}x{N}x{K}" for M, N, K in (changed_shapes() if SET == "heldout" else shapes())))
+    else:
+        main()
