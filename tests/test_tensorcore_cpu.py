@@ -543,13 +543,15 @@ def test_129_to_192_rows_on_the_general_tiles_take_one_row_tile_of_192(dtype):
         return TensorMatmul.general_wgmma_spec({"M": M, "N": N, "K": K}, dtype, tall=False)
 
     def waves(t, M, N, K):   # (waves of blocks, wave_tail): one launch, or the last tiles split
-        tiles = -(-M // t[0]) * -(-N // t[1])
-        whole, rest = divmod(tiles, _SMS)
-        plain = (-(-tiles // _SMS), 1)
+        rows, cols = -(-M // t[0]), -(-N // t[1])
+        plain = (-(-(rows * cols) // _SMS), 1)
+        first = rows * cols // _SMS * _SMS // rows   # columns of tiles in whole waves
+        rest = rows * (cols - first)
         slices = [s for s in range(2, 9) if rest * s <= CLUSTER_WAVE_BLOCKS[s] and K // s >= 256]
-        if M > t[0] or not 65 <= M <= 192 or not whole or not rest or not slices:
+        measured = (65 <= M <= 192 and rows == 1) or (193 <= M <= 256 and rows <= 2)
+        if not measured or not 0 < first < cols or not slices:
             return plain
-        return min(plain, (whole + 1 / max(slices) + WAVE_TAIL_COST, max(slices)))
+        return min(plain, (rows * first / _SMS + 1 / max(slices) + WAVE_TAIL_COST, max(slices)))
 
     rng = __import__("random").Random(20433)
     seen, tails = set(), 0

@@ -100,7 +100,7 @@ def test_whole_wave_columns_and_slices():
             assert all(rest * t > CLUSTER_WAVE_BLOCKS[t] or K // t < 256 for t in range(s + 1, 9))
 
 
-def test_dispatch_splits_the_last_wave_of_65_to_192_rows_only():
+def test_dispatch_splits_the_last_wave_of_65_to_256_rows_only():
     from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, WAVE_TAIL_ROWS
 
     # 78 tokens against a 39936-column weight: 156 blocks of 128 x 256, one wave and 24 tiles,
@@ -111,17 +111,25 @@ def test_dispatch_splits_the_last_wave_of_65_to_192_rows_only():
     # 170 tokens against 50944 columns: 266 blocks of 192 x 192, two waves and two tiles past them.
     s = TensorMatmul.default_spec({"M": 170, "N": 50944, "K": 2048}, "float16")
     assert s.tile[:2] == (192, 192) and s.wave_tail == 8
+    # 238 tokens: 2 x 141 blocks of 128 x 256, 132 columns in two waves, 18 tiles past them in
+    # 5 slices (90 blocks; clusters of 6 run 102 blocks at once, of 7 105 and of 8 120).
+    s = TensorMatmul.default_spec({"M": 238, "N": 36032, "K": 1792}, "bfloat16")
+    assert s.tile[:2] == (128, 256) and s.wave_tail == 5
     # Slices of at least 256 k: K = 600 splits in two at most.
     assert TensorMatmul.default_spec({"M": 170, "N": 50944, "K": 600}, "bfloat16").wave_tail in (1, 2)
-    rng = __import__("random").Random(20503)
+    rng, seen = __import__("random").Random(20503), set()
     for _ in range(300):
         M, N, K = rng.randint(1, 400), rng.randint(1024, 80000), rng.randint(256, 16384)
         for dtype in ("bfloat16", "float32"):
             s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
             if s.wave_tail > 1:
                 assert dtype == "bfloat16" and WAVE_TAIL_ROWS[0] <= M <= WAVE_TAIL_ROWS[1]
-                assert M <= s.tile[0] and -(-N // s.tile[1]) > 132 and -(-N // s.tile[1]) % 132
+                rows, cols = -(-M // s.tile[0]), -(-N // s.tile[1])
+                assert rows == 1 or (M > 192 and rows == 2)
+                assert rows * cols > 132 and rows * cols % 132
                 assert K // s.wave_tail >= 256 and not s.swap_ab
+                seen.add(rows)
+    assert seen == {1, 2}
 
 
 def test_b_that_tma_cannot_read_keeps_one_launch():

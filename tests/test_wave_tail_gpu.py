@@ -57,10 +57,11 @@ def test_wave_tail_matches_float64(index, layouts, M, tiles, short, K, pad_a, pa
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("M,N,K,order,offset,split", [
     (78, 39936, 2688, "col", 0, True), (170, 50944, 700, "row", 1, True), (187, 36479, 1920, "col", 1, True),
-    (100, 33800, 1030, "row", 0, True), (150, 50944, 2050, "col", 0, False), (300, 50944, 2048, "col", 0, False)])
+    (100, 33800, 1030, "row", 0, True), (238, 36031, 1792, "col", 1, True), (256, 20544, 5888, "row", 0, True),
+    (150, 50944, 2050, "col", 0, False), (300, 50944, 2048, "col", 0, False)])
 def test_kgen_matmul_splits_the_last_wave_where_dispatch_says(dtype, M, N, K, order, offset, split):
-    """kgen.matmul as users call it on products that dispatch gives wave_tail (odd N, B as W.t()
-    or row-major, A at an odd element offset), on one whose B's rows are not 16-byte aligned and
-    one of two row tiles (split=False: one launch): the spec dispatch ran, and the result
+    """kgen.matmul as users call it on products that dispatch gives wave_tail (one and two row
+    tiles, odd N, B as W.t() or row-major, A at an odd element offset), on one whose B's rows
+    are not 16-byte aligned and one of three row tiles (split=False: one launch): the spec dispatch ran, and the result
     against float64 on a NaN-poisoned output, twice (the repeat path too)."""
     check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and (spec.wave_tail > 1) == split)

@@ -77,12 +77,14 @@ TALL_BLOCK_COST = {(64, 256): 0.83, (128, 256): 1.26, (192, 128): 1.0, (192, 192
 # against N of 17152-50944, bfloat16, device time on an H200 (0.18-0.81, median 0.46;
 # docs/bench/research/tail_wave_variants.py, docs/tensorcore.md "The last wave"). s: the most
 # slices, up to 8, whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
-# STREAM_MIN_SLICE_K deep. Applied to 16-bit products of WAVE_TAIL_ROWS rows (the range
-# measured) on tiles that hold all the rows (WAVE_TAIL_ROW_TILES; the kernel splits C's columns
-# for any number of row tiles); general_wgmma_spec weighs it in its choice among the 192-row tiles.
-WAVE_TAIL_ROWS = (65, 192)
+# STREAM_MIN_SLICE_K deep. Applied to 16-bit products of WAVE_TAIL_ROWS rows in at most as many
+# row tiles as WAVE_TAIL_ROW_TILES gives their rows (the kernel splits C's columns for any number):
+# one at 65-192 rows, two (128 x 256 tiles) at 193-256, where eight products held out (seed 20510)
+# ran 1.09-1.38x the tree before (0.67x to 0.82x cuBLAS); general_wgmma_spec weighs it in its
+# choice among the 192-row tiles.
+WAVE_TAIL_ROWS = (65, 256)
 WAVE_TAIL_COST = 0.45
-WAVE_TAIL_ROW_TILES = 1
+WAVE_TAIL_ROW_TILES = ((192, 1), (256, 2))
 _SMS = 132
 # float16/bfloat16 products of at most STREAM_MAX_ROWS rows against N and K of at least
 # STREAM_MIN_SIDE and a B of at least STREAM_MIN_BYTES are bound by reading B once, and the
@@ -1177,10 +1179,11 @@ class TensorMatmul(Spec):
         BM, BN = min(tiles_allowed, key=cost)
         sixteen = dtype in ("float16", "bfloat16") and not split_tf32
         tail = WAVE_TAIL_ROWS[0] <= M <= WAVE_TAIL_ROWS[1] and sixteen
+        row_tiles = next((n for rows, n in WAVE_TAIL_ROW_TILES if M <= rows), 0)
         if tall and sixteen and TALL_ROWS[0] <= M <= TALL_ROWS[1] and (BM, BN) in TALL_BLOCK_COST:
             # A's rows in one tile of 192 where its waves of blocks cost less (TALL_BLOCK_COST).
             def tall_cost(tile: tuple[int, int]) -> float:
-                return wave_tail_waves(M, N, K, *tile, tail and -(-M // tile[0]) <= WAVE_TAIL_ROW_TILES)[0] * \
+                return wave_tail_waves(M, N, K, *tile, tail and -(-M // tile[0]) <= row_tiles)[0] * \
                     TALL_BLOCK_COST[tile]
             BM, BN = min(((BM, BN), (192, 128), (192, 192)), key=tall_cost)
         stages = {(128, 256): 4, (64, 256): 5, (192, 128): 5, (192, 192): 4}.get((BM, BN), 6)
@@ -1188,7 +1191,7 @@ class TensorMatmul(Spec):
         split = 1
         if tiles < 32 and K >= 2048:
             split = max(1, min(8, -(-64 // tiles), K // 1024))
-        wave_tail = wave_tail_waves(M, N, K, BM, BN, tail and -(-M // BM) <= WAVE_TAIL_ROW_TILES)[1] \
+        wave_tail = wave_tail_waves(M, N, K, BM, BN, tail and -(-M // BM) <= row_tiles)[1] \
             if split == 1 else 1
         return cls(dtype=dtype, tf32=dtype == "float32", tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
                    stages=stages, split_k=split, instruction="wgmma", split_tf32=split_tf32, wave_tail=wave_tail)

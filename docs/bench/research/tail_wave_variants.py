@@ -30,7 +30,7 @@ from kgen.ops.tensorcore import TensorMatmul as T
 
 SMS = 132
 if os.environ.get("ROW_TILES"):   # the rule on tiles of up to ROW_TILES row tiles, 65-256 rows
-    tc.WAVE_TAIL_ROW_TILES = int(os.environ["ROW_TILES"])
+    tc.WAVE_TAIL_ROW_TILES = ((256, int(os.environ["ROW_TILES"])),)
     tc.WAVE_TAIL_ROWS = (65, 256)
 TILES = ((192, 128, 5), (192, 192, 4), (128, 256, 4))
 
@@ -68,9 +68,9 @@ def plan(M, N, K, order):
         finally:
             tc.WAVE_TAIL_ROWS = kept
         return {**specs, "before": before} if before != specs["default"] else specs
-    if SET == "swap":   # A's rows as the wgmma N (rows rounded to 8), one or two blocks an SM, and a tail launch
+    if SET in ("swap", "swap2"):   # A's rows as the wgmma N (rows rounded to 8), one or two blocks an SM, a tail launch
         BM = -(-M // 8) * 8
-        for BN, blocks in ((64, 1), (64, 2), (128, 2)):
+        for BN, blocks in ((64, 1), (64, 2), (128, 2)) if SET == "swap" else ((64, 2),):
             base = T(dtype="bfloat16", tile=(BM, BN, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN, blocks),
                      instruction="wgmma", swap_ab=True, layout_b=order)
             name = f"swap{BN}x{blocks}"
