@@ -68,9 +68,9 @@ _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64
 # it ran 1.09-1.54x the cost model's tiles (0.68x to 0.86x cuBLAS).
 TALL_ROWS = (129, 192)
 TALL_BLOCK_COST = {(64, 256): 0.83, (128, 256): 1.26, (192, 128): 1.0, (192, 192): 1.33}
-# A product of one row tile whose C tiles pass whole waves of the SMs by a few leaves most SMs
-# idle in its last wave, each of those few blocks running the whole of K. With wave_tail = s the
-# whole waves run as one launch and the tiles past them as a second launch of the same tiles,
+# A product whose C tiles pass whole waves of the SMs by a few leaves most SMs idle in its last
+# wave, each of those few blocks running the whole of K. With wave_tail = s the whole waves run
+# as one launch and the tiles past them as a second launch of the same tiles,
 # K split s ways merged in clusters: F / 132 + 1 / s + WAVE_TAIL_COST waves of blocks where one
 # launch takes ceil(tiles / 132). WAVE_TAIL_COST (what the second launch and its cluster sums
 # cost beside a 1/s wave, a fraction of one wave) was fitted on 14 such pairs of 65-192 rows
@@ -79,9 +79,9 @@ TALL_BLOCK_COST = {(64, 256): 0.83, (128, 256): 1.26, (192, 128): 1.0, (192, 192
 # slices, up to 8, whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
 # STREAM_MIN_SLICE_K deep. Applied to 16-bit products of WAVE_TAIL_ROWS rows in at most as many
 # row tiles as WAVE_TAIL_ROW_TILES gives their rows (the kernel splits C's columns for any number):
-# one at 65-192 rows, two (128 x 256 tiles) at 193-256, where eight products held out (seed 20510)
-# ran 1.09-1.38x the tree before (0.67x to 0.82x cuBLAS); general_wgmma_spec weighs it in its
-# choice among the 192-row tiles.
+# one at 65-192 rows, two (128 x 256 tiles) at 193-256, where it ran 1.09-1.38x the tree before on
+# eight products (seed 20510) and 1.20x on eight drawn after the rule took it (seed 20516; 0.63x to
+# 0.76x cuBLAS); general_wgmma_spec weighs it in its choice among the 192-row tiles.
 WAVE_TAIL_ROWS = (65, 256)
 WAVE_TAIL_COST = 0.45
 WAVE_TAIL_ROW_TILES = ((192, 1), (256, 2))
