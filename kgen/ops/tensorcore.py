@@ -1178,21 +1178,20 @@ class TensorMatmul(Spec):
             return -(-tiles // _SMS) * (BM + BN), -BM * BN   # ties: the larger tile
         BM, BN = min(tiles_allowed, key=cost)
         sixteen = dtype in ("float16", "bfloat16") and not split_tf32
-        tail = WAVE_TAIL_ROWS[0] <= M <= WAVE_TAIL_ROWS[1] and sixteen
         row_tiles = next((n for rows, n in WAVE_TAIL_ROW_TILES if M <= rows), 0)
+        tail = sixteen and WAVE_TAIL_ROWS[0] <= M <= WAVE_TAIL_ROWS[1]
+
+        def waves(tile: tuple[int, int]) -> tuple[float, int]:   # wave_tail where the rule takes it
+            return wave_tail_waves(M, N, K, *tile, tail and -(-M // tile[0]) <= row_tiles)
         if tall and sixteen and TALL_ROWS[0] <= M <= TALL_ROWS[1] and (BM, BN) in TALL_BLOCK_COST:
             # A's rows in one tile of 192 where its waves of blocks cost less (TALL_BLOCK_COST).
-            def tall_cost(tile: tuple[int, int]) -> float:
-                return wave_tail_waves(M, N, K, *tile, tail and -(-M // tile[0]) <= row_tiles)[0] * \
-                    TALL_BLOCK_COST[tile]
-            BM, BN = min(((BM, BN), (192, 128), (192, 192)), key=tall_cost)
+            BM, BN = min(((BM, BN), (192, 128), (192, 192)), key=lambda t: waves(t)[0] * TALL_BLOCK_COST[t])
         stages = {(128, 256): 4, (64, 256): 5, (192, 128): 5, (192, 192): 4}.get((BM, BN), 6)
         tiles = -(-M // BM) * -(-N // BN)
         split = 1
         if tiles < 32 and K >= 2048:
             split = max(1, min(8, -(-64 // tiles), K // 1024))
-        wave_tail = wave_tail_waves(M, N, K, BM, BN, tail and -(-M // BM) <= row_tiles)[1] \
-            if split == 1 else 1
+        wave_tail = waves((BM, BN))[1] if split == 1 else 1
         return cls(dtype=dtype, tf32=dtype == "float32", tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(64, BN),
                    stages=stages, split_k=split, instruction="wgmma", split_tf32=split_tf32, wave_tail=wave_tail)
 
@@ -1681,11 +1680,12 @@ def wave_tail_slices(rows: int, cols: int, K: int, sms: int = _SMS) -> int:
     MAX_CLUSTER_MERGE, whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
     STREAM_MIN_SLICE_K deep; 1 where there is no such launch."""
     first = whole_wave_columns(rows, cols, sms)
-    rest = rows * (cols - first)
-    if not first:
-        return 1
+    return _tail_slices(rows * (cols - first), K) if first else 1
+
+
+def _tail_slices(tiles: int, K: int) -> int:
     return max((s for s in range(2, MAX_CLUSTER_MERGE + 1)
-                if rest * s <= CLUSTER_WAVE_BLOCKS[s] and K // s >= STREAM_MIN_SLICE_K), default=1)
+                if tiles * s <= CLUSTER_WAVE_BLOCKS[s] and K // s >= STREAM_MIN_SLICE_K), default=1)
 
 
 def wave_tail_waves(M: int, N: int, K: int, BM: int, BN: int, allowed: bool = True) -> tuple[float, int]:
@@ -1694,10 +1694,11 @@ def wave_tail_waves(M: int, N: int, K: int, BM: int, BN: int, allowed: bool = Tr
     WAVE_TAIL_COST, F the tiles of the first launch (whole_wave_columns), the rest split s ways."""
     rows, cols = -(-M // BM), -(-N // BN)
     plain = -(-(rows * cols) // _SMS)
-    s = wave_tail_slices(rows, cols, K) if allowed else 1
+    first = whole_wave_columns(rows, cols) if allowed else 0
+    s = _tail_slices(rows * (cols - first), K) if first else 1
     if s == 1:
         return float(plain), 1
-    return min((float(plain), 1), (rows * whole_wave_columns(rows, cols) / _SMS + 1 / s + WAVE_TAIL_COST, s))
+    return min((float(plain), 1), (rows * first / _SMS + 1 / s + WAVE_TAIL_COST, s))
 
 
 def _stream_tiles(M: int, N: int) -> tuple[int, int]:

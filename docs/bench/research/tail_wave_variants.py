@@ -25,7 +25,7 @@ from wide_general_variants import COUNT, K_RANGE, N_RANGE, ORDERS, ROWS, SEED, S
 import kgen
 import kgen.ops.tensorcore as tc
 from kgen.bench.skinny import Operands
-from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, wgmma_ring_stages
+from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, wave_tail_slices, wgmma_ring_stages
 from kgen.ops.tensorcore import TensorMatmul as T
 
 SMS = 132
@@ -33,14 +33,6 @@ if os.environ.get("ROW_TILES"):   # the rule on tiles of up to ROW_TILES row til
     tc.WAVE_TAIL_ROW_TILES = ((256, int(os.environ["ROW_TILES"])),)
     tc.WAVE_TAIL_ROWS = (65, 256)
 TILES = ((192, 128, 5), (192, 192, 4), (128, 256, 4))
-
-
-def tail_slices(tail, K):
-    best = 1
-    for s in range(2, 9):
-        if tail * s <= CLUSTER_WAVE_BLOCKS[s] and K // s >= 256:
-            best = s
-    return best
 
 
 def balanced_slices(tiles, K):
@@ -103,7 +95,7 @@ def plan(M, N, K, order):
         name = f"{BM}x{BN}"
         specs["t" + name] = base
         if full and tail:
-            s = tail_slices(tail, K)
+            s = wave_tail_slices(1, tiles, K)   # one row tile: the tiles past `full`
             if s > 1:
                 specs["hyb" + name] = (base, base.replace(split_k=s, split_merge="cluster"), full * BN)
         s = balanced_slices(tiles, K)
