@@ -275,7 +275,7 @@ def test_tensor_kernel_resolves_its_plan_once_and_release_invalidates_it(fake, m
     k.spec = spec
     k._item, k._out_item = 2, 2
     k._plans, k._torch_calls, k._buffers, k._retired = {}, {}, {}, []
-    k._torch_results, k._live = runtime.TorchResults(), [True]
+    k._torch_results, k._live, k._tail = runtime.TorchResults(), [True], None
     planned, ran = [], []
 
     def plan(*args):

@@ -13,6 +13,7 @@ import struct
 import pytest
 
 import kgen
+import kgen.ops.tensorcore as tc
 from kgen.bench import tensorcore as bench_tc
 from kgen.core.compiler import CompileError
 from kgen.core.spec import SpecError
@@ -22,6 +23,15 @@ LIMITS = {"max_threads_per_block": 1024, "max_shared_per_block_optin": 227 * 102
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 SHAPES = [(1, 1, 1), (7, 13, 1), (127, 4096, 4096), (4096, 64, 4096), (1000, 1000, 1000), (3000, 5000, 700),
           (4097, 4097, 4097), (8192, 8192, 8192), (64, 64, 100000)]
+
+
+def _general_or_wide_swap(general, M, N, K, dtype):
+    """What the default gives where the general tiles are `general`: those, or where
+    wide_swap_suits the product, the cheapest of them and wide_swap_specs by wide_swap_cost."""
+    if not TensorMatmul.wide_swap_suits(M, N, K, dtype) or general.split_k > 1:
+        return general
+    p = {"M": M, "N": N, "K": K}
+    return min([general, *TensorMatmul.wide_swap_specs(p, dtype)], key=lambda o: o.wide_swap_cost(p))
 
 
 @pytest.mark.parametrize("fields, field", [
@@ -48,6 +58,7 @@ SHAPES = [(1, 1, 1), (7, 13, 1), (127, 4096, 4096), (4096, 64, 4096), (1000, 100
     (dict(tile=(256, 256, 128), warp_tile=(64, 64), stages=6), "tile"),  # shared memory past 227 KiB
     (dict(tile=("128", 128, 32)), "tile"),
 ])
+
 def test_invalid_fields_name_the_field(fields, field):
     with pytest.raises(SpecError, match=field):
         TensorMatmul(**fields)
@@ -577,13 +588,13 @@ def test_129_to_192_rows_on_the_general_tiles_take_one_row_tile_of_192(dtype):
         elif TensorMatmul.stream_suits(M, N, K, dtype):
             assert d == TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, dtype)
         elif M * N * K > SMALL_PRODUCT_MACS:
-            assert d == s
+            assert d == _general_or_wide_swap(s, M, N, K, dtype)
     assert {(192, 192), (192, 128), (128, 256), (64, 256)} <= seen and tails >= 20
     # A fused MLP layer against a prefill chunk of 169 tokens (Llama-3-8B's gate and up, 2 x 14336):
     # 224 blocks of 192 x 128 (2 waves) against 150 of 192 x 192 (2 waves, each block slower).
-    assert TensorMatmul.default_spec({"M": 169, "N": 28672, "K": 4096}, dtype).tile == (192, 128, 64)
+    assert TensorMatmul.general_wgmma_spec({"M": 169, "N": 28672, "K": 4096}, dtype).tile == (192, 128, 64)
     # 115 blocks of 192 x 192 (1 wave) against 258 of 64 x 256 (2 waves).
-    assert TensorMatmul.default_spec({"M": 150, "N": 22016, "K": 4096}, dtype).tile == (192, 192, 64)
+    assert TensorMatmul.general_wgmma_spec({"M": 150, "N": 22016, "K": 4096}, dtype).tile == (192, 192, 64)
     # float32 and 193+ rows keep the cost model's tiles.
     assert TensorMatmul.general_wgmma_spec({"M": 169, "N": 28672, "K": 4096}, "float32").tile[0] != 192
     assert TensorMatmul.default_spec({"M": 200, "N": 28672, "K": 4096}, dtype).tile[0] != 192
@@ -646,7 +657,8 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
         # K split) are fewer than half the SMs; neither where the stream's tiles pass one wave.
         if M > STREAM_MAX_ROWS or N < STREAM_MIN_SIDE or K < STREAM_MIN_SIDE or stream_tiles > _SMS or (
                 N * K * 2 < STREAM_MIN_BYTES and grid[0] >= _SMS // 2):
-            assert not TensorMatmul.stream_suits(M, N, K, dtype) and s == general
+            assert not TensorMatmul.stream_suits(M, N, K, dtype)
+            assert s == _general_or_wide_swap(general, M, N, K, dtype)
             continue
         BM, BN, BK = s.tile
         assert s.wgmma and BM == 64 and s.warp_tile == (64, BN) and BK * ITEMSIZE[dtype] == 128
@@ -689,7 +701,8 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
     # general tiles.
     assert TensorMatmul.default_spec({"M": 200, "N": 8192, "K": 4096}, dtype).tile[:2] == (200, 64)
     # Four row tiles of 64 x 256 past 132 tiles would run two waves: the general tiles instead.
-    assert TensorMatmul.default_spec({"M": 200, "N": 16384, "K": 4096}, dtype).tile[:2] == (128, 256)
+    assert TensorMatmul.general_wgmma_spec({"M": 200, "N": 16384, "K": 4096}, dtype).tile[:2] == (128, 256)
+    assert not TensorMatmul.stream_suits(200, 16384, 4096, dtype)
 
 
 # ---- sm_90's float64 m16n8k16 shape ----
@@ -1087,7 +1100,7 @@ def test_a_is_copied_to_a_128_byte_pitch_where_its_rows_straddle_lines(monkeypat
     # only an A they cannot read, at the wider pitch.
     assert not TensorMatmul.element_spec(problem, "bfloat16").pads_a_pitch(58, 12904, 7000, 7000)
     wide = {"M": 200, "N": 12904, "K": 7000}
-    general = TensorMatmul.default_spec(wide, "bfloat16").for_layouts(wide, layout_a="row", layout_b="col")
+    general = TensorMatmul.general_wgmma_spec(wide, "bfloat16").for_layouts(wide, layout_a="row", layout_b="col")
     assert general.wgmma and not general.swap_ab and not general.pads_a_pitch(200, 12904, 7000, 7000)
     kernel = _planning_kernel(monkeypatch, general)
     assert kernel._plan(200, 12904, 7000, 7000, 7000, 12904, True, True, True)[0] is None
@@ -1149,7 +1162,7 @@ def test_b_realign_slots_keep_each_warp_on_one_branch_of_the_shift():
                     assert max(groups.values()) <= 2, (ldb, base_phase, quarter, q, rows[4 * quarter:4 * quarter + 4])
 
 
-def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
+def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place(monkeypatch):
     """Where the default's tiles are wider than 128 columns (65-256 rows against more than 132
     column tiles), asking for b_realign gives transposed tiles of REALIGN_SWAP_BN columns that read
     B in place, rather than the copy; not for more than SWAP_MAX_ROWS rows or a column-major A."""
@@ -1158,7 +1171,9 @@ def test_b_realign_on_wide_tiles_takes_transposed_tiles_that_read_b_in_place():
     for (M, N, K), order in (((69, 9537, 9265), "row"), ((150, 12001, 2049), "row"), ((100, 9600, 4099), "col"),
                              ((256, 16001, 1200), "row")):
         problem = {"M": M, "N": N, "K": K}
-        spec = TensorMatmul.default_spec(problem, "bfloat16")
+        with monkeypatch.context() as m:   # the default before the wide transposed tiles (which
+            m.setattr(tc, "WIDE_SWAP_ROWS", (0, -1))   # give way to it here: test_wide_swap_cpu)
+            spec = TensorMatmul.default_spec(problem, "bfloat16")
         # (129-192 rows may take one row tile of 192, not given b_realign: asked for it, they
         # give way to the cost model's 128 x 256.)
         assert (spec.tile[1] == 256 or spec.tile[0] == 192) and not spec.swap_ab, spec.to_json()

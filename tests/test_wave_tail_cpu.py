@@ -80,6 +80,22 @@ def test_the_plan_runs_whole_waves_then_the_tail_columns_split(monkeypatch, layo
         assert len(_Go.made) == 1 and _Go.made[0].calls[0][4] == N2, (M2, N2)
 
 
+def test_release_frees_the_tail_kernels_plans_too(monkeypatch):
+    spec = _tiles(wave_tail=8)
+    k, tail = _kernel(spec, monkeypatch), _kernel(spec.tail_spec(), monkeypatch)
+    for x in (k, tail):
+        x._item = x._out_item = 2
+        x._wave_sms, x._tail, x._live = 132, None, [True]
+    k._tail = tail
+    M, N, K = 150, 133 * 128 + 77, 4096
+    k._run(k._plan(M, N, K, K, K + 8, N, True, True, True), 0xA000, 0xB000, 0xC000, 1.0, 0.0, 0)
+    tail._buffers["slices"] = (0x1234, 64)    # a workspace the second launch holds
+    assert k._plans and tail._plans
+    held = tail._live
+    k.release()
+    assert not k._plans and not tail._plans and not tail._buffers and held == [False]
+
+
 def test_whole_wave_columns_and_slices():
     from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, whole_wave_columns, wave_tail_slices
 
@@ -100,35 +116,38 @@ def test_whole_wave_columns_and_slices():
             assert all(rest * t > CLUSTER_WAVE_BLOCKS[t] or K // t < 256 for t in range(s + 1, 9))
 
 
-def test_dispatch_splits_the_last_wave_of_65_to_256_rows_only():
+def test_the_general_tiles_split_the_last_wave_of_65_to_256_rows_only():
+    """The general tiles' rule (general_wgmma_spec; the default weighs these against the wide
+    transposed tiles, tests/test_wide_swap_cpu.py)."""
     from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, WAVE_TAIL_ROWS
 
+    general = TensorMatmul.general_wgmma_spec
     # 78 tokens against a 39936-column weight: 156 blocks of 128 x 256, one wave and 24 tiles,
     # those in 4 slices (96 blocks) where 8 would not all run at once.
-    s = TensorMatmul.default_spec({"M": 78, "N": 39936, "K": 2688}, "bfloat16")
+    s = general({"M": 78, "N": 39936, "K": 2688}, "bfloat16")
     assert s.tile[:2] == (128, 256) and s.wave_tail == 4
     assert 24 * 4 <= CLUSTER_WAVE_BLOCKS[4] and all(24 * s > CLUSTER_WAVE_BLOCKS[s] for s in (5, 6, 7, 8))
     # 170 tokens against 50944 columns: 266 blocks of 192 x 192, two waves and two tiles past them.
-    s = TensorMatmul.default_spec({"M": 170, "N": 50944, "K": 2048}, "float16")
+    s = general({"M": 170, "N": 50944, "K": 2048}, "float16")
     assert s.tile[:2] == (192, 192) and s.wave_tail == 8
     # 238 tokens: 2 x 141 blocks of 128 x 256, 132 columns in two waves, 18 tiles past them in
     # 5 slices (90 blocks; clusters of 6 run 102 blocks at once, of 7 105 and of 8 120).
-    s = TensorMatmul.default_spec({"M": 238, "N": 36032, "K": 1792}, "bfloat16")
+    s = general({"M": 238, "N": 36032, "K": 1792}, "bfloat16")
     assert s.tile[:2] == (128, 256) and s.wave_tail == 5
     # Slices of at least 256 k: K = 600 splits in two at most.
     assert TensorMatmul.default_spec({"M": 170, "N": 50944, "K": 600}, "bfloat16").wave_tail in (1, 2)
     rng, seen = __import__("random").Random(20503), set()
     for _ in range(300):
         M, N, K = rng.randint(1, 400), rng.randint(1024, 80000), rng.randint(256, 16384)
-        for dtype in ("bfloat16", "float32"):
-            s = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype)
-            if s.wave_tail > 1:
-                assert dtype == "bfloat16" and WAVE_TAIL_ROWS[0] <= M <= WAVE_TAIL_ROWS[1]
-                rows, cols = -(-M // s.tile[0]), -(-N // s.tile[1])
-                assert rows == 1 or (M > 192 and rows == 2)
-                assert rows * cols > 132 and rows * cols % 132
-                assert K // s.wave_tail >= 256 and not s.swap_ab
-                seen.add(rows)
+        assert TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "float32").wave_tail == 1
+        s = general({"M": M, "N": N, "K": K}, "bfloat16")
+        if s.wave_tail > 1:
+            assert WAVE_TAIL_ROWS[0] <= M <= WAVE_TAIL_ROWS[1]
+            rows, cols = -(-M // s.tile[0]), -(-N // s.tile[1])
+            assert rows == 1 or (M > 192 and rows == 2)
+            assert rows * cols > 132 and rows * cols % 132
+            assert K // s.wave_tail >= 256
+            seen.add(rows)
     assert seen == {1, 2}
 
 
@@ -144,9 +163,9 @@ def test_b_that_tma_cannot_read_keeps_one_launch():
 
 def test_the_tuner_searches_the_tail_split():
     space = TensorMatmul.search_space({"M": 150, "N": 50944, "K": 2048}, "bfloat16")
-    tails = [s for s in space if s.wave_tail > 1]
+    tails = [s for s in space if s.wave_tail > 1 and not s.swap_ab]
     assert {s.tile[:2] for s in tails} >= {(192, 128), (192, 192)}
-    assert all(s.split_k == 1 and not s.swap_ab and not s.persistent for s in tails)
+    assert all(s.split_k == 1 and not s.persistent for s in tails)
     # Two row tiles of 128 x 256 at 250 rows: 398 tiles, 198 columns in three waves, one left.
     assert any(s.tile[:2] == (128, 256) for s in TensorMatmul.search_space({"M": 250, "N": 50944, "K": 2048},
                                                                           "bfloat16") if s.wave_tail > 1)

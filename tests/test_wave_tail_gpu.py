@@ -39,19 +39,31 @@ def _prebuild():
     prebuild(POOL, lambda spec: [spec.tail_spec()])
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(index=st.integers(0, len(POOL) - 1), layouts=st.sampled_from(LAYOUTS),
-       M=st.one_of(st.sampled_from([1, 63, 65, 127, 128, 129, 191, 192, 193, 257]), st.integers(1, 300)),
-       tiles=st.one_of(st.sampled_from([131, 132, 133, 134, 263, 264, 265]), st.integers(100, 280)),
-       short=st.integers(0, 255), K=st.one_of(st.sampled_from([1, 63, 64, 65, 257, 1000]), st.integers(1, 2500)),
-       pad_a=st.sampled_from([0, 0, 1, 8]), pad_b=st.sampled_from([0, 0, 3, 8]),
-       off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
-       alpha=st.sampled_from([1.0, 1.0, -0.75]), beta=st.sampled_from([0.0, 0.0, 0.5]))
-def test_wave_tail_matches_float64(index, layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta):
-    a_layout, b_layout = _layouts(POOL[index], *layouts)
-    spec = POOL[index].replace(layout_a=a_layout, layout_b=b_layout)
-    N = max(1, tiles * spec.tile[1] - short % spec.tile[1])   # the last tile ragged
+def ragged_strategies(rows: list[int], least_tiles: int) -> dict:
+    """Hypothesis strategies of a product of C tiles just short of, at and past one and two waves
+    (`tiles`, the last ragged by `short`), `rows` and any rows up to 300, both layouts, pads,
+    offsets, alpha and beta (check_ragged's arguments)."""
+    return dict(layouts=st.sampled_from(LAYOUTS), M=st.one_of(st.sampled_from(rows), st.integers(1, 300)),
+                tiles=st.one_of(st.sampled_from([131, 132, 133, 134, 263, 264, 265]), st.integers(least_tiles, 280)),
+                short=st.integers(0, 255),
+                K=st.one_of(st.sampled_from([1, 63, 64, 65, 257, 1000]), st.integers(1, 2500)),
+                pad_a=st.sampled_from([0, 0, 1, 8]), pad_b=st.sampled_from([0, 0, 3, 8]),
+                off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
+                alpha=st.sampled_from([1.0, 1.0, -0.75]), beta=st.sampled_from([0.0, 0.0, 0.5]))
+
+
+def check_ragged(base, layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta):
+    """`base` in the test's layouts on M x N x K, N = `tiles` C tiles, the last ragged (check_product)."""
+    a_layout, b_layout = _layouts(base, *layouts)
+    spec = base.replace(layout_a=a_layout, layout_b=b_layout)
+    N = max(1, tiles * spec.tile[1] - short % spec.tile[1])
     check_product(spec, M, N, K, pad_a, pad_b, off_a, off_b, alpha, beta)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(POOL) - 1), **ragged_strategies([1, 63, 65, 127, 128, 129, 191, 192, 193, 257], 100))
+def test_wave_tail_matches_float64(index, layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta):
+    check_ragged(POOL[index], layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -161,6 +161,24 @@ SWAP_SPLITS = (1, 2, 3, 4, 5, 6, 7, 8)
 # included, 1.13x (0.90x at 1x8572x1120, 1.37x at 19x8832x7548). With 2 slices (159-176 tiles)
 # 1.017x over 18 (0.98-1.09x): those keep K whole.
 SWAP_WIDE_MIN_SLICES = 3
+# Registers a thread of the transposed tiles beside their BM / 2 float32 sums: ptxas fit BM = 128
+# with 256 columns (640 threads, 96 registers) and BM = 200 with 192 (512 threads, 128) and
+# failed at 152 and 208 ("insufficient registers").
+SWAP_OTHER_REGISTERS = 32
+# 16-bit products of WIDE_SWAP_ROWS rows against weights too wide for one wave of the 64-column
+# transposed tiles (swap_suits) and K of at least WIDE_SWAP_MIN_K: the general tiles (with their
+# wave_tail) or the transposed tiles of WIDE_SWAP_BN columns, one block an SM, the rows in one
+# tile (BM the rows rounded up to 8, so no padded rows are multiplied), with wave_tail where
+# wave_tail_waves takes it, whichever costs less in wide_swap_cost: waves x BN x (K x (per k +
+# per k and row x BM) + per column), the three terms fitted by least squares on device time
+# (H200, CUDA graphs over operands rotated past L2; docs/bench/research/tail_wave_variants.py
+# SET=swapwide) over 40 products of 65-256 rows, N 8704-61824, K 1088-15296, both orders of B
+# (seeds 20601-20606): the pick ran 1.074x the general tiles (geometric mean, the fastest of the
+# measured ways 1.093x; lowest 0.996x; left-one-out fits the same), 0.877x -> 0.941x cuBLAS.
+WIDE_SWAP_ROWS = (65, 256)
+WIDE_SWAP_MIN_K = 1024
+WIDE_SWAP_BN = (128, 192, 256)
+WIDE_SWAP_COST = {"general": (-0.80e-6, 0.352e-6, 0.0396), "swap": (29.6e-6, 0.192e-6, 0.0393)}
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
@@ -497,8 +515,8 @@ class TensorMatmul(Spec):
                  block asks L2 for (cp.async.bulk.prefetch.tensor) before it waits for the
                  kernel before it (griddepcontrol.wait; a programmatic launch overlaps the two).
                  0: none; 8, 16, 32 or 64.
-    wave_tail    1, or 2 to 8 (wgmma, 16-bit inputs, the general tiles: not swap_ab,
-                 persistent, cluster 2, split_k, b_realign or b_phased): where a product's C
+    wave_tail    1, or 2 to 8 (wgmma, 16-bit inputs, the general or the transposed tiles:
+                 not persistent, cluster 2, split_k, b_realign or b_phased): where a product's C
                  tiles pass whole waves of the GPU's SMs, the columns whose tiles fill those
                  waves (whole_wave_columns) run as one launch and the tiles past them as a
                  second launch of the same tiles with K split wave_tail ways, merged in clusters
@@ -672,9 +690,9 @@ class TensorMatmul(Spec):
                  "last tiles' clusters)")
         if self.instruction != "wgmma" or self.dtype not in ("float16", "bfloat16"):
             fail("wave_tail", value, "1 unless instruction='wgmma' with float16 or bfloat16 inputs")
-        if self.swap_ab or self.persistent or self.cluster > 1 or self.split_k > 1 or self.b_realign or self.b_phased:
-            fail("wave_tail", value, "1 with swap_ab, persistent, cluster=2, split_k > 1, b_realign or b_phased "
-                 "(the second launch runs the general tiles' blocks, one a C tile, with K split in clusters)")
+        if self.persistent or self.cluster > 1 or self.split_k > 1 or self.b_realign or self.b_phased:
+            fail("wave_tail", value, "1 with persistent, cluster=2, split_k > 1, b_realign or b_phased (the second "
+                 "launch runs the same tiles' blocks, one a C tile, with K split in clusters)")
         try:
             self.tail_spec()
         except ValueError as exc:
@@ -715,6 +733,11 @@ class TensorMatmul(Spec):
                  "an M-major one needs 64-row boxes)")
         if self.persistent or self.cluster > 1:
             fail("swap_ab", True, "False with persistent=True or cluster=2")
+        cap = min(255, 65536 // self.threads) // 8 * 8
+        if BM // 2 + SWAP_OTHER_REGISTERS > cap:
+            fail("tile[0] (BM)", BM, f"at most {2 * (cap - SWAP_OTHER_REGISTERS)} with swap_ab and tile[1] (BN)="
+                 f"{self.tile[1]}: {self.threads} threads leave {cap} registers a thread, and the BM / 2 float32 "
+                 f"sums need {SWAP_OTHER_REGISTERS} more beside them")
 
     def _validate_wgmma(self) -> None:
         """The wgmma kernel's own rules (the shared ones are checked after)."""
@@ -1151,7 +1174,49 @@ class TensorMatmul(Spec):
             return cls.swap_spec(p, dtype)
         if cls.stream_suits(p["M"], p["N"], p["K"], dtype):
             return cls.stream_spec(p, dtype)
-        return cls.general_wgmma_spec(p, dtype, split_tf32)
+        general = cls.general_wgmma_spec(p, dtype, split_tf32)
+        if not split_tf32 and cls.wide_swap_suits(p["M"], p["N"], p["K"], dtype) and general.split_k == 1:
+            return min((general, *cls.wide_swap_specs(p, dtype)), key=lambda s: s.wide_swap_cost(p))
+        return general
+
+    @classmethod
+    def wide_swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether the default weighs the transposed tiles of WIDE_SWAP_BN columns against the
+        general tiles (constants at WIDE_SWAP_ROWS): 16-bit inputs, WIDE_SWAP_ROWS rows, K of at
+        least WIDE_SWAP_MIN_K, more than one wave of 64-column tiles."""
+        return dtype in ("float16", "bfloat16") and WIDE_SWAP_ROWS[0] <= M <= WIDE_SWAP_ROWS[1] and \
+            K >= WIDE_SWAP_MIN_K and -(-N // 64) > _SMS
+
+    @classmethod
+    def wide_swap_specs(cls, problem, dtype) -> list["TensorMatmul"]:
+        """The transposed tiles wide_swap_suits weighs: the rows in one tile, each of
+        WIDE_SWAP_BN columns whose sums fit the registers, one block an SM, wave_tail where
+        wave_tail_waves takes it."""
+        p = cls.normalize_problem(problem)
+        M, N, K = p["M"], p["N"], p["K"]
+        BM = _swap_rows(M)
+        specs = []
+        for BN in WIDE_SWAP_BN:
+            for tail in dict.fromkeys((wave_tail_waves(M, N, K, BM, BN)[1], 1)):
+                try:
+                    specs.append(cls(dtype=dtype, tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
+                                     stages=wgmma_ring_stages(BM, BN), instruction="wgmma", swap_ab=True,
+                                     wave_tail=tail))
+                    break
+                except ValueError:   # sums past the registers (SWAP_OTHER_REGISTERS), or no valid tail
+                    continue
+        return specs
+
+    def wide_swap_cost(self, problem) -> float:
+        """wgmma_default_spec's cost of this spec (the general tiles or the transposed ones) on
+        the product: waves (wave_tail_waves, with this spec's wave_tail) x BN x (K x (a + b x
+        BM) + c), (a, b, c) = WIDE_SWAP_COST of its kind."""
+        p = self.normalize_problem(problem)
+        M, N, K = p["M"], p["N"], p["K"]
+        BM, BN, _ = self.tile
+        waves = wave_tail_waves(M, N, K, BM, BN, self.wave_tail > 1)[0]
+        a, b, c = WIDE_SWAP_COST["swap" if self.swap_ab else "general"]
+        return waves * BN * (K * (a + b * BM) + c)
 
     def with_l2_prefetch(self, kib: int = WGMMA_L2_PREFETCH_KIB) -> "TensorMatmul":
         """This spec asking L2 for `kib` KiB of B ahead of the wait where it reads B by TMA as it
@@ -1318,6 +1383,10 @@ class TensorMatmul(Spec):
                             add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64),
                                 stages=wgmma_ring_stages(BM, BN, blocks), instruction="wgmma", swap_ab=True,
                                 split_k=split, split_merge="cluster" if split > 1 else "workspace", l2_prefetch=kib)
+            for BN in WIDE_SWAP_BN:   # one block an SM, K whole, the last wave's tiles split (wave_tail_slices)
+                for tail in dict.fromkeys((1, wave_tail_slices(1, -(-p["N"] // BN), p["K"]))):
+                    add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
+                        instruction="wgmma", swap_ab=True, wave_tail=tail)
         return specs
 
     @classmethod
@@ -1482,6 +1551,11 @@ class TensorMatmul(Spec):
             return self.element_spec(p, self.dtype).replace(**layouts)
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
+            if self.swap_ab and self.wide_swap_suits(p["M"], p["N"], p["K"], self.dtype) and \
+                    self.tile[0] == _swap_rows(p["M"]) and self.tile[1] in WIDE_SWAP_BN and self.split_k == 1:
+                # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
+                return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True, b_phased=phased,
+                                                                        **layouts)
             # The second launch of wave_tail was measured on a B that TMA reads: one launch here.
             spec = self.for_layouts(problem, **layouts).replace(wave_tail=1)
             if spec.tile[0] == 192 and not spec.swap_ab:
@@ -1924,13 +1998,17 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         self._tail: TensorMatmulKernel | None = None
 
     def release(self) -> None:
-        """Free the workspaces (split-K slices, repacked operands) and forget the plans that use them."""
+        """Free the workspaces (split-K slices, repacked operands) and forget the plans that use them,
+        with those of wave_tail's second kernel (held by this one; equal specs share a kernel
+        object, whose plans are rebuilt at their next call)."""
         self._live[0] = False
         self._live = [True]
         self._plans.clear()
         self._torch_calls.clear()
         self._buffers.clear()
         self._retired.clear()
+        if self._tail is not None:
+            self._tail.release()
 
     def _check_dtype(self, dtype, name: str, want: str | None = None) -> None:
         want = want or self.spec.dtype

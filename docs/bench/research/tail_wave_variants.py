@@ -8,7 +8,10 @@ rows against wide weights): the default against
   blocks fill their last wave best (ceil(T s / 132) / s least);
 for the tiles 192x128 (5 stages), 192x192 (4) and 128x256 (4, at most 128 rows).
 Products: SHAPES or a draw (SEED, COUNT, ROWS, N_RANGE, K_RANGE as in wide_general_variants.py).
-SET=heldout: instead, the default against the tree before wave_tail (where the two differ).
+SET=heldout: instead, the default against the tree before wave_tail (where the two differ);
+SET=heldout_swap: against the tree before the wide transposed tiles (WIDE_SWAP_ROWS).
+SET=swap, swap2, swapwide: the default against the transposed tiles (A's rows as the wgmma N) of
+64-256 columns, one or two blocks an SM, alone and with the last wave's tiles in a second launch.
 Device time from CUDA graphs, operands rotated past L2 and the same every call; every result
 checked against float64 first (swap_fill_sweep.time_ways). Output: $OUT/tail_wave_<SEED>.json."""
 import concurrent.futures as cf
@@ -52,17 +55,22 @@ def hybrid(k_dp, k_tail, n0):
 def plan(M, N, K, order):
     """{name: spec or (dp spec, tail spec, n0)} for one product."""
     specs = {"default": T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)}
-    if SET == "heldout":   # the default against the tree before wave_tail (where they differ)
-        kept = tc.WAVE_TAIL_ROWS
-        tc.WAVE_TAIL_ROWS = (0, -1)
+    if SET in ("heldout", "heldout_swap"):   # the default against the tree before wave_tail or the wide swap
+        name = "WAVE_TAIL_ROWS" if SET == "heldout" else "WIDE_SWAP_ROWS"
+        kept = getattr(tc, name)
+        setattr(tc, name, (0, -1))
         try:
             before = T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)
         finally:
-            tc.WAVE_TAIL_ROWS = kept
+            setattr(tc, name, kept)
         return {**specs, "before": before} if before != specs["default"] else specs
-    if SET in ("swap", "swap2"):   # A's rows as the wgmma N (rows rounded to 8), one or two blocks an SM, a tail launch
+    if SET in ("swap", "swap2", "swapwide"):   # A's rows as the wgmma N (rows rounded to 8), a tail launch
         BM = -(-M // 8) * 8
-        for BN, blocks in ((64, 1), (64, 2), (128, 2)) if SET == "swap" else ((64, 2),):
+        sizes = {"swap": ((64, 1), (64, 2), (128, 2)), "swap2": ((64, 2),),
+                 # 128-256 columns a block, one block an SM (192 and 256 only where 512 and 640 threads
+                 # hold the sums: ptxas caps them at 128 and 96 registers)
+                 "swapwide": ((128, 1),) + (((192, 1),) if BM <= 192 else ()) + (((256, 1),) if BM <= 96 else ())}[SET]
+        for BN, blocks in sizes:
             base = T(dtype="bfloat16", tile=(BM, BN, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN, blocks),
                      instruction="wgmma", swap_ab=True, layout_b=order)
             name = f"swap{BN}x{blocks}"
@@ -127,7 +135,7 @@ def main():
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     rows = []
-    drawn = changed_shapes() if SET == "heldout" and not os.environ.get("SHAPES") else shapes()
+    drawn = changed_shapes() if SET.startswith("heldout") and not os.environ.get("SHAPES") else shapes()
     todo = [((M, N, K), order, plan(M, N, K, order)) for M, N, K in drawn for order in ORDERS]
     every = {}
     for _, _, specs in todo:
@@ -167,6 +175,6 @@ def main():
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--shapes"]:   # the draw, as kgen bench calls --shapes takes it
-        print(",".join(f"{M}x{N}x{K}" for M, N, K in (changed_shapes() if SET == "heldout" else shapes())))
+        print(",".join(f"{M}x{N}x{K}" for M, N, K in (changed_shapes() if SET.startswith("heldout") else shapes())))
     else:
         main()

@@ -1,0 +1,65 @@
+"""GPU property tests of the wide transposed tiles (swap_ab with 128-256 columns, one block an
+SM, wave_tail on them): random shapes just short of, at and past one and two waves of the SMs,
+several row tiles where the rows pass BM, both orders of B, leading dimensions and pointer
+offsets that rule out 16-byte copies, alpha/beta, outputs poisoned with NaN before each launch,
+against float64 products (the bounds of test_tensorcore_gpu); and kgen.matmul on products the
+default gives them, and on B layouts that keep the general tiles."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_tensorcore_rows192_gpu import check_matmul_call, prebuild
+from test_wave_tail_gpu import check_ragged, ragged_strategies
+
+from kgen.ops.tensorcore import TensorMatmul as T
+from kgen.ops.tensorcore import wgmma_ring_stages
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = int(os.environ.get("KGEN_TC_EXAMPLES", "300")) // 4 + 1
+
+
+def _swap(dtype, BM, BN, **kw):
+    return T(dtype=dtype, tile=(BM, BN, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
+             instruction="wgmma", swap_ab=True, **kw)
+
+
+POOL = [
+    _swap("bfloat16", 72, 128, wave_tail=5),
+    _swap("float16", 104, 192, wave_tail=4, out_dtype="float32"),
+    _swap("bfloat16", 128, 256, wave_tail=2),
+    _swap("bfloat16", 200, 128, wave_tail=3),
+    _swap("float16", 192, 192),
+    _swap("bfloat16", 88, 256),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prebuild():
+    prebuild(POOL, lambda spec: [spec.tail_spec()] if spec.wave_tail > 1 else [])
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(POOL) - 1),
+       **ragged_strategies([1, 65, 71, 72, 73, 127, 128, 129, 199, 200, 201, 257], 60))
+def test_wide_transposed_tiles_match_float64(index, layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b,
+                                             alpha, beta):
+    check_ragged(POOL[index], layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("M,N,K,order,offset,wide", [
+    (72, 34496, 1280, "col", 0, True), (138, 36289, 1088, "col", 1, True), (196, 44544, 4416, "row", 0, True),
+    (75, 39360, 1152, "row", 1, True), (101, 28672, 1600, "col", 0, False),
+    (150, 50944, 2050, "col", 0, False), (120, 30001, 2000, "row", 0, False)])
+def test_kgen_matmul_runs_the_wide_transposed_tiles_where_dispatch_picks_them(dtype, M, N, K, order, offset, wide):
+    """kgen.matmul as users call it on products the default gives the wide transposed tiles (odd
+    N, B as W.t() or row-major, A at an odd element offset), on one it keeps on the general
+    tiles, and on two whose B's rows are not 16-byte aligned (wide=False: the tiles the tree
+    chose before): the spec dispatch ran, and the result against float64 on a NaN-poisoned
+    output, twice (the repeat path too)."""
+    check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and (
+        spec.swap_ab and not spec.b_realign and not spec.b_phased) == wide)
