@@ -178,6 +178,7 @@ SWAP_OTHER_REGISTERS = 32
 WIDE_SWAP_ROWS = (65, 256)
 WIDE_SWAP_MIN_K = 1024
 WIDE_SWAP_BN = (128, 192, 256)
+# (a, b, c) in µs; in the general tiles' fit the per-k cost is all in the per-row term.
 WIDE_SWAP_COST = {"general": (-0.80e-6, 0.352e-6, 0.0396), "swap": (29.6e-6, 0.192e-6, 0.0393)}
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024
@@ -1552,7 +1553,7 @@ class TensorMatmul(Spec):
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
             if self.swap_ab and self.wide_swap_suits(p["M"], p["N"], p["K"], self.dtype) and \
-                    self.tile[0] == _swap_rows(p["M"]) and self.tile[1] in WIDE_SWAP_BN and self.split_k == 1:
+                    self.replace(layout_a="row", layout_b="row") in self.wide_swap_specs(p, self.dtype):
                 # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
                 return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True, b_phased=phased,
                                                                         **layouts)
