@@ -11,7 +11,8 @@ Products: SHAPES or a draw (SEED, COUNT, ROWS, N_RANGE, K_RANGE as in wide_gener
 SET=heldout: instead, the default against the tree before wave_tail (where the two differ);
 SET=heldout_swap: against the tree before the wide transposed tiles (WIDE_SWAP_ROWS).
 SET=swap, swap2, swapwide: the default against the transposed tiles (A's rows as the wgmma N) of
-64-256 columns, one or two blocks an SM, alone and with the last wave's tiles in a second launch.
+64-256 columns, one or two blocks an SM, alone and with the last wave's tiles in a second launch;
+swaprows: against those tiles over two row tiles of half the rows (and the tree before).
 Device time from CUDA graphs, operands rotated past L2 and the same every call; every result
 checked against float64 first (swap_fill_sweep.time_ways). Output: $OUT/tail_wave_<SEED>.json."""
 import concurrent.futures as cf
@@ -28,7 +29,8 @@ from wide_general_variants import COUNT, K_RANGE, N_RANGE, ORDERS, ROWS, SEED, S
 import kgen
 import kgen.ops.tensorcore as tc
 from kgen.bench.skinny import Operands
-from kgen.ops.tensorcore import CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, wave_tail_slices, wgmma_ring_stages
+from kgen.ops.tensorcore import (CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, wave_tail_slices, wave_tail_waves,
+                                 wgmma_ring_stages)
 from kgen.ops.tensorcore import TensorMatmul as T
 
 SMS = 132
@@ -86,6 +88,26 @@ def plan(M, N, K, order):
                 except ValueError:
                     continue
                 specs[name + "_tail"] = (base, tail, full * BN)
+        return specs
+    if SET == "swaprows":   # 129-256 rows: the transposed tiles over two row tiles of half the rows
+        half = -(-M // 2)
+        BM = -(-half // 8) * 8
+        for BN in (128, 192, 256):
+            try:
+                base = T(dtype="bfloat16", tile=(BM, BN, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
+                         instruction="wgmma", swap_ab=True, layout_b=order)
+                specs[f"rows2x{BN}"] = base
+                tail = wave_tail_waves(M, N, K, BM, BN)[1]
+                if tail > 1:
+                    specs[f"rows2x{BN}_tail"] = base.replace(wave_tail=tail)
+            except ValueError:
+                continue
+        kept = tc.WIDE_SWAP_ROWS
+        tc.WIDE_SWAP_ROWS = (0, -1)
+        try:
+            specs["before"] = T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)
+        finally:
+            tc.WIDE_SWAP_ROWS = kept
         return specs
     if SET == "persist":   # the default's tiles on the persistent schedule, alone and before a tail launch
         d = specs["default"]
