@@ -70,7 +70,7 @@ def test_the_default_takes_the_cheaper_of_the_general_and_the_wide_transposed_ti
         p = {"M": M, "N": N, "K": K}
         for dtype in ("bfloat16", "float16", "float32"):
             got, before = T.wgmma_default_spec(p, dtype), _before(monkeypatch, p, dtype)
-            inside = dtype != "float32" and 65 <= M <= 256 and K >= 1024 and -(-N // 64) > 132 and \
+            inside = dtype != "float32" and 65 <= M <= 256 and K >= 512 and -(-N // 64) > 132 and \
                 not T.stream_suits(M, N, K, dtype) and before == T.general_wgmma_spec(p, dtype) and before.split_k == 1
             if not inside:
                 assert got == before, (p, dtype)

@@ -175,8 +175,11 @@ SWAP_OTHER_REGISTERS = 32
 # SET=swapwide) over 40 products of 65-256 rows, N 8704-61824, K 1088-15296, both orders of B
 # (seeds 20601-20606): the pick ran 1.074x the general tiles (geometric mean, the fastest of the
 # measured ways 1.093x; lowest 0.996x; left-one-out fits the same), 0.877x -> 0.941x cuBLAS.
+# WIDE_SWAP_MIN_K: below the fit's K, on eight products of K 448-768 (seed 20651), the same
+# costs' picks ran 1.063x the general tiles (none slower), and held out at K 512-1023 1.093x
+# (W.t(), 8) and 1.140x (row-major, 5) (seeds 20652, 20653).
 WIDE_SWAP_ROWS = (65, 256)
-WIDE_SWAP_MIN_K = 1024
+WIDE_SWAP_MIN_K = 512
 WIDE_SWAP_BN = (128, 192, 256)
 # (a, b, c) in µs; in the general tiles' fit the per-k cost is all in the per-row term.
 WIDE_SWAP_COST = {"general": (-0.80e-6, 0.352e-6, 0.0396), "swap": (29.6e-6, 0.192e-6, 0.0393)}
