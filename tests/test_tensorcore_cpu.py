@@ -780,14 +780,16 @@ def test_float64_m16n8k8_large_warp_tiles_compile_for_sm90_without_spills():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     """swap_spec on random few-row shapes: the rows rounded up to a multiple of 8, 64
-    columns a block (128 past twice the SMs' tiles), the deepest ring one block an SM holds
+    columns a block (128 past twice the SMs' tiles, or at 65-256 rows where SWAP_128_MIN_GAIN
+    and SWAP_128_MIN_K say), the deepest ring one block an SM holds
     (half of it for two blocks where the tiles pass the SMs), and the most K slices in
     clusters that all run at once; just past the SMs, where 128 columns two blocks an SM take
     K in SWAP_WIDE_MIN_SLICES or more such slices, those; each spec valid and within shared
     memory."""
     from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, SM_SHARED_BYTES,
                                      STREAM_MIN_SIDE, STREAM_MIN_SLICE_K, SWAP_MAX_ROWS, SWAP_SPLITS,
-                                     SWAP_WIDE_MIN_SLICES, SWAP_WIDE_ROWS, _wgmma_stage_bytes)
+                                     SWAP_128_MIN_GAIN, SWAP_128_MIN_K, SWAP_WIDE_MIN_SLICES, SWAP_WIDE_ROWS,
+                                     _wgmma_stage_bytes)
 
     rng = __import__("random").Random(17)
     for _ in range(600):
@@ -806,7 +808,14 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
         wide_slices = max(x for x in SWAP_SPLITS
                           if x == 1 or (K >= STREAM_MIN_SLICE_K * x and -(-N // 128) * x <= PHASED_CLUSTER_BLOCKS[x]))
         band = _SMS < -(-N // 64) <= 2 * _SMS and wide_slices >= SWAP_WIDE_MIN_SLICES
-        assert BN == (64 if -(-N // 64) <= 2 * _SMS and not band else 128)
+
+        def most(tiles, K=K):   # the most slices whose clusters all run at once, one block an SM
+            return max(x for x in SWAP_SPLITS
+                       if x == 1 or (K >= STREAM_MIN_SLICE_K * x and tiles * x <= CLUSTER_WAVE_BLOCKS[x]))
+        # 65-256 rows: 128 columns where their blocks are at least a quarter more, K of 3072 or more.
+        gain = BM > SWAP_WIDE_ROWS and -(-N // 64) <= _SMS and K >= SWAP_128_MIN_K == 3072 and \
+            -(-N // 128) * most(-(-N // 128)) >= SWAP_128_MIN_GAIN * -(-N // 64) * most(-(-N // 64))
+        assert BN == (64 if -(-N // 64) <= 2 * _SMS and not band and not gain else 128)
         tiles = -(-N // BN)
         blocks = 2 if tiles > _SMS or band else 1
         stage = _wgmma_stage_bytes(BM, BN)
@@ -1201,7 +1210,9 @@ def test_b_realign_on_unsplit_64_column_transposed_tiles_takes_128_columns_in_tw
     for (M, N, K), order in (((116, 4293, 6771), "col"), ((88, 5607, 8323), "col"), ((21, 5198, 9437), "row"),
                              ((54, 7411, 2706), "row"), ((168, 5955, 8418), "row")):
         problem = {"M": M, "N": N, "K": K}
-        plain = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order)
+        # The 64-column tiles (where the default takes 128 columns on an aligned B, SWAP_128_MIN_GAIN,
+        # the layouts it was not measured on start from these).
+        plain = TensorMatmul.swap_spec(problem, "bfloat16", narrow=True).for_layouts(problem, layout_b=order)
         assert plain.swap_ab and plain.tile[1] == 64 and plain.split_k == 1, plain.to_json()
         got = TensorMatmul.default_spec(problem, "bfloat16").for_layouts(problem, layout_b=order, b_realign=True)
         assert got.b_realign and got.swap_ab and got.layout_b == order, got.to_json()

@@ -1,9 +1,10 @@
 """GPU property tests of the wide transposed tiles (swap_ab with 128-256 columns, one block an
-SM, wave_tail on them): random shapes just short of, at and past one and two waves of the SMs,
+SM, wave_tail on them, or K split in clusters: the 128-column tiles of swap_spec's
+SWAP_128_MIN_GAIN): random shapes just short of, at and past one and two waves of the SMs,
 several row tiles where the rows pass BM, both orders of B, leading dimensions and pointer
 offsets that rule out 16-byte copies, alpha/beta, outputs poisoned with NaN before each launch,
 against float64 products (the bounds of test_tensorcore_gpu); and kgen.matmul on products the
-default gives them, and on B layouts that keep the general tiles."""
+default gives them, and on B layouts that keep the general tiles (or the 64-column ones)."""
 from __future__ import annotations
 
 import os
@@ -34,6 +35,12 @@ POOL = [
     _swap("bfloat16", 200, 128, wave_tail=3),
     _swap("float16", 192, 192),
     _swap("bfloat16", 88, 256),
+    # The 128-column tiles of 65-256 rows against one wave of 64-column ones, K in clusters
+    # (swap_spec: SWAP_128_MIN_GAIN, SWAP_128_MIN_K).
+    _swap("bfloat16", 224, 128, split_k=3, split_merge="cluster"),
+    _swap("float16", 152, 128, split_k=4, split_merge="cluster", out_dtype="float32"),
+    _swap("bfloat16", 256, 128, split_k=5, split_merge="cluster"),
+    _swap("float16", 72, 128, split_k=2, split_merge="cluster"),
 ]
 
 
@@ -44,7 +51,8 @@ def _prebuild():
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(index=st.integers(0, len(POOL) - 1),
-       **ragged_strategies([1, 65, 71, 72, 73, 127, 128, 129, 199, 200, 201, 257], 60))
+       **ragged_strategies([1, 65, 71, 72, 73, 127, 128, 129, 151, 152, 153, 199, 200, 201, 223, 224, 225, 256, 257],
+                           60))
 def test_wide_transposed_tiles_match_float64(index, layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b,
                                              alpha, beta):
     check_ragged(POOL[index], layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta)
@@ -63,3 +71,18 @@ def test_kgen_matmul_runs_the_wide_transposed_tiles_where_dispatch_picks_them(dt
     output, twice (the repeat path too)."""
     check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and (
         spec.swap_ab and not spec.b_realign and not spec.b_phased) == wide)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("M,N,K,order,offset,wide", [
+    (218, 4440, 3544, "col", 0, True), (140, 4352, 3455, "row", 0, True), (256, 2608, 8472, "col", 1, True),
+    (112, 4296, 3176, "row", 1, True), (97, 6000, 3500, "row", 1, False), (212, 4416, 1920, "col", 0, False),
+    (147, 3753, 3208, "row", 1, False), (249, 2168, 1816, "col", 0, False), (48, 5784, 2928, "row", 0, False)])
+def test_kgen_matmul_runs_the_128_column_tiles_where_dispatch_picks_them(dtype, M, N, K, order, offset, wide):
+    """kgen.matmul as users call it on products the default gives the 128-column transposed tiles
+    (B as W.t() or row-major, A at an odd element offset, K odd), and on five it keeps on 64
+    columns (as many blocks either way, a short K, a row-major B whose rows are not 16-byte
+    aligned, 48 rows): the spec dispatch ran, and the result against float64 on a NaN-poisoned
+    output, twice (the repeat path too)."""
+    check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and spec.swap_ab and (
+        spec.tile[1] == 128) == wide)

@@ -161,6 +161,19 @@ SWAP_SPLITS = (1, 2, 3, 4, 5, 6, 7, 8)
 # included, 1.13x (0.90x at 1x8572x1120, 1.37x at 19x8832x7548). With 2 slices (159-176 tiles)
 # 1.017x over 18 (0.98-1.09x): those keep K whole.
 SWAP_WIDE_MIN_SLICES = 3
+# 65-256 rows against at most one wave of 64-column tiles, K of at least SWAP_128_MIN_K: where
+# tiles of 128 columns (two consumer warpgroups a block instead of one) with K in the most slices
+# whose clusters all run at once make at least SWAP_128_MIN_GAIN times the blocks the 64-column
+# ones do (67-78 tiles of 64 with K whole against 34-39 of 128 in three slices; 41-44 in two
+# slices against 21-22 in five), swap_spec takes them. Device time on an H200 (16-bit, CUDA graphs
+# over operands rotated past L2; docs/bench/research/tail_wave_variants.py SET=multiwave|swap128|
+# heldout_swap128, seeds 21001-21062): of those products, the 17 of K 3392 or more ran 1.085x
+# the 64-column tiles (0.99-1.50x; 218x4440x3544: 23.7 µs against 35.6, cuBLAS 23.9), the 10
+# below 3072 0.99x (0.84-1.31x: 7 of the 8 below 3072 drawn after the first fit slower). Where
+# both make as many blocks the 128-column tiles ran 0.82-1.20x (faster only with slices of 5000
+# k or more; 23 products), at 33-64 rows 0.96-1.00x: those keep 64 columns.
+SWAP_128_MIN_GAIN = 1.25
+SWAP_128_MIN_K = 3072
 # Registers a thread of the transposed tiles beside their BM / 2 float32 sums: ptxas fit BM = 128
 # with 256 columns (640 threads, 96 registers) and BM = 200 with 192 (512 threads, 128) and
 # failed at 152 and 208 ("insufficient registers").
@@ -1136,10 +1149,11 @@ class TensorMatmul(Spec):
             1 <= M <= SWAP_MAX_ROWS and (M <= SWAP_WIDE_ROWS or -(-N // 64) <= _SMS)
 
     @classmethod
-    def swap_spec(cls, problem, dtype):
+    def swap_spec(cls, problem, dtype, narrow: bool = False):
         """The wgmma kernel with A's rows as the instruction's N for a product of few rows
         (constants at SWAP_MAX_ROWS say how each field was chosen). Past 256 rows, BM is 256
-        (several row tiles)."""
+        (several row tiles). narrow=True leaves out the 128-column tiles of SWAP_128_MIN_GAIN and
+        SWAP_128_MIN_K (the choice for the layouts those were not measured on)."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"]
@@ -1147,6 +1161,13 @@ class TensorMatmul(Spec):
         BN = 64 if -(-N // 64) <= 2 * _SMS else 128
         tiles = -(-N // BN)
         two = tiles > _SMS   # two blocks an SM, each with half the ring
+        if not (narrow or two) and BM > SWAP_WIDE_ROWS and K >= SWAP_128_MIN_K:
+            wide = -(-N // 128)
+            slices = _most_slices(SWAP_SPLITS, K, wide, CLUSTER_WAVE_BLOCKS)
+            if wide * slices >= SWAP_128_MIN_GAIN * tiles * _most_slices(SWAP_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS):
+                spec = cls(dtype=dtype, tile=(BM, 128, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
+                           stages=wgmma_ring_stages(BM, 128), instruction="wgmma", swap_ab=True)
+                return spec.replace(split_k=slices, split_merge="cluster") if slices > 1 else spec
         spec = cls(dtype=dtype, tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
                    stages=wgmma_ring_stages(BM, BN, 2 if two else 1), instruction="wgmma", swap_ab=True)
         if two:
@@ -1560,6 +1581,12 @@ class TensorMatmul(Spec):
                 # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
                 return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True, b_phased=phased,
                                                                         **layouts)
+            if self.swap_ab and self.swap_suits(p["M"], p["N"], p["K"], self.dtype) and \
+                    self.replace(layout_a="row", layout_b="row") == self.swap_spec(p, self.dtype) and \
+                    self.tile[1] == 128 and self.swap_spec(p, self.dtype, narrow=True).tile[1] == 64:
+                # So were the default's 128-column tiles (SWAP_128_MIN_GAIN): the 64-column ones here.
+                return self.swap_spec(p, self.dtype, narrow=True).for_layouts(problem, b_realign=True,
+                                                                             b_phased=phased, **layouts)
             # The second launch of wave_tail was measured on a B that TMA reads: one launch here.
             spec = self.for_layouts(problem, **layouts).replace(wave_tail=1)
             if spec.tile[0] == 192 and not spec.swap_ab:

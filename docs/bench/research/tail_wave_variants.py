@@ -9,10 +9,15 @@ rows against wide weights): the default against
 for the tiles 192x128 (5 stages), 192x192 (4) and 128x256 (4, at most 128 rows).
 Products: SHAPES or a draw (SEED, COUNT, ROWS, N_RANGE, K_RANGE as in wide_general_variants.py).
 SET=heldout: instead, the default against the tree before wave_tail (where the two differ);
-SET=heldout_swap: against the tree before the wide transposed tiles (WIDE_SWAP_ROWS).
+SET=heldout_swap: against the tree before the wide transposed tiles (WIDE_SWAP_ROWS);
+SET=heldout_swap128: against the tree before the 128-column ones of SWAP_128_MIN_GAIN.
 SET=swap, swap2, swapwide: the default against the transposed tiles (A's rows as the wgmma N) of
 64-256 columns, one or two blocks an SM, alone and with the last wave's tiles in a second launch;
 swaprows: against those tiles over two row tiles of half the rows (and the tree before).
+SET=multiwave: products whose default keeps at most 75% of the SMs busy, against the transposed
+tiles of 64 and 128 columns with K split in clusters over one or more waves; swap128: the
+products the transposed tiles take, against those of 128 columns with K in the most slices whose
+clusters all run at once (and one fewer).
 Device time from CUDA graphs, operands rotated past L2 and the same every call; every result
 checked against float64 first (swap_fill_sweep.time_ways). Output: $OUT/tail_wave_<SEED>.json."""
 import concurrent.futures as cf
@@ -44,6 +49,41 @@ def balanced_slices(tiles, K):
     return min((s for s in range(1, 9) if K // s >= 256 or s == 1), key=lambda s: (-(-tiles * s // SMS) / s, s))
 
 
+def cluster_waves(tiles, k, K):
+    """Waves of one-block-an-SM tiles with K split k ways in clusters, over k (the time of one
+    whole-K wave); 9 where a slice would be under 256 deep."""
+    if k == 1:
+        return -(-tiles // SMS)
+    if K // k < 256:
+        return 9
+    return -(-tiles // (CLUSTER_WAVE_BLOCKS[k] // k)) / k
+
+
+def fill(spec, M, N, K):
+    """The share of the SMs the spec's blocks keep busy over its waves (one block an SM)."""
+    grid = spec.launch_geometry(M, N, K)[0]
+    blocks = grid[0] * grid[1] * grid[2]
+    at_once = CLUSTER_WAVE_BLOCKS[spec.split_k] if spec.split_merge == "cluster" else SMS
+    return blocks / (-(-blocks // at_once) * SMS)
+
+
+def underfilled_shapes():
+    """COUNT products (SEED, ROWS, N_RANGE, K_RANGE): SET=multiwave, those whose default runs the
+    transposed tiles on at most 75% of the SMs over its waves, of at least 2e9 multiply-adds;
+    SET=swap128, those the transposed tiles take (swap_suits), of at least 5e8."""
+    rng, out = random.Random(SEED), []
+    while len(out) < COUNT:
+        M = rng.randint(*ROWS)
+        N = int(math.exp(rng.uniform(*map(math.log, N_RANGE)))) // 8 * 8   # rows TMA can read
+        K = int(math.exp(rng.uniform(*map(math.log, K_RANGE)))) // 8 * 8
+        d = T.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
+        if SET == "swap128" and T.swap_suits(M, N, K, "bfloat16") and M * N * K >= 5e8:
+            out.append((M, N, K))
+        elif SET == "multiwave" and d.swap_ab and d.wave_tail == 1 and M * N * K >= 2e9 and fill(d, M, N, K) <= 0.75:
+            out.append((M, N, K))
+    return out
+
+
 def hybrid(k_dp, k_tail, n0):
     def fn(a, b, out=None):
         if out is None:
@@ -57,10 +97,11 @@ def hybrid(k_dp, k_tail, n0):
 def plan(M, N, K, order):
     """{name: spec or (dp spec, tail spec, n0)} for one product."""
     specs = {"default": T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)}
-    if SET in ("heldout", "heldout_swap"):   # the default against the tree before wave_tail or the wide swap
-        name = "WAVE_TAIL_ROWS" if SET == "heldout" else "WIDE_SWAP_ROWS"
+    if SET in ("heldout", "heldout_swap", "heldout_swap128"):   # the default against the tree before a rule
+        name = {"heldout": "WAVE_TAIL_ROWS", "heldout_swap": "WIDE_SWAP_ROWS",
+                "heldout_swap128": "SWAP_128_MIN_GAIN"}[SET]
         kept = getattr(tc, name)
-        setattr(tc, name, (0, -1))
+        setattr(tc, name, math.inf if SET == "heldout_swap128" else (0, -1))
         try:
             before = T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)
         finally:
@@ -108,6 +149,31 @@ def plan(M, N, K, order):
             specs["before"] = T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)
         finally:
             tc.WIDE_SWAP_ROWS = kept
+        return specs
+    if SET == "multiwave":   # the transposed tiles with K split in clusters over more than one wave
+        BM = -(-M // 8) * 8
+        for BN in (64, 128):
+            tiles = -(-N // BN)
+            for k in sorted(range(1, 9), key=lambda k: (cluster_waves(tiles, k, K), k))[:3]:
+                if cluster_waves(tiles, k, K) >= 9:
+                    continue
+                try:
+                    specs[f"sw{BN}s{k}"] = T(dtype="bfloat16", tile=(BM, BN, 64), warp_tile=(BM, 64),
+                                             stages=wgmma_ring_stages(BM, BN), instruction="wgmma", swap_ab=True,
+                                             layout_b=order, split_k=k, split_merge="cluster" if k > 1 else "workspace")
+                except ValueError:
+                    continue
+        return specs
+    if SET == "swap128":   # the transposed tiles of 128 columns, K in the most slices whose clusters run at once
+        BM = -(-M // 8) * 8
+        tiles = -(-N // 128)
+        most = tc._most_slices(tc.SWAP_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS)
+        for k in dict.fromkeys((most, max(1, most - 1))):
+            spec = T(dtype="bfloat16", tile=(BM, 128, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, 128),
+                     instruction="wgmma", swap_ab=True, layout_b=order, split_k=k,
+                     split_merge="cluster" if k > 1 else "workspace")
+            if spec != specs["default"]:
+                specs[f"b128s{k}"] = spec
         return specs
     if SET == "persist":   # the default's tiles on the persistent schedule, alone and before a tail launch
         d = specs["default"]
@@ -157,7 +223,8 @@ def main():
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     rows = []
-    drawn = changed_shapes() if SET.startswith("heldout") and not os.environ.get("SHAPES") else shapes()
+    drawn = (changed_shapes() if SET.startswith("heldout") and not os.environ.get("SHAPES") else
+             underfilled_shapes() if SET in ("multiwave", "swap128") and not os.environ.get("SHAPES") else shapes())
     todo = [((M, N, K), order, plan(M, N, K, order)) for M, N, K in drawn for order in ORDERS]
     every = {}
     for _, _, specs in todo:
@@ -197,6 +264,8 @@ def main():
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--shapes"]:   # the draw, as kgen bench calls --shapes takes it
-        print(",".join(f"{M}x{N}x{K}" for M, N, K in (changed_shapes() if SET.startswith("heldout") else shapes())))
+        drawn = (changed_shapes() if SET.startswith("heldout")
+                 else underfilled_shapes() if SET in ("multiwave", "swap128") else shapes())
+        print(",".join(f"{M}x{N}x{K}" for M, N, K in drawn))
     else:
         main()
