@@ -167,9 +167,10 @@ SWAP_WIDE_MIN_SLICES = 3
 # ones do (67-78 tiles of 64 with K whole against 34-39 of 128 in three slices; 41-44 in two
 # slices against 21-22 in five), swap_spec takes them. Device time on an H200 (16-bit, CUDA graphs
 # over operands rotated past L2; docs/bench/research/tail_wave_variants.py SET=multiwave|swap128|
-# heldout_swap128, seeds 21001-21062): of those products, the 17 of K 3392 or more ran 1.085x
-# the 64-column tiles (0.99-1.50x; 218x4440x3544: 23.7 µs against 35.6, cuBLAS 23.9), the 10
-# below 3072 0.99x (0.84-1.31x: 7 of the 8 below 3072 drawn after the first fit slower). Where
+# heldout_swap128, seeds 21001-21062): of those products, the 17 of K 3392 or more ran 1.104x
+# the 64-column tiles (0.99-1.50x; 218x4440x3544: 23.7 µs against 35.6, cuBLAS 23.9; the 10
+# drawn after the first fit 1.074x), the 10 below 3072 0.98x (0.84-1.31x; the 7 drawn after the
+# first fit all slower, 0.90x). Where
 # both make as many blocks the 128-column tiles ran 0.82-1.20x (faster only with slices of 5000
 # k or more; 23 products), at 33-64 rows 0.96-1.00x: those keep 64 columns.
 SWAP_128_MIN_GAIN = 1.25
