@@ -170,7 +170,8 @@ SWAP_WIDE_MIN_SLICES = 3
 # heldout_swap128, seeds 21001-21062): of those products, the 17 of K 3392 or more ran 1.104x
 # the 64-column tiles (0.99-1.50x; 218x4440x3544: 23.7 µs against 35.6, cuBLAS 23.9; the 10
 # drawn after the first fit 1.074x), the 10 below 3072 0.98x (0.84-1.31x; the 7 drawn after the
-# first fit all slower, 0.90x). Where
+# first fit all slower, 0.90x); held out after the rule was fixed (seeds 21071/21072) 1.089x
+# (W.t(), 10 products) and 1.063x (row-major, 6). Where
 # both make as many blocks the 128-column tiles ran 0.82-1.20x (faster only with slices of 5000
 # k or more; 23 products), at 33-64 rows 0.96-1.00x: those keep 64 columns.
 SWAP_128_MIN_GAIN = 1.25
