@@ -10,7 +10,10 @@ for the tiles 192x128 (5 stages), 192x192 (4) and 128x256 (4, at most 128 rows).
 Products: SHAPES or a draw (SEED, COUNT, ROWS, N_RANGE, K_RANGE as in wide_general_variants.py).
 SET=heldout: instead, the default against the tree before wave_tail (where the two differ);
 SET=heldout_swap: against the tree before the wide transposed tiles (WIDE_SWAP_ROWS);
-SET=heldout_swap128: against the tree before the 128-column ones of SWAP_128_MIN_GAIN.
+SET=heldout_swap128: against the tree before the 128-column ones of SWAP_128_MIN_GAIN;
+SET=swap128_long: products the 64-column transposed tiles take that the 128-column ones would
+cover with three quarters of the blocks or more in slices of 4000 k or more, the two against
+each other (drawn as changed_shapes draws).
 SET=swap, swap2, swapwide: the default against the transposed tiles (A's rows as the wgmma N) of
 64-256 columns, one or two blocks an SM, alone and with the last wave's tiles in a second launch;
 swaprows: against those tiles over two row tiles of half the rows (and the tree before).
@@ -175,6 +178,16 @@ def plan(M, N, K, order):
             if spec != specs["default"]:
                 specs[f"b128s{k}"] = spec
         return specs
+    if SET == "swap128_long":   # 128 columns with three quarters of the 64-column blocks or more, slices of 4000 k
+        d = specs["default"]
+        narrow, wide = -(-N // 64), -(-N // 128)
+        s64 = tc._most_slices(tc.SWAP_SPLITS, K, narrow, CLUSTER_WAVE_BLOCKS)
+        s128 = tc._most_slices(tc.SWAP_SPLITS, K, wide, CLUSTER_WAVE_BLOCKS)
+        if d.swap_ab and d.tile[1] == 64 and M > 64 and narrow <= SMS and K >= 3072 and \
+                wide * s128 >= 0.75 * narrow * s64 and K // s128 >= 4000:
+            specs["long128"] = d.replace(tile=(d.tile[0], 128, 64), stages=wgmma_ring_stages(d.tile[0], 128),
+                                         split_k=s128, split_merge="cluster" if s128 > 1 else "workspace")
+        return specs
     if SET == "persist":   # the default's tiles on the persistent schedule, alone and before a tail launch
         d = specs["default"]
         specs["persist"] = d.replace(wave_tail=1, persistent=True)
@@ -209,7 +222,7 @@ def changed_shapes():
         M = int(math.exp(rng.uniform(math.log(ROWS[0]), math.log(ROWS[1] + 1))))
         N = -(-int(math.exp(rng.uniform(*map(math.log, N_RANGE)))) // 64) * 64
         K = -(-int(math.exp(rng.uniform(*map(math.log, K_RANGE)))) // 64) * 64
-        if ROWS[0] <= M <= ROWS[1] and "before" in plan(M, N, K, ORDERS[0]):
+        if ROWS[0] <= M <= ROWS[1] and len(plan(M, N, K, ORDERS[0])) > 1:
             out.append((M, N, K))
     return out
 
@@ -223,8 +236,11 @@ def main():
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     rows = []
-    drawn = (changed_shapes() if SET.startswith("heldout") and not os.environ.get("SHAPES") else
-             underfilled_shapes() if SET in ("multiwave", "swap128") and not os.environ.get("SHAPES") else shapes())
+    drawn = shapes()
+    if not os.environ.get("SHAPES") and (SET.startswith("heldout") or SET == "swap128_long"):
+        drawn = changed_shapes()
+    elif not os.environ.get("SHAPES") and SET in ("multiwave", "swap128"):
+        drawn = underfilled_shapes()
     todo = [((M, N, K), order, plan(M, N, K, order)) for M, N, K in drawn for order in ORDERS]
     every = {}
     for _, _, specs in todo:
@@ -264,7 +280,7 @@ def main():
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--shapes"]:   # the draw, as kgen bench calls --shapes takes it
-        drawn = (changed_shapes() if SET.startswith("heldout")
+        drawn = (changed_shapes() if SET.startswith("heldout") or SET == "swap128_long"
                  else underfilled_shapes() if SET in ("multiwave", "swap128") else shapes())
         print(",".join(f"{M}x{N}x{K}" for M, N, K in drawn))
     else:
