@@ -171,9 +171,10 @@ SWAP_WIDE_MIN_SLICES = 3
 # the 64-column tiles (0.99-1.50x; 218x4440x3544: 23.7 µs against 35.6, cuBLAS 23.9; the 10
 # drawn after the first fit 1.074x), the 10 below 3072 0.98x (0.84-1.31x; the 7 drawn after the
 # first fit all slower, 0.90x); held out after the rule was fixed (seeds 21071/21072) 1.089x
-# (W.t(), 10 products) and 1.063x (row-major, 6). Where
-# both make as many blocks the 128-column tiles ran 0.82-1.20x (faster only with slices of 5000
-# k or more; 23 products), at 33-64 rows 0.96-1.00x: those keep 64 columns.
+# (W.t(), 10 products) and 1.063x (row-major, 6). Where both make as many blocks the 128-column
+# tiles ran 0.82-1.20x (23 products; held out where they make three quarters of the blocks or
+# more in K slices 4000 deep or more, 1.007x over 15, seeds 21081/21082), at 33-64 rows
+# 0.96-1.00x: those keep 64 columns.
 SWAP_128_MIN_GAIN = 1.25
 SWAP_128_MIN_K = 3072
 # Registers a thread of the transposed tiles beside their BM / 2 float32 sums: ptxas fit BM = 128
