@@ -11,6 +11,7 @@ import shutil
 import struct
 
 import pytest
+from test_swap128_cpu import _most_slices as most
 
 import kgen
 import kgen.ops.tensorcore as tc
@@ -808,13 +809,9 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
         wide_slices = max(x for x in SWAP_SPLITS
                           if x == 1 or (K >= STREAM_MIN_SLICE_K * x and -(-N // 128) * x <= PHASED_CLUSTER_BLOCKS[x]))
         band = _SMS < -(-N // 64) <= 2 * _SMS and wide_slices >= SWAP_WIDE_MIN_SLICES
-
-        def most(tiles, K=K):   # the most slices whose clusters all run at once, one block an SM
-            return max(x for x in SWAP_SPLITS
-                       if x == 1 or (K >= STREAM_MIN_SLICE_K * x and tiles * x <= CLUSTER_WAVE_BLOCKS[x]))
         # 65-256 rows: 128 columns where their blocks are at least a quarter more, K of 3072 or more.
         gain = BM > SWAP_WIDE_ROWS and -(-N // 64) <= _SMS and K >= SWAP_128_MIN_K == 3072 and \
-            -(-N // 128) * most(-(-N // 128)) >= SWAP_128_MIN_GAIN * -(-N // 64) * most(-(-N // 64))
+            -(-N // 128) * most(-(-N // 128), K) >= SWAP_128_MIN_GAIN * -(-N // 64) * most(-(-N // 64), K)
         assert BN == (64 if -(-N // 64) <= 2 * _SMS and not band and not gain else 128)
         tiles = -(-N // BN)
         blocks = 2 if tiles > _SMS or band else 1

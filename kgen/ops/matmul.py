@@ -111,6 +111,12 @@ def tile_fit_reason(spec: Any, problem: dict[str, int], idle: str) -> str | None
     return None
 
 
+def register_cap(threads: int, blocks: int = 1) -> int:
+    """Registers a thread may take so that `blocks` blocks of `threads` threads share one SM's
+    65536 (at most 255, the instruction set's limit)."""
+    return min(255, 65536 // (threads * max(blocks, 1)))
+
+
 def block_limit_reason(threads: int, shared_bytes: int, limits: dict[str, int], max_shared: int) -> str | None:
     """Why a block of `threads` threads and `shared_bytes` of shared memory cannot launch on
     a device with `limits` (None when it can)."""
@@ -549,7 +555,7 @@ class Matmul(Spec):
             return f"{regs} accumulator registers per thread leave too few for the rest (spills)"
         # ptxas needs about 48 registers beyond the accumulators (fragments, addresses); below
         # that the register cap from the block size and min_blocks forces spills.
-        cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
+        cap = register_cap(self.threads, self.min_blocks)
         if self.shared_memory and cap < regs + 48:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
                    f"below ~{regs + 48} needed (spills)"

@@ -24,7 +24,8 @@ from ..core.kernel import Kernel, RepeatCall
 from ..core.launch import Launch, capture_id, ensure_context, programmatic_launches, write_words_async
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
-from .matmul import block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work
+from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work,
+                     register_cap)
 from .tensorcore import TensorMatmul
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
@@ -273,7 +274,7 @@ class Skinny(Spec):
     @property
     def register_cap(self) -> int:
         """Registers a thread may take so that min_blocks blocks of `threads` fit an SM."""
-        return min(255, 65536 // (self.threads * self.min_blocks))
+        return register_cap(self.threads, self.min_blocks)
 
     @property
     def register_estimate(self) -> int:

@@ -24,8 +24,8 @@ from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo, build
 from ..core.launch import Launch, LaunchError, ensure_context, programmatic_launches
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
-from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference,
-                     product_work, stored_operand, tile_fit_reason)
+from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work,
+                     register_cap, stored_operand, tile_fit_reason)
 
 # Shared memory a block may use on sm_80/sm_90 after opting in (227 KiB on Hopper).
 MAX_SHARED_BYTES = 227 * 1024
@@ -753,7 +753,7 @@ class TensorMatmul(Spec):
                  "an M-major one needs 64-row boxes)")
         if self.persistent or self.cluster > 1:
             fail("swap_ab", True, "False with persistent=True or cluster=2")
-        cap = min(255, 65536 // self.threads) // 8 * 8
+        cap = register_cap(self.threads) // 8 * 8
         if BM // 2 + SWAP_OTHER_REGISTERS > cap:
             fail("tile[0] (BM)", BM, f"at most {2 * (cap - SWAP_OTHER_REGISTERS)} with swap_ab and tile[1] (BN)="
                  f"{self.tile[1]}: {self.threads} threads leave {cap} registers a thread, and the BM / 2 float32 "
@@ -1164,13 +1164,12 @@ class TensorMatmul(Spec):
         BN = 64 if -(-N // 64) <= 2 * _SMS else 128
         tiles = -(-N // BN)
         two = tiles > _SMS   # two blocks an SM, each with half the ring
+        split = _most_slices(SWAP_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS)
         if not (narrow or two) and BM > SWAP_WIDE_ROWS and K >= SWAP_128_MIN_K:
             wide = -(-N // 128)
             slices = _most_slices(SWAP_SPLITS, K, wide, CLUSTER_WAVE_BLOCKS)
-            if wide * slices >= SWAP_128_MIN_GAIN * tiles * _most_slices(SWAP_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS):
-                spec = cls(dtype=dtype, tile=(BM, 128, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
-                           stages=wgmma_ring_stages(BM, 128), instruction="wgmma", swap_ab=True)
-                return spec.replace(split_k=slices, split_merge="cluster") if slices > 1 else spec
+            if wide * slices >= SWAP_128_MIN_GAIN * tiles * split:
+                BN, split = 128, slices
         spec = cls(dtype=dtype, tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
                    stages=wgmma_ring_stages(BM, BN, 2 if two else 1), instruction="wgmma", swap_ab=True)
         if two:
@@ -1183,7 +1182,6 @@ class TensorMatmul(Spec):
                 return spec.replace(tile=(BM, 128, spec.tile[2]), stages=wgmma_ring_stages(BM, 128, 2),
                                     split_k=slices, split_merge="cluster")
             return spec
-        split = _most_slices(SWAP_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS)
         return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
 
     @classmethod
@@ -1584,12 +1582,11 @@ class TensorMatmul(Spec):
                 # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
                 return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True, b_phased=phased,
                                                                         **layouts)
-            if self.swap_ab and self.swap_suits(p["M"], p["N"], p["K"], self.dtype) and \
-                    self.replace(layout_a="row", layout_b="row") == self.swap_spec(p, self.dtype) and \
-                    self.tile[1] == 128 and self.swap_spec(p, self.dtype, narrow=True).tile[1] == 64:
-                # So were the default's 128-column tiles (SWAP_128_MIN_GAIN): the 64-column ones here.
-                return self.swap_spec(p, self.dtype, narrow=True).for_layouts(problem, b_realign=True,
-                                                                             b_phased=phased, **layouts)
+            if self.swap_ab and self.swap_suits(p["M"], p["N"], p["K"], self.dtype):
+                default, narrow = self.swap_spec(p, self.dtype), self.swap_spec(p, self.dtype, narrow=True)
+                if narrow != default == self.replace(layout_a="row", layout_b="row"):
+                    # So were the default's 128-column tiles (SWAP_128_MIN_GAIN): the 64-column ones here.
+                    return narrow.for_layouts(problem, b_realign=True, b_phased=phased, **layouts)
             # The second launch of wave_tail was measured on a B that TMA reads: one launch here.
             spec = self.for_layouts(problem, **layouts).replace(wave_tail=1)
             if spec.tile[0] == 192 and not spec.swap_ab:
@@ -1635,7 +1632,7 @@ class TensorMatmul(Spec):
         # Fragments and addresses take registers beyond the accumulators (~64 for 64x64 warp tiles,
         # ~48 for 32x32: ptxas kept 128x64 blocks of 32x32 warp tiles in 80, three blocks an SM, no
         # spills); a cap below that (block size x min_blocks) spills.
-        cap = min(255, 65536 // (self.threads * max(self.min_blocks, 1)))
+        cap = register_cap(self.threads, self.min_blocks)
         if self.mma_shape:
             # float64 16-row fragments are large: k/2 doubles of A a row tile, k/4 of B a column tile.
             mi, ni, k = self.warp_tile[0] // 16, self.warp_tile[1] // 8, self.mma_mnk[2]
