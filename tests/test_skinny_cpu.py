@@ -818,6 +818,45 @@ def test_wgmma_default_spec_tiles_rows_evenly_and_fits_its_chunks_in_shared_memo
         assert Skinny.wgmma_default_spec({"M": 5000, "N": small, "K": 3000}) == s
 
 
+def test_wgmma_default_spec_splits_k_for_one_wave_where_one_warpgroup_row_tiles_read_little():
+    """float32 row tiles of one warpgroup (past WG_TWO_GROUP_ROWS rows) that read at most
+    WG_ONE_WAVE_MAX_ELEMENTS of the large operand in all (row tiles x large side x K) split K
+    for one wave of resident blocks; two warpgroups, larger products and 16-bit types two."""
+    from kgen.ops.skinny import WG_ONE_WAVE_MAX_ELEMENTS, WG_TWO_GROUP_ROWS
+
+    rng, seen = random.Random(22011), {1: 0, 2: 0}
+    for _ in range(2000):
+        small, K = rng.randint(1, 300), rng.randint(1, 20000)
+        large = rng.randint(small, 20000)
+        for dtype in ("float32", "bfloat16"):
+            s = Skinny.wgmma_default_spec({"M": small, "N": large, "K": K}, dtype)
+            reads = -(-small // s.rows) * large * K
+            want = 1 if dtype == "float32" and s.rows > WG_TWO_GROUP_ROWS and reads <= WG_ONE_WAVE_MAX_ELEMENTS else 2
+            assert s.waves == want, (small, large, K, dtype, s.to_json())
+            assert Skinny.wgmma_default_spec({"M": large, "N": small, "K": K}, dtype) == s   # few columns alike
+            seen[want] += 1
+    assert seen[1] > 100 and seen[2] > 1000, seen
+
+
+def test_kgen_matmul_asks_one_wave_of_the_wgmma_forms_on_small_float32_products(monkeypatch):
+    """On an sm_90 GPU, the float32 products of the measured lows (49+ rows, short K) run the
+    wgmma forms with one wave in either storage order of B; a large product and a 40-row one
+    (two warpgroups a block) keep two."""
+    from kgen.tune import dispatch
+    from kgen.tune.device import DeviceInfo, arch_limits
+
+    h200 = DeviceInfo("Recorded H200", "sm_90", dict(arch_limits("sm_90"), multiprocessors=132))
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    monkeypatch.setattr(dispatch, "_this_device", lambda: h200)
+    for (M, N, K), waves in (((51, 5725, 1037), 1), ((109, 1225, 3716), 1), ((206, 1774, 1264), 1),
+                             ((195, 10050, 5959), 2), ((68, 7642, 6317), 2), ((40, 7581, 1083), 2)):
+        A = np.empty((M, K), np.float32)
+        for B in (np.empty((K, N), np.float32), np.empty((N, K), np.float32).T):
+            spec = dispatch.call_spec(A, B, device=h200, db=False)
+            assert isinstance(spec, Skinny) and spec.instruction == "wgmma", spec.to_json()
+            assert spec.waves == waves and spec.k_split == 0, ((M, N, K), B.strides, spec.to_json())
+
+
 def test_wgmma_geometry_slabs_are_whole_chunks_covering_k_once():
     rng = random.Random(17)
     for _ in range(400):

@@ -770,7 +770,9 @@ class Skinny(Spec):
         """The wgmma form's spec from the shape: row tiles of at most WG_MAX_ROWS rows
         (WG16_MAX_ROWS in float16/bfloat16), as even as whole 8s make them (200 rows: two of
         104); one 64-column tile a warpgroup, two warpgroups a block up to WG_TWO_GROUP_ROWS
-        rows and one above, the slabs merged by a second kernel. In 16-bit types a row-major
+        rows and one above, the slabs merged by a second kernel; K split for two waves of
+        resident blocks, or one where float32 row tiles of one warpgroup stream at most
+        WG_ONE_WAVE_MAX_ELEMENTS of the large operand in all. In 16-bit types a row-major
         large operand runs the mma.sync axpy form: one vector a lane, four warps sharing each
         K slab up to 16 rows (as default_spec has it)."""
         p = cls.normalize_problem(problem)
@@ -781,9 +783,11 @@ class Skinny(Spec):
         rows = min(most, _ceil_div(_ceil_div(small, tiles), 8) * 8)
         threads = 256 if rows <= WG_TWO_GROUP_ROWS else 128
         axpy_k_warps = 4 if half and rows <= 16 and threads == 256 else 1
+        reads = tiles * max(p["M"], p["N"]) * p["K"]   # elements of the large operand the row tiles read
+        one_wave = dtype == "float32" and threads == 128 and reads <= WG_ONE_WAVE_MAX_ELEMENTS
         return cls(dtype=dtype, rows=rows, warp_cols=1, lane_vectors=1, threads=threads, vector_bytes=16, loads=4,
-                   k_split=0, waves=2, merge="two_pass", tensor_cores=True, tc_tiles=1, axpy_k_warps=axpy_k_warps,
-                   instruction="wgmma")
+                   k_split=0, waves=1 if one_wave else 2, merge="two_pass", tensor_cores=True, tc_tiles=1,
+                   axpy_k_warps=axpy_k_warps, instruction="wgmma")
 
     def for_layouts(self, problem, **layouts):
         """This spec, or with instruction="wgmma" asked (dispatch on an sm_90 GPU, for the
@@ -1120,6 +1124,16 @@ WG_TINY_ROWS, WG_TINY_MIN_K = 64, 160
 # forms"): at 17-24 rows two warpgroups ran 1.47x cuBLAS to one's 1.37x (geometric means), at
 # 32-48 the two were within 2%, from 64 rows one warpgroup won by 1.15-1.21x.
 WG_TWO_GROUP_ROWS = 48
+# float32 wgmma specs of one warpgroup a block (row tiles of more than WG_TWO_GROUP_ROWS rows)
+# whose row tiles read at most this many elements of the large operand in all (row tiles x
+# large side x K) split K for one wave of resident blocks, not two: half the K slabs, so half
+# the partial sums written and merged, which weigh most where K is short against the rows.
+# Device time on an H200, 49-256 rows, N and K 1024-16384, both storage orders
+# (docs/bench/research/f32_row_routes.py, seeds 22001 and 22002; docs/matmul.md, "One wave for
+# small products of the wgmma forms"): at most 20M elements, 46 products 1.09x (0.98-1.35x;
+# 51x5725x1037 37.0 -> 27.9 µs, cuBLAS 27.4); beyond, one wave lost up to 0.70x (195x10050x5959,
+# 316 row and column tiles past the resident blocks); at 17-48 rows (two warpgroups) it ran level.
+WG_ONE_WAVE_MAX_ELEMENTS = 20_000_000
 # Grids of at most this many column tiles run the wgmma forms without the image launch, each
 # block splitting its own chunks of S: one call between events on an H200 ran 1.13x faster on
 # the 11 such products of 60 drawn ones (none slower); a bound of 8 lost up to 0.71x there
