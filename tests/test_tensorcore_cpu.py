@@ -28,11 +28,13 @@ SHAPES = [(1, 1, 1), (7, 13, 1), (127, 4096, 4096), (4096, 64, 4096), (1000, 100
 
 def _general_or_wide_swap(general, M, N, K, dtype):
     """What the default gives where the general tiles are `general`: those, or where
-    wide_swap_suits the product, the cheapest of them and wide_swap_specs by wide_swap_cost."""
+    wide_swap_suits the product, the cheapest of them and wide_swap_specs by wide_swap_cost, two
+    row tiles in its place where two_row_tiles_spec takes it (test_wide_swap_cpu checks where)."""
     if not TensorMatmul.wide_swap_suits(M, N, K, dtype) or general.split_k > 1:
         return general
     p = {"M": M, "N": N, "K": K}
-    return min([general, *TensorMatmul.wide_swap_specs(p, dtype)], key=lambda o: o.wide_swap_cost(p))
+    pick = min([general, *TensorMatmul.wide_swap_specs(p, dtype)], key=lambda o: o.wide_swap_cost(p))
+    return pick.two_row_tiles_spec(p) or pick
 
 
 @pytest.mark.parametrize("fields, field", [

@@ -62,7 +62,7 @@ def _cost(spec, M, N, K):
 
 
 def test_the_default_takes_the_cheaper_of_the_general_and_the_wide_transposed_tiles(monkeypatch):
-    rng, took = random.Random(20611), {128: 0, 192: 0, 256: 0, "general": 0}
+    rng, took = random.Random(20611), {128: 0, 192: 0, 256: 0, "general": 0, "two rows": 0}
     for _ in range(600):
         M = rng.randint(1, 320)
         N = int(math.exp(rng.uniform(math.log(2000), math.log(90000))))
@@ -86,9 +86,14 @@ def test_the_default_takes_the_cheaper_of_the_general_and_the_wide_transposed_ti
                 tail = s if s > 1 and tc.whole_wave_columns(1, tiles) / 132 + 1 / s + tc.WAVE_TAIL_COST < ways else 1
                 options.append(_swap(BM, BN, wave_tail=tail).replace(dtype=dtype))
             want = min(options, key=lambda o: _cost(o, M, N, K))
+            if (want.swap_ab and want.tile[1] == 128 and want.wave_tail == 1 and 129 <= M <= 256
+                    and -(-N // 128) <= 132 and 2 * -(-N // 192) <= 132):
+                half = math.ceil(math.ceil(M / 2) / 8) * 8   # two row tiles of half the rows, 192 columns
+                want = _swap(half, 192).replace(dtype=dtype)
+                took["two rows"] += 1
             assert got == want, (p, dtype, got.to_json(), want.to_json())
             took[want.tile[1] if want.swap_ab else "general"] += 1
-    assert took[128] and took[192] and took["general"], took   # each taken somewhere in the draw
+    assert took[128] and took[192] and took["general"] and took["two rows"], took   # each taken somewhere
 
 
 def test_named_products():
@@ -103,6 +108,29 @@ def test_named_products():
     # row tiles of 128 x 256).
     s = T.default_spec({"M": 196, "N": 44544, "K": 4416}, "float16")
     assert s.swap_ab and s.tile[:2] == (200, 128)
+
+
+def test_two_row_tiles_where_one_row_tile_of_128_columns_leaves_sms_idle(monkeypatch):
+    """129-256 rows against N of 8448-12672: the 128-column transposed tiles of the cost's choice
+    give way to two row tiles of half the rows and 192 columns (SWAP_TWO_ROW_TILES); past 12672
+    columns (more than one wave of those) and below 129 rows the choice stands."""
+    for (M, N, K), want in (((246, 8576, 5952), _swap(128, 192)), ((238, 8512, 4288), _swap(120, 192)),
+                            ((203, 9856, 1088), _swap(104, 192)), ((232, 11200, 2560), _swap(120, 192))):
+        p = {"M": M, "N": N, "K": K}
+        with monkeypatch.context() as m:
+            m.setattr(tc, "SWAP_TWO_ROW_TILES", (0, -1))
+            before = T.default_spec(p, "bfloat16")
+        assert before.swap_ab and before.tile[1] == 128 and before.tile[0] >= M and before.wave_tail == 1, p
+        assert T.default_spec(p, "bfloat16") == want == before.two_row_tiles_spec(p), p
+        assert T.default_spec(p, "float16") == want.replace(dtype="float16")
+    for M, N, K in ((250, 13000, 4000), (120, 9000, 4000), (162, 25472, 2688)):
+        p = {"M": M, "N": N, "K": K}
+        with monkeypatch.context() as m:
+            m.setattr(tc, "SWAP_TWO_ROW_TILES", (0, -1))
+            before = T.default_spec(p, "bfloat16")
+        assert T.default_spec(p, "bfloat16") == before and before.two_row_tiles_spec(p) is None, p
+    space = T.search_space({"M": 238, "N": 8512, "K": 4288}, "bfloat16")
+    assert _swap(120, 192) in space
 
 
 @pytest.mark.parametrize("layouts", [dict(layout_b="col", b_realign=True), dict(layout_b="row", b_realign=True),
@@ -148,6 +176,7 @@ def test_the_plan_runs_whole_waves_then_the_tail_columns_split(monkeypatch):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_wide_transposed_tiles_build_without_spills():
-    for spec in (_swap(128, 256, layout_b="col"), _swap(192, 192), _swap(72, 128, wave_tail=5).tail_spec()):
+    for spec in (_swap(128, 256, layout_b="col"), _swap(192, 192), _swap(72, 128, wave_tail=5).tail_spec(),
+                 _swap(128, 192, layout_b="col"), _swap(104, 192)):
         res = kgen.compile(spec, arch="sm_90a").resources["kgen_tc_wgmma"]
         assert res["spill_stores"] == 0 and res["spill_loads"] == 0, (spec.to_json(), res)

@@ -41,6 +41,9 @@ POOL = [
     _swap("float16", 152, 128, split_k=4, split_merge="cluster", out_dtype="float32"),
     _swap("bfloat16", 256, 128, split_k=5, split_merge="cluster"),
     _swap("float16", 72, 128, split_k=2, split_merge="cluster"),
+    # Two row tiles of half the rows, 192 columns (two_row_tiles_spec: SWAP_TWO_ROW_TILES).
+    _swap("bfloat16", 128, 192),
+    _swap("float16", 104, 192, out_dtype="float32"),
 ]
 
 
@@ -86,3 +89,17 @@ def test_kgen_matmul_runs_the_128_column_tiles_where_dispatch_picks_them(dtype, 
     output, twice (the repeat path too)."""
     check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and spec.swap_ab and (
         spec.tile[1] == 128) == wide)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("M,N,K,order,offset,two_rows", [
+    (246, 8576, 5952, "col", 0, True), (203, 9856, 1089, "row", 1, True), (238, 8513, 4288, "col", 1, True),
+    (250, 13000, 4000, "col", 0, False), (238, 8513, 4288, "row", 1, False)])
+def test_kgen_matmul_runs_two_row_tiles_where_dispatch_picks_them(dtype, M, N, K, order, offset, two_rows):
+    """kgen.matmul as users call it on products the default gives two row tiles of half the rows
+    and 192 columns (B as W.t() or row-major, A at an odd element offset, K or N odd), on one past
+    one wave of them (N of 13000) and on a row-major B whose rows are not 16-byte aligned (N of
+    8513: the tiles the tree chose before): the spec dispatch ran, and the
+    result against float64 on a NaN-poisoned output, twice (the repeat path too)."""
+    check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and (
+        spec.swap_ab and spec.tile[1] == 192 and 2 * spec.tile[0] >= M > spec.tile[0]) == two_rows)

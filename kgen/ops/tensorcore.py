@@ -199,6 +199,16 @@ WIDE_SWAP_MIN_K = 512
 WIDE_SWAP_BN = (128, 192, 256)
 # (a, b, c) in µs; in the general tiles' fit the per-k cost is all in the per-row term.
 WIDE_SWAP_COST = {"general": (-0.80e-6, 0.352e-6, 0.0396), "swap": (29.6e-6, 0.192e-6, 0.0393)}
+# Where that choice is the transposed tiles of 128 columns holding SWAP_TWO_ROW_TILES rows in one
+# tile, K whole in one wave (N of 8448-16896: 67-132 tiles, a quarter to a half of the SMs idle at
+# the low end), and two row tiles of half the rows with 192 columns make at most one wave
+# (N up to 12672): those tiles instead (two_row_tiles_spec). Each block holds half the rows
+# against 1.5x the columns, so the wave has up to twice the blocks. Device time on an H200
+# (docs/bench/research/tail_wave_variants.py SET=swaprows, W.t(); docs/tensorcore.md, "Two row
+# tiles where one leaves SMs idle"): 1.11-1.16x the 128-column tiles on the seven such products
+# of seeds 20641, 20642 and 22051 (195-238 rows; 238x8512x4288 45.3 -> 39.7 µs, cuBLAS 29.7).
+SWAP_TWO_ROW_TILES = (129, 256)
+SWAP_TWO_ROW_BN = 192
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
@@ -1202,7 +1212,8 @@ class TensorMatmul(Spec):
             return cls.stream_spec(p, dtype)
         general = cls.general_wgmma_spec(p, dtype, split_tf32)
         if not split_tf32 and cls.wide_swap_suits(p["M"], p["N"], p["K"], dtype) and general.split_k == 1:
-            return min((general, *cls.wide_swap_specs(p, dtype)), key=lambda s: s.wide_swap_cost(p))
+            pick = min((general, *cls.wide_swap_specs(p, dtype)), key=lambda s: s.wide_swap_cost(p))
+            return pick.two_row_tiles_spec(p) or pick
         return general
 
     @classmethod
@@ -1232,6 +1243,24 @@ class TensorMatmul(Spec):
                 except ValueError:   # sums past the registers (SWAP_OTHER_REGISTERS), or no valid tail
                     continue
         return specs
+
+    def two_row_tiles_spec(self, problem) -> "TensorMatmul | None":
+        """The transposed tiles over two row tiles of half the rows, SWAP_TWO_ROW_BN columns, one
+        block an SM, where this spec is wide_swap_specs' 128-column one holding
+        SWAP_TWO_ROW_TILES rows in one tile in one wave, K whole, and those tiles make one wave
+        too (the constants say why); None elsewhere."""
+        p = self.normalize_problem(problem)
+        M, N = p["M"], p["N"]
+        BM, BN, BK = self.tile
+        lo, hi = SWAP_TWO_ROW_TILES
+        if not (self.swap_ab and BN == 128 and self.wave_tail == 1 and self.split_k == 1 and lo <= M <= hi
+                and BM >= M and -(-N // BN) <= _SMS and 2 * -(-N // SWAP_TWO_ROW_BN) <= _SMS):
+            return None
+        half = _swap_rows(-(-M // 2))
+        spec = self.replace(tile=(half, SWAP_TWO_ROW_BN, BK), warp_tile=(half, 64),
+                            stages=wgmma_ring_stages(half, SWAP_TWO_ROW_BN))
+        assert isinstance(spec, TensorMatmul)
+        return spec
 
     def wide_swap_cost(self, problem) -> float:
         """wgmma_default_spec's cost of this spec (the general tiles or the transposed ones) on
@@ -1413,6 +1442,10 @@ class TensorMatmul(Spec):
                 for tail in dict.fromkeys((1, wave_tail_slices(1, -(-p["N"] // BN), p["K"]))):
                     add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
                         instruction="wgmma", swap_ab=True, wave_tail=tail)
+            if p["M"] > 128:   # two row tiles of half the rows (two_row_tiles_spec's tiles)
+                half = _swap_rows(-(-p["M"] // 2))
+                add(tile=(half, SWAP_TWO_ROW_BN, 128 // item), warp_tile=(half, 64),
+                    stages=wgmma_ring_stages(half, SWAP_TWO_ROW_BN), instruction="wgmma", swap_ab=True)
         return specs
 
     @classmethod
@@ -1577,8 +1610,10 @@ class TensorMatmul(Spec):
             return self.element_spec(p, self.dtype).replace(**layouts)
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
+            wide = self.wide_swap_specs(p, self.dtype) if self.swap_ab else []
+            wide += [t for t in (w.two_row_tiles_spec(p) for w in wide) if t is not None]
             if self.swap_ab and self.wide_swap_suits(p["M"], p["N"], p["K"], self.dtype) and \
-                    self.replace(layout_a="row", layout_b="row") in self.wide_swap_specs(p, self.dtype):
+                    self.replace(layout_a="row", layout_b="row") in wide:
                 # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
                 return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True, b_phased=phased,
                                                                         **layouts)

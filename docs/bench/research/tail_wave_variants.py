@@ -11,6 +11,7 @@ Products: SHAPES or a draw (SEED, COUNT, ROWS, N_RANGE, K_RANGE as in wide_gener
 SET=heldout: instead, the default against the tree before wave_tail (where the two differ);
 SET=heldout_swap: against the tree before the wide transposed tiles (WIDE_SWAP_ROWS);
 SET=heldout_swap128: against the tree before the 128-column ones of SWAP_128_MIN_GAIN;
+SET=heldout_rows2: against the tree before two row tiles of half the rows (SWAP_TWO_ROW_TILES);
 SET=swap128_long: products the 64-column transposed tiles take that the 128-column ones would
 cover with three quarters of the blocks or more in slices of 4000 k or more, the two against
 each other (drawn as changed_shapes draws).
@@ -100,9 +101,9 @@ def hybrid(k_dp, k_tail, n0):
 def plan(M, N, K, order):
     """{name: spec or (dp spec, tail spec, n0)} for one product."""
     specs = {"default": T.default_spec({"M": M, "N": N, "K": K}, "bfloat16").replace(layout_b=order)}
-    if SET in ("heldout", "heldout_swap", "heldout_swap128"):   # the default against the tree before a rule
+    if SET in ("heldout", "heldout_swap", "heldout_swap128", "heldout_rows2"):   # the default against the tree before a rule
         name = {"heldout": "WAVE_TAIL_ROWS", "heldout_swap": "WIDE_SWAP_ROWS",
-                "heldout_swap128": "SWAP_128_MIN_GAIN"}[SET]
+                "heldout_swap128": "SWAP_128_MIN_GAIN", "heldout_rows2": "SWAP_TWO_ROW_TILES"}[SET]
         kept = getattr(tc, name)
         setattr(tc, name, math.inf if SET == "heldout_swap128" else (0, -1))
         try:
