@@ -1133,6 +1133,8 @@ WG_TWO_GROUP_ROWS = 48
 # small products of the wgmma forms"): at most 20M elements, 46 products 1.09x (0.98-1.35x;
 # 51x5725x1037 37.0 -> 27.9 µs, cuBLAS 27.4); beyond, one wave lost up to 0.70x (195x10050x5959,
 # 316 row and column tiles past the resident blocks); at 17-48 rows (two warpgroups) it ran level.
+# Held out (seed 22006): 1.092x on the 26 products of 48 it changes (0.99-1.34x); on an H100
+# (seed 22041) 1.086x on 20 of 32.
 WG_ONE_WAVE_MAX_ELEMENTS = 20_000_000
 # Grids of at most this many column tiles run the wgmma forms without the image launch, each
 # block splitting its own chunks of S: one call between events on an H200 ran 1.13x faster on

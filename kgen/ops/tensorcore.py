@@ -206,7 +206,9 @@ WIDE_SWAP_COST = {"general": (-0.80e-6, 0.352e-6, 0.0396), "swap": (29.6e-6, 0.1
 # against 1.5x the columns, so the wave has up to twice the blocks. Device time on an H200
 # (docs/bench/research/tail_wave_variants.py SET=swaprows, W.t(); docs/tensorcore.md, "Two row
 # tiles where one leaves SMs idle"): 1.11-1.16x the 128-column tiles on the seven such products
-# of seeds 20641, 20642 and 22051 (195-238 rows; 238x8512x4288 45.3 -> 39.7 µs, cuBLAS 29.7).
+# of seeds 20641, 20642 and 22051 (195-238 rows; 238x8512x4288 45.3 -> 39.7 µs, cuBLAS 29.7);
+# held out (seeds 22061, 22062) 1.075x on ten W.t() products (two 0.95-0.98x) and 1.092x on six
+# with a row-major B (none slower).
 SWAP_TWO_ROW_TILES = (129, 256)
 SWAP_TWO_ROW_BN = 192
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
