@@ -1258,9 +1258,7 @@ class TensorMatmul(Spec):
         if not (self.swap_ab and BN == 128 and self.wave_tail == 1 and self.split_k == 1 and lo <= M <= hi
                 and BM >= M and -(-N // BN) <= _SMS and 2 * -(-N // SWAP_TWO_ROW_BN) <= _SMS):
             return None
-        half = _swap_rows(-(-M // 2))
-        spec = self.replace(tile=(half, SWAP_TWO_ROW_BN, BK), warp_tile=(half, 64),
-                            stages=wgmma_ring_stages(half, SWAP_TWO_ROW_BN))
+        spec = self.replace(**_two_row_fields(M, BK))
         assert isinstance(spec, TensorMatmul)
         return spec
 
@@ -1445,9 +1443,7 @@ class TensorMatmul(Spec):
                     add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
                         instruction="wgmma", swap_ab=True, wave_tail=tail)
             if p["M"] > 128:   # two row tiles of half the rows (two_row_tiles_spec's tiles)
-                half = _swap_rows(-(-p["M"] // 2))
-                add(tile=(half, SWAP_TWO_ROW_BN, 128 // item), warp_tile=(half, 64),
-                    stages=wgmma_ring_stages(half, SWAP_TWO_ROW_BN), instruction="wgmma", swap_ab=True)
+                add(**_two_row_fields(p["M"], 128 // item), instruction="wgmma", swap_ab=True)
         return specs
 
     @classmethod
@@ -1612,13 +1608,13 @@ class TensorMatmul(Spec):
             return self.element_spec(p, self.dtype).replace(**layouts)
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
-            wide = self.wide_swap_specs(p, self.dtype) if self.swap_ab else []
-            wide += [t for t in (w.two_row_tiles_spec(p) for w in wide) if t is not None]
-            if self.swap_ab and self.wide_swap_suits(p["M"], p["N"], p["K"], self.dtype) and \
-                    self.replace(layout_a="row", layout_b="row") in wide:
-                # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
-                return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True, b_phased=phased,
-                                                                        **layouts)
+            if self.swap_ab and self.wide_swap_suits(p["M"], p["N"], p["K"], self.dtype):
+                wide = self.wide_swap_specs(p, self.dtype)
+                wide += [t for t in (w.two_row_tiles_spec(p) for w in wide) if t is not None]
+                if self.replace(layout_a="row", layout_b="row") in wide:
+                    # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
+                    return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True,
+                                                                            b_phased=phased, **layouts)
             if self.swap_ab and self.swap_suits(p["M"], p["N"], p["K"], self.dtype):
                 default, narrow = self.swap_spec(p, self.dtype), self.swap_spec(p, self.dtype, narrow=True)
                 if narrow != default == self.replace(layout_a="row", layout_b="row"):
@@ -1802,6 +1798,14 @@ def _most_slices(choices, K: int, tiles: int, capacity: int | dict[int, int]) ->
     def fits(s: int) -> bool:
         return tiles * s <= (capacity if isinstance(capacity, int) else capacity[s])
     return max(s for s in choices if s == 1 or (K >= STREAM_MIN_SLICE_K * s and fits(s)))
+
+
+def _two_row_fields(M: int, BK: int) -> dict[str, Any]:
+    """The tile fields of the transposed tiles over two row tiles of half of M rows and
+    SWAP_TWO_ROW_BN columns, one block an SM (two_row_tiles_spec, the tuner's space)."""
+    half = _swap_rows(-(-M // 2))
+    return {"tile": (half, SWAP_TWO_ROW_BN, BK), "warp_tile": (half, 64),
+            "stages": wgmma_ring_stages(half, SWAP_TWO_ROW_BN)}
 
 
 def _swap_rows(M: int) -> int:
