@@ -501,6 +501,19 @@ def device_buffer(nbytes: int) -> Any:
     return driver().mem_alloc(max(nbytes, 16))
 
 
+def zeroed_device_buffer(nbytes: int) -> Any:
+    """device_buffer whose bytes are zero when it is returned (a kernel's flags that each launch
+    leaves zero again): zeroed before the call returns, or, while a capture runs, by torch's
+    fill, which the graph then repeats at each replay."""
+    if torch_capturing():
+        import torch
+
+        return TorchBuffer(torch.zeros(max(nbytes, 16), dtype=torch.uint8, device=f"cuda:{device_index()}"))
+    held = driver().mem_alloc(max(nbytes, 16))
+    driver().memset_d8(held, 0, max(nbytes, 16))
+    return held
+
+
 def torch_stream(device: int) -> int:
     """torch's current stream on a device as a raw handle (torch.cuda.current_stream()
     costs microseconds; torch's raw accessor a fraction of one)."""

@@ -555,6 +555,13 @@ class TensorMatmul(Spec):
                  (split_merge="cluster"; tail_spec), so that the last wave's few tiles take a
                  fraction of a wave. Elsewhere one launch, as with 1. The kernel's code is the
                  same.
+    stream_k     the transposed tiles (swap_ab) with B read by TMA as it is and the epilogue
+                 staged: the k steps of all C tiles shared out evenly among one block an SM
+                 (stream_k_blocks), each block's range a piece of one tile or the end of one and
+                 the start of the next; a piece that does not end its tile goes to a float32
+                 workspace slot, and the block whose piece ends the tile adds those, in block
+                 order, before it stores the tile (one launch, deterministic). Where the tiles
+                 are as many as the SMs or more, one block a tile, as without it.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -585,6 +592,7 @@ class TensorMatmul(Spec):
     b_phased: bool = False
     l2_prefetch: int = 0
     wave_tail: int = 1
+    stream_k: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -636,6 +644,8 @@ class TensorMatmul(Spec):
             fail("cluster", self.cluster, "1 or 2 (blocks a thread block cluster)")
         if self.wave_tail != 1:
             self._validate_wave_tail()
+        if self.stream_k:
+            self._validate_stream_k()
         if self.cluster > 1 and not self.wgmma:
             fail("cluster", self.cluster, "1 with instruction='mma_sync' (clusters share tiles by TMA multicast, "
                  "the wgmma kernel's)")
@@ -729,6 +739,29 @@ class TensorMatmul(Spec):
             self.tail_spec()
         except ValueError as exc:
             fail("wave_tail", value, f"1 for these tiles: the second launch's spec is not valid ({exc})")
+
+    def _validate_stream_k(self) -> None:
+        """stream_k: pieces of the transposed tiles, added by the block that ends each tile."""
+        if not (self.instruction == "wgmma" and self.swap_ab):
+            fail("stream_k", True, "False unless instruction='wgmma' and swap_ab=True (the pieces are the "
+                 "transposed tiles' sums)")
+        if (self.split_k > 1 or self.persistent or self.cluster > 1 or self.b_realign or self.b_phased
+                or self.l2_prefetch or self.wave_tail > 1):
+            fail("stream_k", True, "False with split_k > 1, persistent, cluster=2, b_realign, b_phased, l2_prefetch "
+                 "or wave_tail > 1 (stream-K sets each block's k range itself, with B read by TMA as it is)")
+        if not self.staged_epilogue:
+            BM, BN, _ = self.tile
+            fail("stages", self.stages, f"at least {-(-_partial_tile_bytes(BM, BN) // self.stage_bytes)} with "
+                 f"stream_k and tile {self.tile} (the block that ends a tile adds the pieces to its {BM} x {BN} "
+                 "float32 sums over the stage ring)")
+
+    def stream_k_blocks(self, M: int, N: int, K: int, sms: int) -> int:
+        """stream_k: the blocks of an M x N x K product on `sms` SMs: one an SM where the C tiles
+        are fewer (at most one a k step), else one a tile. Pure."""
+        BM, BN, BK = self.tile
+        tiles = -(-M // BM) * -(-N // BN)
+        steps = max(1, -(-K // BK))
+        return max(tiles, min(sms, tiles * steps))
 
     def tail_spec(self) -> "TensorMatmul":
         """The spec of wave_tail's second launch: these tiles with K split wave_tail ways, merged
@@ -961,7 +994,7 @@ class TensorMatmul(Spec):
             l2_prefetch=self.l2_prefetch,
             PREFETCH_TILES=max(1, self.l2_prefetch * 1024 // (BN * BK * ITEMSIZE[self.dtype])),
             PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN,
-            staged=self.staged_epilogue,
+            staged=self.staged_epilogue, stream_k=self.stream_k,
             b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, b_phased=self.b_phased, PHASE_MAPS=PHASE_MAPS,
             PHASE_PAD=PHASE_PAD,
             staged_out=self.staged_unaligned_output)
@@ -1036,12 +1069,14 @@ class TensorMatmul(Spec):
     def launch_geometry(self, M: int, N: int, K: int, sms: int = _SMS
                         ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """(grid, block, dynamic shared bytes) for an M x N x K product on a GPU of `sms`
-        multiprocessors (which only the persistent schedule reads: one block each). Pure."""
+        multiprocessors (which only the persistent schedule and stream_k read). Pure."""
         BM, BN, _ = self.tile
         splits, _ = self.split_plan(K)
         tiles = -(-M // BM) * -(-N // BN)
         if self.persistent:
             return (max(1, min(tiles * splits, sms)), 1, 1), (self.threads, 1, 1), self.shared_bytes
+        if self.stream_k:
+            return (self.stream_k_blocks(M, N, K, sms), 1, 1), (self.threads, 1, 1), self.shared_bytes
         if self.cluster > 1:   # pairs of tile rows: a rank-1 block past M computes nothing it stores
             tile_rows = -(-M // BM)
             tiles = (tile_rows + 1) // 2 * 2 * -(-N // BN)
@@ -1442,8 +1477,14 @@ class TensorMatmul(Spec):
                 for tail in dict.fromkeys((1, wave_tail_slices(1, -(-p["N"] // BN), p["K"]))):
                     add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
                         instruction="wgmma", swap_ab=True, wave_tail=tail)
-            if p["M"] > 128:   # two row tiles of half the rows (two_row_tiles_spec's tiles)
-                add(**_two_row_fields(p["M"], 128 // item), instruction="wgmma", swap_ab=True)
+                if -(-p["M"] // BM) * -(-p["N"] // BN) < _SMS:   # fewer tiles than SMs: their k steps shared out
+                    add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
+                        instruction="wgmma", swap_ab=True, stream_k=True)
+            if p["M"] > 128:   # two row tiles of half the rows (two_row_tiles_spec's tiles), with stream-K too
+                fields = _two_row_fields(p["M"], 128 // item)
+                add(**fields, instruction="wgmma", swap_ab=True)
+                if 2 * -(-p["N"] // fields["tile"][1]) < _SMS:
+                    add(**fields, instruction="wgmma", swap_ab=True, stream_k=True)
         return specs
 
     @classmethod
@@ -2057,7 +2098,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         self._fmt = "PPP" + "q" * 8 + "i" + scalar * 2
         self._fmt_reduce = "PP" + "q" * 5 + "i" + scalar * 2
         self._item = ITEMSIZE[spec.dtype]
-        self._sms = runtime.device_limits()["multiprocessors"] if spec.persistent else _SMS
+        self._sms = runtime.device_limits()["multiprocessors"] if spec.persistent or spec.stream_k else _SMS
         self._out_item = ITEMSIZE[spec.output_dtype]
         self._acc_item = 8 if spec.dtype == "float64" else 4
         self._buffers: dict[str, Any] = {}
@@ -2090,12 +2131,12 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                              f"build a spec with dtype={got!r} or convert {name}")
 
     # -- launch plans -------------------------------------------------------------------
-    def _buffer(self, name: str, nbytes: int) -> int:
+    def _buffer(self, name: str, nbytes: int, zeroed: bool = False) -> int:
         held = self._buffers.get(name)
         if held is None or held[1] < nbytes:
             if held is not None:
                 self._retired.append(held[0])
-            held = (runtime.device_buffer(nbytes), nbytes)
+            held = ((runtime.zeroed_device_buffer if zeroed else runtime.device_buffer)(nbytes), nbytes)
             self._buffers[name] = held
         return int(held[0])
 
@@ -2210,7 +2251,9 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         maps = None
         if spec.wgmma:   # repack is on: both operands are aligned by now (or B read by pointer)
             b_fmt = "P" if spec.b_realign else f"{PHASE_MAPS_BYTES}s" if spec.b_phased else "128s"
-            name, fmt = "kgen_tc_wgmma", "128s" + b_fmt + self._fmt[2:]
+            # stream_k: the pieces' workspace and flags between the flags and the scalars.
+            scalars = self._fmt[-2:]
+            name, fmt = "kgen_tc_wgmma", "128s" + b_fmt + self._fmt[2:-2] + ("PP" if spec.stream_k else "") + scalars
             maps = _TensorMaps(spec, M, N, K, lda, ldb, phases)
         else:
             name, fmt = ("kgen_tc_matmul" if aligned else "kgen_tc_matmul_elem"), self._fmt
@@ -2220,8 +2263,14 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         # kernel before.
         overlapped = OVERLAPPED if main.programmatic else 0
         flags = (2 if c_pairs else 0) | overlapped
+        pieces: tuple[int, ...] = ()
+        if spec.stream_k:
+            # A float32 slot of BM x BN sums a block and one published flag a block, which every
+            # launch leaves zero (tiles as many as the blocks: no pieces, nothing read).
+            BM, BN, _ = spec.tile
+            pieces = (self._buffer("pieces", grid[0] * BM * BN * 4), self._buffer("published", grid[0] * 4, True))
         if splits == 1 or spec.split_merge == "cluster":   # the cluster merge stores C itself
-            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags), 0, None, (), maps)
+            plan = (repacks[0], repacks[1], main, (M, N, K, lda, ldb, ldc, chunk, 0, flags, *pieces), 0, None, (), maps)
         else:
             # Slices go to a workspace in the accumulator type; the reduce kernel applies
             # alpha and beta once, summing the slices in a fixed order.

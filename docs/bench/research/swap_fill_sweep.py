@@ -184,11 +184,23 @@ def main():
             json.dump({"device": torch.cuda.get_device_name(), "seed": SEED, "rows_range": ROWS, "rows": rows}, f)
 
 
+def env_range(name: str, default: str) -> tuple[int, int]:
+    """A range given as LO-HI in the environment variable `name`."""
+    lo, hi = os.environ.get(name, default).split("-")
+    return int(lo), int(hi)
+
+
+def build_specs(todo: list, arch: str) -> None:
+    """Compile every spec of `todo` (((M, N, K), order, {name: spec}) items) for `arch`, no GPU
+    needed (a script's `--specs`)."""
+    specs = {s.key: s for _, _, v in todo for s in v.values()}
+    print(len(specs), "specs", flush=True)
+    with cf.ThreadPoolExecutor(2) as ex:
+        list(ex.map(lambda s: kgen.compile(s, arch), specs.values()))
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--specs"]:
-        specs = {s.key: s for _, _, v in cases() for s in v.values()}
-        print(len(specs), "specs", flush=True)
-        with cf.ThreadPoolExecutor(2) as ex:
-            list(ex.map(lambda s: kgen.compile(s, os.environ.get("KGEN_ARCH", "sm_90")), specs.values()))
+        build_specs(cases(), os.environ.get("KGEN_ARCH", "sm_90"))
     else:
         main()

@@ -1,0 +1,116 @@
+"""Stream-K on the transposed tiles (swap_ab, stream_k=True): the k steps of all C tiles shared
+out evenly among one block an SM, pieces of a tile added by the block that ends it. For each
+product (16-bit, B as W.t() or row-major), device time of
+- default: the spec dispatch picks with an empty database;
+- sk<BN>: the rows in one tile (BM = the rows rounded to 8) of BN columns, stream-K;
+- sk2r<BN>: two row tiles of half the rows, stream-K (more than 128 rows);
+- default_sk: the default with stream-K, where it is a transposed tile B reads by TMA as it is;
+- PLAIN=1: plain<...>, each sk tile without stream-K (one block a tile, K whole);
+- GENERAL=1: g<BM>x<BN>c<cluster>, the general tiles of 128 x 256 and 128 x 192, alone and in
+  clusters of two that share B's tile (cluster=2);
+and cuBLAS through torch, every result checked against float64 first on a NaN-poisoned output
+(swap_fill_sweep.time_ways: CUDA graphs, operands rotated past L2 "_cold" and the same every
+call "_warm").
+Products: SHAPES (MxNxK,...) or COUNT drawn with SEED: rows ROWS, N in N_RANGE, K in K_RANGE,
+log-uniform, N and K rounded up to a multiple of MULTIPLE (1); ORDERS (col, row); DTYPE (bfloat16).
+Output: $OUT/stream_k_<SEED>.json and a line a product. `--specs` builds every spec without a GPU."""
+import json
+import math
+import os
+import random
+import sys
+
+from swap_fill_sweep import build_specs, env_range   # this folder: run from it or with it on the path
+
+from kgen.ops.tensorcore import TensorMatmul as T
+from kgen.ops.tensorcore import wgmma_ring_stages
+
+SEED = int(os.environ.get("SEED", "23001"))
+COUNT = int(os.environ.get("COUNT", "8"))
+ROWS = env_range("ROWS", "65-256")
+N_RANGE = env_range("N_RANGE", "4096-16384")
+K_RANGE = env_range("K_RANGE", "1024-16384")
+ORDERS = os.environ.get("ORDERS", "col").split(",")
+DTYPE = os.environ.get("DTYPE", "bfloat16")
+MULTIPLE = int(os.environ.get("MULTIPLE", "1"))   # N and K rounded up to a multiple of this
+GENERAL = os.environ.get("GENERAL", "0") == "1"
+PLAIN = os.environ.get("PLAIN", "0") == "1"
+BNS = tuple(int(v) for v in os.environ.get("BNS", "64,128,192,256").split(","))
+
+
+def log_uniform(rng, lo, hi):
+    return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+
+
+def shapes():
+    if os.environ.get("SHAPES"):
+        return [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
+    rng, m = random.Random(SEED), MULTIPLE
+    return [(rng.randint(*ROWS), -(-log_uniform(rng, *N_RANGE) // m) * m, -(-log_uniform(rng, *K_RANGE) // m) * m)
+            for _ in range(COUNT)]
+
+
+def _sk(BM, BN, order):
+    return T(dtype=DTYPE, tile=(BM, BN, 64), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
+             instruction="wgmma", swap_ab=True, layout_b=order, stream_k=True)
+
+
+def variants(M, N, K, order):
+    default = T.default_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=order)
+    specs = {"default": default}
+    half = (M + 1) // 2
+    rows = (("sk", -(-M // 8) * 8),) + ((("sk2r", -(-half // 8) * 8),) if M > 128 else ())
+    for name, BM in rows:
+        for BN in BNS:
+            try:
+                specs[f"{name}{BN}"] = _sk(BM, BN, order)
+            except ValueError:   # the sums past the registers, or the ring past shared memory
+                pass
+    if PLAIN:   # the same tiles without stream-K (one block a tile, K whole)
+        for name in [n for n in specs if n.startswith("sk")]:
+            plain = specs[name].replace(stream_k=False)
+            if plain not in specs.values():
+                specs["plain" + name[2:]] = plain
+    if GENERAL:
+        for BM, BN in ((128, 256), (128, 192)):
+            for cluster in (1, 2):
+                specs[f"g{BM}x{BN}c{cluster}"] = T(dtype=DTYPE, tile=(BM, BN, 64), warp_tile=(64, BN),
+                                                   stages=wgmma_ring_stages(BM, BN), instruction="wgmma",
+                                                   layout_b=order, cluster=cluster)
+    if default.swap_ab and not (default.b_realign or default.b_phased):
+        try:
+            sk = default.replace(stream_k=True, wave_tail=1, split_k=1, split_merge="workspace", l2_prefetch=0)
+            if sk not in specs.values():
+                specs["default_sk"] = sk
+        except ValueError:
+            pass
+    return specs
+
+
+def cases():
+    return [((M, N, K), order, variants(M, N, K, order)) for M, N, K in shapes() for order in ORDERS]
+
+
+def main():
+    import torch
+    from swap_fill_sweep import sweep
+
+    rows = []
+    for row, ways in sweep(torch, cases(), 10):
+        rows.append(row)
+        (M, N, K), order = row["shape"], row["order"]
+        mine = [n for n in ways if n not in ("cublas", "default")]   # every way but the two references
+        best = min(mine, key=lambda n: row[n + "_cold"]) if mine else "default"
+        worst_err = max(row[n + "_err"] for n in ways)
+        print(f"{M}x{N}x{K} {order}: cublas {row['cublas_cold']:.1f} default {row['default_cold']:.1f} "
+              f"({row['specs']['default']}) best {best} {row[best + '_cold']:.1f} "
+              + " ".join(f"{n} {row[n + '_cold']:.1f}" for n in mine) + f" err {worst_err:.1e}", flush=True)
+        with open(os.path.join(os.environ.get("OUT", "."), f"stream_k_{SEED}.json"), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "seed": SEED, "dtype": DTYPE, "rows": rows}, f)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--specs"]:
+        build_specs(cases(), "sm_90a")
+    else:
+        main()
