@@ -78,3 +78,27 @@ def test_stream_k_grids_in_turn_and_bitwise_repeats(spec):
         again = torch.full_like(first, float("nan"))
         k(A, B, out=again)
         assert torch.equal(first, again)
+
+
+def test_stream_k_replays_in_a_cuda_graph_on_new_inputs():
+    """A stream-K product captured into a torch CUDA graph (warmed up on a side stream first, as
+    torch's recipe does), replayed on new operands with an eager call of the same kernel between
+    replays: each against float64 (the flags every launch leaves clear serve both)."""
+    from test_graph_capture_gpu import _capture, _rel
+
+    torch = _torch()
+    spec = POOL[0]
+    k = kgen.build(spec)
+    dt = getattr(torch, spec.dtype)
+    A = torch.randn(229, 5760, device="cuda").to(dt)
+    B = torch.randn(5760, 9024, device="cuda").to(dt)
+    graph, C = _capture(torch, lambda: k(A, B))
+    for _ in range(3):
+        A.copy_(torch.randn(229, 5760, device="cuda").to(dt))
+        B.copy_(torch.randn(5760, 9024, device="cuda").to(dt))
+        C.fill_(float("nan"))
+        graph.replay()
+        eager = k(A, B)
+        torch.cuda.synchronize()
+        ref = A.double() @ B.double()
+        assert _rel(C, ref) < 1e-2 and _rel(eager, ref) < 1e-2

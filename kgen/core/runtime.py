@@ -503,14 +503,17 @@ def device_buffer(nbytes: int) -> Any:
 
 def zeroed_device_buffer(nbytes: int) -> Any:
     """device_buffer whose bytes are zero when it is returned (a kernel's flags that each launch
-    leaves zero again): zeroed before the call returns, or, while a capture runs, by torch's
-    fill, which the graph then repeats at each replay."""
+    leaves zero again): zeroed and the device synchronized before the call returns (so that a
+    launch on any stream, blocking or not, finds the zeros), or, while a capture runs, by torch's
+    fill on the capturing stream, which the graph then repeats at each replay."""
     if torch_capturing():
         import torch
 
         return TorchBuffer(torch.zeros(max(nbytes, 16), dtype=torch.uint8, device=f"cuda:{device_index()}"))
-    held = driver().mem_alloc(max(nbytes, 16))
-    driver().memset_d8(held, 0, max(nbytes, 16))
+    drv = driver()
+    held = drv.mem_alloc(max(nbytes, 16))
+    drv.memset_d8(held, 0, max(nbytes, 16))
+    drv.Context.synchronize()
     return held
 
 
