@@ -65,7 +65,9 @@ def test_wide_transposed_tiles_match_float64(index, layouts, M, tiles, short, K,
 @pytest.mark.parametrize("M,N,K,order,offset,wide", [
     (72, 34496, 1280, "col", 0, True), (138, 36289, 1088, "col", 1, True), (196, 44544, 4416, "row", 0, True),
     (75, 39360, 1152, "row", 1, True), (101, 28672, 1600, "col", 0, False),
-    (150, 50944, 2050, "col", 0, False), (120, 30001, 2000, "row", 0, False)])
+    (150, 50944, 2050, "col", 0, False), (120, 30001, 2000, "row", 0, False),
+    # 65-128 rows the streaming tiles took before (SWAP_OVER_STREAM_ROWS).
+    (99, 8832, 3008, "col", 1, True), (84, 14616, 6400, "row", 0, True)])
 def test_kgen_matmul_runs_the_wide_transposed_tiles_where_dispatch_picks_them(dtype, M, N, K, order, offset, wide):
     """kgen.matmul as users call it on products the default gives the wide transposed tiles (odd
     N, B as W.t() or row-major, A at an odd element offset), on one it keeps on the general

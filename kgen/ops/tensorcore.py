@@ -211,6 +211,15 @@ WIDE_SWAP_COST = {"general": (-0.80e-6, 0.352e-6, 0.0396), "swap": (29.6e-6, 0.1
 # with a row-major B (none slower).
 SWAP_TWO_ROW_TILES = (129, 256)
 SWAP_TWO_ROW_BN = 192
+# Products of SWAP_OVER_STREAM_ROWS rows that the streaming tiles take (stream_suits: 64-row
+# tiles, here two of them, each reading the whole weight) where the wide transposed tiles could
+# (wide_swap_suits) and their 128 columns make one wave (N of at most 16896): those, the rows in
+# one tile, instead (swap_over_stream_spec). Device time on an H200
+# (docs/bench/research/stream_k_variants.py GENERAL_DEFAULT=1 PLAIN=1, seed 23031, W.t()): 1.09x
+# the streaming tiles of 64 x 256 on the six such products of 65-127 rows (1.006-1.19x, none
+# slower; 71x9664x1536 15.2 -> 13.6 µs, cuBLAS 11.9); on six of 131-163 rows (three row tiles)
+# 0.88-1.25x, left out.
+SWAP_OVER_STREAM_ROWS = (65, 128)
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024
 # Stages of the wgmma kernel's TMA ring: its barriers, not cp.async groups, count them, so
@@ -1246,12 +1255,24 @@ class TensorMatmul(Spec):
         if cls.swap_suits(p["M"], p["N"], p["K"], dtype):
             return cls.swap_spec(p, dtype)
         if cls.stream_suits(p["M"], p["N"], p["K"], dtype):
-            return cls.stream_spec(p, dtype)
+            return cls.swap_over_stream_spec(p, dtype) or cls.stream_spec(p, dtype)
         general = cls.general_wgmma_spec(p, dtype, split_tf32)
         if not split_tf32 and cls.wide_swap_suits(p["M"], p["N"], p["K"], dtype) and general.split_k == 1:
             pick = min((general, *cls.wide_swap_specs(p, dtype)), key=lambda s: s.wide_swap_cost(p))
             return pick.two_row_tiles_spec(p) or pick
         return general
+
+    @classmethod
+    def swap_over_stream_spec(cls, problem, dtype) -> "TensorMatmul | None":
+        """For a product the streaming tiles take: the wide transposed tiles of 128 columns (the
+        rows in one tile, one wave, K whole) where it has SWAP_OVER_STREAM_ROWS rows and
+        wide_swap_suits (the constant says why); None elsewhere. Pure."""
+        p = cls.normalize_problem(problem)
+        M, N, K = p["M"], p["N"], p["K"]
+        lo, hi = SWAP_OVER_STREAM_ROWS
+        if not (lo <= M <= hi and cls.wide_swap_suits(M, N, K, dtype) and -(-N // 128) <= _SMS):
+            return None
+        return next((s for s in cls.wide_swap_specs(p, dtype) if s.tile[1] == 128 and s.wave_tail == 1), None)
 
     @classmethod
     def wide_swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
@@ -1653,9 +1674,11 @@ class TensorMatmul(Spec):
                 wide = self.wide_swap_specs(p, self.dtype)
                 wide += [t for t in (w.two_row_tiles_spec(p) for w in wide) if t is not None]
                 if self.replace(layout_a="row", layout_b="row") in wide:
-                    # The wide transposed tiles were measured on a B that TMA reads: the general tiles here.
-                    return self.general_wgmma_spec(p, self.dtype).for_layouts(problem, b_realign=True,
-                                                                            b_phased=phased, **layouts)
+                    # The wide transposed tiles were measured on a B that TMA reads: the tiles the
+                    # default took before them here (the streaming ones where those suit, else the general).
+                    before = (self.stream_spec(p, self.dtype) if self.stream_suits(p["M"], p["N"], p["K"], self.dtype)
+                              else self.general_wgmma_spec(p, self.dtype))
+                    return before.for_layouts(problem, b_realign=True, b_phased=phased, **layouts)
             if self.swap_ab and self.swap_suits(p["M"], p["N"], p["K"], self.dtype):
                 default, narrow = self.swap_spec(p, self.dtype), self.swap_spec(p, self.dtype, narrow=True)
                 if narrow != default == self.replace(layout_a="row", layout_b="row"):

@@ -6,13 +6,16 @@ product (16-bit, B as W.t() or row-major), device time of
 - sk2r<BN>: two row tiles of half the rows, stream-K (more than 128 rows);
 - default_sk: the default with stream-K, where it is a transposed tile B reads by TMA as it is;
 - PLAIN=1: plain<...>, each sk tile without stream-K (one block a tile, K whole);
+- RULE=1: instead, the default against the tree before SWAP_OVER_STREAM_ROWS (where they differ:
+  the draw keeps only such products);
 - GENERAL=1: g<BM>x<BN>c<cluster>, the general tiles of 128 x 256 and 128 x 192, alone and in
   clusters of two that share B's tile (cluster=2);
 and cuBLAS through torch, every result checked against float64 first on a NaN-poisoned output
 (swap_fill_sweep.time_ways: CUDA graphs, operands rotated past L2 "_cold" and the same every
 call "_warm").
 Products: SHAPES (MxNxK,...) or COUNT drawn with SEED: rows ROWS, N in N_RANGE, K in K_RANGE,
-log-uniform, N and K rounded up to a multiple of MULTIPLE (1); ORDERS (col, row); DTYPE (bfloat16).
+log-uniform, N and K rounded up to a multiple of MULTIPLE (1), with GENERAL_DEFAULT=1 only those
+whose default is the general wgmma tiles in two row tiles or more; ORDERS (col, row); DTYPE (bfloat16).
 Output: $OUT/stream_k_<SEED>.json and a line a product. `--specs` builds every spec without a GPU."""
 import json
 import math
@@ -22,6 +25,7 @@ import sys
 
 from swap_fill_sweep import build_specs, env_range   # this folder: run from it or with it on the path
 
+import kgen.ops.tensorcore as tc
 from kgen.ops.tensorcore import TensorMatmul as T
 from kgen.ops.tensorcore import wgmma_ring_stages
 
@@ -35,6 +39,8 @@ DTYPE = os.environ.get("DTYPE", "bfloat16")
 MULTIPLE = int(os.environ.get("MULTIPLE", "1"))   # N and K rounded up to a multiple of this
 GENERAL = os.environ.get("GENERAL", "0") == "1"
 PLAIN = os.environ.get("PLAIN", "0") == "1"
+RULE = os.environ.get("RULE", "0") == "1"
+GENERAL_DEFAULT = os.environ.get("GENERAL_DEFAULT", "0") == "1"   # draws: the general tiles in 2+ row tiles
 BNS = tuple(int(v) for v in os.environ.get("BNS", "64,128,192,256").split(","))
 
 
@@ -45,9 +51,29 @@ def log_uniform(rng, lo, hi):
 def shapes():
     if os.environ.get("SHAPES"):
         return [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
-    rng, m = random.Random(SEED), MULTIPLE
-    return [(rng.randint(*ROWS), -(-log_uniform(rng, *N_RANGE) // m) * m, -(-log_uniform(rng, *K_RANGE) // m) * m)
-            for _ in range(COUNT)]
+    rng, m, out = random.Random(SEED), MULTIPLE, []
+    while len(out) < COUNT:
+        M, N, K = rng.randint(*ROWS), -(-log_uniform(rng, *N_RANGE) // m) * m, -(-log_uniform(rng, *K_RANGE) // m) * m
+        if GENERAL_DEFAULT:
+            d = T.default_spec({"M": M, "N": N, "K": K}, DTYPE)
+            if d.swap_ab or not d.wgmma or -(-M // d.tile[0]) < 2:
+                continue
+        if RULE and len(set(rule_ways(M, N, K, "col").values())) < 2:
+            continue
+        out.append((M, N, K))
+    return out
+
+
+def rule_ways(M, N, K, order):
+    """RULE=1: the default and the default with SWAP_OVER_STREAM_ROWS off (the tree before it)."""
+    p = {"M": M, "N": N, "K": K}
+    kept = tc.SWAP_OVER_STREAM_ROWS
+    tc.SWAP_OVER_STREAM_ROWS = (0, -1)
+    try:
+        before = T.default_spec(p, DTYPE).replace(layout_b=order)
+    finally:
+        tc.SWAP_OVER_STREAM_ROWS = kept
+    return {"default": T.default_spec(p, DTYPE).replace(layout_b=order), "before": before}
 
 
 def _sk(BM, BN, order):
@@ -56,6 +82,8 @@ def _sk(BM, BN, order):
 
 
 def variants(M, N, K, order):
+    if RULE:
+        return rule_ways(M, N, K, order)
     default = T.default_spec({"M": M, "N": N, "K": K}, DTYPE).replace(layout_b=order)
     specs = {"default": default}
     half = (M + 1) // 2
