@@ -218,7 +218,8 @@ SWAP_TWO_ROW_BN = 192
 # (docs/bench/research/stream_k_variants.py GENERAL_DEFAULT=1 PLAIN=1, seed 23031, W.t()): 1.09x
 # the streaming tiles of 64 x 256 on the six such products of 65-127 rows (1.006-1.19x, none
 # slower; 71x9664x1536 15.2 -> 13.6 µs, cuBLAS 11.9); on six of 131-163 rows (three row tiles)
-# 0.88-1.25x, left out.
+# 0.88-1.25x, and 16 more of 129-192 rows (seed 23051) 0.86-1.05x, or 0.91-1.10x as two row tiles of
+# 192 columns: left out.
 SWAP_OVER_STREAM_ROWS = (65, 128)
 # Shared memory of one SM (228 KB on sm_90), of which each resident block takes 1 KB.
 SM_SHARED_BYTES = 228 * 1024

@@ -5,7 +5,8 @@ product (16-bit, B as W.t() or row-major), device time of
 - sk<BN>: the rows in one tile (BM = the rows rounded to 8) of BN columns, stream-K;
 - sk2r<BN>: two row tiles of half the rows, stream-K (more than 128 rows);
 - default_sk: the default with stream-K, where it is a transposed tile B reads by TMA as it is;
-- PLAIN=1: plain<...>, each sk tile without stream-K (one block a tile, K whole);
+- PLAIN=1: plain<...>, each sk tile without stream-K (one block a tile, K whole); STREAM_K=0
+  leaves the stream-K ways out;
 - RULE=1: instead, the default against the tree before SWAP_OVER_STREAM_ROWS (where they differ:
   the draw keeps only such products);
 - GENERAL=1: g<BM>x<BN>c<cluster>, the general tiles of 128 x 256 and 128 x 192, alone and in
@@ -40,6 +41,7 @@ MULTIPLE = int(os.environ.get("MULTIPLE", "1"))   # N and K rounded up to a mult
 GENERAL = os.environ.get("GENERAL", "0") == "1"
 PLAIN = os.environ.get("PLAIN", "0") == "1"
 RULE = os.environ.get("RULE", "0") == "1"
+STREAM_K = os.environ.get("STREAM_K", "1") == "1"   # 0: no stream-K ways (PLAIN=1: the plain tiles alone)
 GENERAL_DEFAULT = os.environ.get("GENERAL_DEFAULT", "0") == "1"   # draws: the general tiles in 2+ row tiles
 BNS = tuple(int(v) for v in os.environ.get("BNS", "64,128,192,256").split(","))
 
@@ -99,13 +101,15 @@ def variants(M, N, K, order):
             plain = specs[name].replace(stream_k=False)
             if plain not in specs.values():
                 specs["plain" + name[2:]] = plain
+    if PLAIN and not STREAM_K:   # the plain tiles alone
+        specs = {n: v for n, v in specs.items() if not n.startswith("sk")}
     if GENERAL:
         for BM, BN in ((128, 256), (128, 192)):
             for cluster in (1, 2):
                 specs[f"g{BM}x{BN}c{cluster}"] = T(dtype=DTYPE, tile=(BM, BN, 64), warp_tile=(64, BN),
                                                    stages=wgmma_ring_stages(BM, BN), instruction="wgmma",
                                                    layout_b=order, cluster=cluster)
-    if default.swap_ab and not (default.b_realign or default.b_phased):
+    if STREAM_K and default.swap_ab and not (default.b_realign or default.b_phased):
         try:
             sk = default.replace(stream_k=True, wave_tail=1, split_k=1, split_merge="workspace", l2_prefetch=0)
             if sk not in specs.values():
@@ -124,7 +128,7 @@ def main():
     from swap_fill_sweep import sweep
 
     rows = []
-    for row, ways in sweep(torch, cases(), 10):
+    for row, ways in sweep(torch, cases(), 10, DTYPE):
         rows.append(row)
         (M, N, K), order = row["shape"], row["order"]
         mine = [n for n in ways if n not in ("cublas", "default")]   # every way but the two references

@@ -147,9 +147,9 @@ def time_ways(torch, ops, ways: dict, repeats: int) -> dict:
     return row
 
 
-def sweep(torch, todo: list, repeats: int):
+def sweep(torch, todo: list, repeats: int, dtype: str = "bfloat16"):
     """Compile every spec of `todo` (((M, N, K), order of B, {name: spec}) items), then for each
-    product yield its row (time_ways of cuBLAS and every spec, bfloat16) and the ways' names."""
+    product yield its row (time_ways of cuBLAS and every spec on `dtype` operands) and the ways' names."""
     from kgen.bench.skinny import Operands
 
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -157,7 +157,7 @@ def sweep(torch, todo: list, repeats: int):
         list(ex.map(kgen.compile, {s.key: s for _, _, v in todo for s in v.values()}.values()))
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     for (M, N, K), order, v in todo:
-        ops = Operands(torch, M, N, K, "bfloat16", order, l2)
+        ops = Operands(torch, M, N, K, dtype, order, l2)
         row = {"shape": [M, N, K], "order": order, "specs": {n: s.to_json() for n, s in v.items()}}
         ways = {"cublas": torch.matmul, **{n: kgen.build(s) for n, s in v.items()}}
         row.update(time_ways(torch, ops, ways, repeats))
