@@ -18,7 +18,7 @@ import kgen.ops.tensorcore as tc
 from kgen.bench import tensorcore as bench_tc
 from kgen.core.compiler import CompileError
 from kgen.core.spec import SpecError
-from kgen.ops.tensorcore import ITEMSIZE, TensorMatmul
+from kgen.ops.tensorcore import ITEMSIZE, TensorMatmul, wgmma_ring_stages
 
 LIMITS = {"max_threads_per_block": 1024, "max_shared_per_block_optin": 227 * 1024, "multiprocessors": 132}
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -35,6 +35,17 @@ def _general_or_wide_swap(general, M, N, K, dtype):
     p = {"M": M, "N": N, "K": K}
     pick = min([general, *TensorMatmul.wide_swap_specs(p, dtype)], key=lambda o: o.wide_swap_cost(p))
     return pick.two_row_tiles_spec(p) or pick
+
+
+def _streaming_default(M, N, K, dtype):
+    """What the default gives a product the streaming tiles suit: at 65-128 rows against weights
+    past one wave of 64-column transposed tiles whose 128-column ones make one wave, those, the
+    rows in one tile, K whole (SWAP_OVER_STREAM_ROWS); else stream_spec."""
+    if 65 <= M <= 128 and K >= 512 and -(-N // 64) > 132 and -(-N // 128) <= 132:
+        BM = -(-M // 8) * 8
+        return TensorMatmul(dtype=dtype, tile=(BM, 128, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
+                            stages=wgmma_ring_stages(BM, 128), instruction="wgmma", swap_ab=True)
+    return TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, dtype)
 
 
 @pytest.mark.parametrize("fields, field", [
@@ -593,7 +604,7 @@ def test_129_to_192_rows_on_the_general_tiles_take_one_row_tile_of_192(dtype):
         if TensorMatmul.swap_suits(M, N, K, dtype):
             assert d == TensorMatmul.swap_spec({"M": M, "N": N, "K": K}, dtype)
         elif TensorMatmul.stream_suits(M, N, K, dtype):
-            assert d == TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, dtype)
+            assert d == _streaming_default(M, N, K, dtype)
         elif M * N * K > SMALL_PRODUCT_MACS:
             assert d == _general_or_wide_swap(s, M, N, K, dtype)
     assert {(192, 192), (192, 128), (128, 256), (64, 256)} <= seen and tails >= 20
@@ -666,6 +677,9 @@ def test_few_16_bit_rows_stream_with_deep_rings_and_a_k_split_filling_one_wave(d
                 N * K * 2 < STREAM_MIN_BYTES and grid[0] >= _SMS // 2):
             assert not TensorMatmul.stream_suits(M, N, K, dtype)
             assert s == _general_or_wide_swap(general, M, N, K, dtype)
+            continue
+        if s.swap_ab:   # 65-128 rows against a wide weight: one transposed tile (SWAP_OVER_STREAM_ROWS)
+            assert s == _streaming_default(M, N, K, dtype) != TensorMatmul.stream_spec({"M": M, "N": N, "K": K}, dtype)
             continue
         BM, BN, BK = s.tile
         assert s.wgmma and BM == 64 and s.warp_tile == (64, BN) and BK * ITEMSIZE[dtype] == 128
@@ -840,10 +854,13 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     tall = TensorMatmul.default_spec({"M": 195, "N": 3840, "K": 15936}, dtype)
     assert tall.tile[:2] == (200, 64) and tall.split_k == 2 and tall.split_merge == "cluster"
     assert TensorMatmul.default_spec({"M": 158, "N": 1088, "K": 2816}, dtype).split_k == 6
-    # Past 256 rows the transposed tiles stop, and past 64 rows against more than 132 tiles.
+    # Past 256 rows the transposed tiles stop, and past 64 rows against more than 132 tiles of
+    # 64 columns: 65-128 rows take one tile of 128 there (SWAP_OVER_STREAM_ROWS), more the
+    # streaming tiles.
     assert not TensorMatmul.default_spec({"M": 257, "N": 4096, "K": 4096}, dtype).swap_ab
     assert TensorMatmul.default_spec({"M": 65, "N": 8448, "K": 4096}, dtype).swap_ab
-    assert not TensorMatmul.default_spec({"M": 65, "N": 8512, "K": 4096}, dtype).swap_ab
+    assert TensorMatmul.default_spec({"M": 65, "N": 8512, "K": 4096}, dtype).tile[:2] == (72, 128)
+    assert not TensorMatmul.default_spec({"M": 129, "N": 8512, "K": 4096}, dtype).swap_ab
     assert TensorMatmul.default_spec({"M": 64, "N": 8512, "K": 4096}, dtype).swap_ab
     # Just past the SMs: 146 tiles of 64 -> 73 of 128, two blocks an SM, K in 3 slices (219
     # blocks, within the 237 that clusters of 3 run at once two an SM); 169 tiles of 64 would
