@@ -1496,17 +1496,17 @@ class TensorMatmul(Spec):
                                 stages=wgmma_ring_stages(BM, BN, blocks), instruction="wgmma", swap_ab=True,
                                 split_k=split, split_merge="cluster" if split > 1 else "workspace", l2_prefetch=kib)
             for BN in WIDE_SWAP_BN:   # one block an SM, K whole, the last wave's tiles split (wave_tail_slices)
+                wide = dict(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
+                            instruction="wgmma", swap_ab=True)
                 for tail in dict.fromkeys((1, wave_tail_slices(1, -(-p["N"] // BN), p["K"]))):
-                    add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
-                        instruction="wgmma", swap_ab=True, wave_tail=tail)
+                    add(**wide, wave_tail=tail)
                 if -(-p["M"] // BM) * -(-p["N"] // BN) < _SMS:   # fewer tiles than SMs: their k steps shared out
-                    add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
-                        instruction="wgmma", swap_ab=True, stream_k=True)
+                    add(**wide, stream_k=True)
             if p["M"] > 128:   # two row tiles of half the rows (two_row_tiles_spec's tiles), with stream-K too
-                fields = _two_row_fields(p["M"], 128 // item)
-                add(**fields, instruction="wgmma", swap_ab=True)
-                if 2 * -(-p["N"] // fields["tile"][1]) < _SMS:
-                    add(**fields, instruction="wgmma", swap_ab=True, stream_k=True)
+                two = dict(_two_row_fields(p["M"], 128 // item), instruction="wgmma", swap_ab=True)
+                add(**two)
+                if 2 * -(-p["N"] // two["tile"][1]) < _SMS:
+                    add(**two, stream_k=True)
         return specs
 
     @classmethod
