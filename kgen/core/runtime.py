@@ -490,30 +490,25 @@ def torch_capturing() -> bool:
         return bool(torch.cuda.is_current_stream_capturing())
 
 
-def device_buffer(nbytes: int) -> Any:
+def device_buffer(nbytes: int, zeroed: bool = False) -> Any:
     """Device memory for a kernel's workspace: cuMemAlloc, or, while torch's current stream
     captures a CUDA graph (where cuMemAlloc is not permitted), a torch allocation, which the
-    caching allocator takes from the graph's private pool so that every replay finds it."""
+    caching allocator takes from the graph's private pool so that every replay finds it.
+    zeroed: its bytes are zero when it is returned (a kernel's flags that each launch leaves
+    zero again): zeroed and the device synchronized before the call returns (so that a launch
+    on any stream, blocking or not, finds the zeros), or, while a capture runs, by torch's fill
+    on the capturing stream, which the graph then repeats at each replay."""
+    nbytes = max(nbytes, 16)
     if torch_capturing():
         import torch
 
-        return TorchBuffer(torch.empty(max(nbytes, 16), dtype=torch.uint8, device=f"cuda:{device_index()}"))
-    return driver().mem_alloc(max(nbytes, 16))
-
-
-def zeroed_device_buffer(nbytes: int) -> Any:
-    """device_buffer whose bytes are zero when it is returned (a kernel's flags that each launch
-    leaves zero again): zeroed and the device synchronized before the call returns (so that a
-    launch on any stream, blocking or not, finds the zeros), or, while a capture runs, by torch's
-    fill on the capturing stream, which the graph then repeats at each replay."""
-    if torch_capturing():
-        import torch
-
-        return TorchBuffer(torch.zeros(max(nbytes, 16), dtype=torch.uint8, device=f"cuda:{device_index()}"))
+        make = torch.zeros if zeroed else torch.empty
+        return TorchBuffer(make(nbytes, dtype=torch.uint8, device=f"cuda:{device_index()}"))
     drv = driver()
-    held = drv.mem_alloc(max(nbytes, 16))
-    drv.memset_d8(held, 0, max(nbytes, 16))
-    drv.Context.synchronize()
+    held = drv.mem_alloc(nbytes)
+    if zeroed:
+        drv.memset_d8(held, 0, nbytes)
+        drv.Context.synchronize()
     return held
 
 

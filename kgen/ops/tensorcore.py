@@ -2160,7 +2160,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         if held is None or held[1] < nbytes:
             if held is not None:
                 self._retired.append(held[0])
-            held = ((runtime.zeroed_device_buffer if zeroed else runtime.device_buffer)(nbytes), nbytes)
+            held = (runtime.device_buffer(nbytes, zeroed=zeroed), nbytes)
             self._buffers[name] = held
         return int(held[0])
 
