@@ -11,6 +11,10 @@ product (16-bit, B as W.t() or row-major), device time of
   the draw keeps only such products);
 - GENERAL=1: g<BM>x<BN>c<cluster>, the general tiles of 128 x 256 and 128 x 192, alone and in
   clusters of two that share B's tile (cluster=2);
+- SPLIT=1: split<BN>x<s>, the rows in one tile of BN columns (each of BNS) with K in s slices
+  merged in clusters, for every s of 2-8 whose clusters all run at once (CLUSTER_WAVE_BLOCKS),
+  else in a workspace where the tiles times s stay within the SMs (STREAM_K=0 PLAIN=0: these
+  and the default alone);
 and cuBLAS through torch, every result checked against float64 first on a NaN-poisoned output
 (swap_fill_sweep.time_ways: CUDA graphs, operands rotated past L2 "_cold" and the same every
 call "_warm").
@@ -42,6 +46,7 @@ GENERAL = os.environ.get("GENERAL", "0") == "1"
 PLAIN = os.environ.get("PLAIN", "0") == "1"
 RULE = os.environ.get("RULE", "0") == "1"
 STREAM_K = os.environ.get("STREAM_K", "1") == "1"   # 0: no stream-K ways (PLAIN=1: the plain tiles alone)
+SPLIT = os.environ.get("SPLIT", "0") == "1"
 GENERAL_DEFAULT = os.environ.get("GENERAL_DEFAULT", "0") == "1"   # draws: the general tiles in 2+ row tiles
 BNS = tuple(int(v) for v in os.environ.get("BNS", "64,128,192,256").split(","))
 
@@ -103,6 +108,10 @@ def variants(M, N, K, order):
                 specs["plain" + name[2:]] = plain
     if PLAIN and not STREAM_K:   # the plain tiles alone
         specs = {n: v for n, v in specs.items() if not n.startswith("sk")}
+    if not STREAM_K and not PLAIN:
+        specs = {"default": default}
+    if SPLIT:
+        specs.update(split_ways(M, N, K, order))
     if GENERAL:
         for BM, BN in ((128, 256), (128, 192)):
             for cluster in (1, 2):
@@ -117,6 +126,29 @@ def variants(M, N, K, order):
         except ValueError:
             pass
     return specs
+
+
+def split_ways(M, N, K, order):
+    """SPLIT=1: one row tile of each of BNS columns, K in 2-8 slices: merged in clusters where
+    they all run at once, else in a workspace within one wave."""
+    out = {}
+    BM = -(-M // 8) * 8
+    for BN in BNS:
+        tiles = -(-N // BN)
+        for s in range(2, 9):
+            if -(-K // 64) < 2 * s:
+                break
+            merge = "cluster" if tiles * s <= tc.CLUSTER_WAVE_BLOCKS.get(s, 0) else "workspace"
+            if merge == "workspace" and tiles * s > tc._SMS:
+                continue
+            try:
+                out[f"split{BN}x{s}"] = _sk(BM, BN, order).replace(stream_k=False, split_k=s, split_merge=merge)
+            except ValueError:   # the sums past the registers, or a cluster merge past the ring
+                try:
+                    out[f"split{BN}x{s}"] = _sk(BM, BN, order).replace(stream_k=False, split_k=s)
+                except ValueError:
+                    pass
+    return out
 
 
 def cases():
