@@ -802,15 +802,15 @@ def test_float64_m16n8k8_large_warp_tiles_compile_for_sm90_without_spills():
 def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
     """swap_spec on random few-row shapes: the rows rounded up to a multiple of 8, 64
     columns a block (128 past twice the SMs' tiles, or at 65-256 rows where SWAP_128_MIN_GAIN
-    and SWAP_128_MIN_K say), the deepest ring one block an SM holds
+    and SWAP_128_MIN_K or SWAP_LONG_K say), the deepest ring one block an SM holds
     (half of it for two blocks where the tiles pass the SMs), and the most K slices in
     clusters that all run at once; just past the SMs, where 128 columns two blocks an SM take
     K in SWAP_WIDE_MIN_SLICES or more such slices, those; each spec valid and within shared
     memory."""
     from kgen.ops.tensorcore import (_SMS, CLUSTER_WAVE_BLOCKS, PHASED_CLUSTER_BLOCKS, SM_SHARED_BYTES,
                                      STREAM_MIN_SIDE, STREAM_MIN_SLICE_K, SWAP_MAX_ROWS, SWAP_SPLITS,
-                                     SWAP_128_MIN_GAIN, SWAP_128_MIN_K, SWAP_WIDE_MIN_SLICES, SWAP_WIDE_ROWS,
-                                     _wgmma_stage_bytes)
+                                     SWAP_128_MIN_GAIN, SWAP_128_MIN_K, SWAP_LONG_K, SWAP_WIDE_MIN_SLICES,
+                                     SWAP_WIDE_ROWS, _wgmma_stage_bytes)
 
     rng = __import__("random").Random(17)
     for _ in range(600):
@@ -832,7 +832,12 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
         # 65-256 rows: 128 columns where their blocks are at least a quarter more, K of 3072 or more.
         gain = BM > SWAP_WIDE_ROWS and -(-N // 64) <= _SMS and K >= SWAP_128_MIN_K == 3072 and \
             -(-N // 128) * most(-(-N // 128), K) >= SWAP_128_MIN_GAIN * -(-N // 64) * most(-(-N // 64), K)
-        assert BN == (64 if -(-N // 64) <= 2 * _SMS and not band and not gain else 128)
+        # 65-256 rows whose 64-column tiles keep K whole in one wave, K of SWAP_LONG_K or more:
+        # 128 columns with K in the most slices whose blocks fit the SMs (SWAP_LONG_K).
+        fill = max(x for x in SWAP_SPLITS if x == 1 or (K >= STREAM_MIN_SLICE_K * x and -(-N // 128) * x <= _SMS))
+        long_k = (BM > SWAP_WIDE_ROWS and -(-N // 64) <= _SMS and not gain and K >= SWAP_LONG_K == 12288
+                  and most(-(-N // 64), K) == 1 and fill > 1)
+        assert BN == (64 if -(-N // 64) <= 2 * _SMS and not band and not gain and not long_k else 128)
         tiles = -(-N // BN)
         blocks = 2 if tiles > _SMS or band else 1
         stage = _wgmma_stage_bytes(BM, BN)
@@ -842,8 +847,10 @@ def test_few_16_bit_rows_run_transposed_tiles_of_one_wave(dtype):
             s.shared_bytes + stage > LIMITS["max_shared_per_block_optin"]
         ok = [x for x in SWAP_SPLITS
               if x == 1 or (blocks == 1 and K >= STREAM_MIN_SLICE_K * x and tiles * x <= CLUSTER_WAVE_BLOCKS[x])]
-        assert s.split_k == (wide_slices if band else max(ok))
-        assert s.split_merge == ("cluster" if s.split_k > 1 else "workspace")
+        assert s.split_k == (wide_slices if band else fill if long_k else max(ok))
+        # SWAP_LONG_K's slices past what clusters run at once merge in a workspace.
+        past = long_k and tiles * s.split_k > CLUSTER_WAVE_BLOCKS[s.split_k]
+        assert s.split_merge == ("cluster" if s.split_k > 1 and not past else "workspace")
         assert s.launch_geometry(M, N, K)[0] == (tiles, 1, s.split_k)
         assert s.threads == 128 * (BN // 64 + 1) and s.accumulator_registers == BM // 2
     # 1 x 4096 x 4096 (a decode step's product): 8 rows, 64 tiles of 64 columns, 2 slices.

@@ -105,3 +105,17 @@ def test_kgen_matmul_runs_two_row_tiles_where_dispatch_picks_them(dtype, M, N, K
     result against float64 on a NaN-poisoned output, twice (the repeat path too)."""
     check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and (
         spec.swap_ab and spec.tile[1] == 192 and 2 * spec.tile[0] >= M > spec.tile[0]) == two_rows)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("M,N,K,order,offset,merge", [
+    (170, 5440, 12608, "col", 1, "workspace"), (150, 6144, 16384, "row", 1, "cluster"),
+    (107, 6209, 16384, "col", 0, "cluster"), (200, 6208, 5312, "col", 0, None)])
+def test_kgen_matmul_runs_the_long_k_tiles_where_dispatch_picks_them(dtype, M, N, K, order, offset, merge):
+    """kgen.matmul as users call it on products SWAP_LONG_K gives 128-column transposed tiles with
+    K in slices (merged in a workspace past the clusters that run at once, else in clusters; A at
+    an odd element offset, N odd), and on one of a shorter K it keeps on 64 columns with K whole:
+    the spec dispatch ran, and the result against float64 on a NaN-poisoned output, twice."""
+    check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and spec.swap_ab and (
+        (spec.tile[1], spec.split_k > 1, spec.split_merge if spec.split_k > 1 else None)
+        == ((128, True, merge) if merge else (64, False, None))))

@@ -177,6 +177,15 @@ SWAP_WIDE_MIN_SLICES = 3
 # 0.96-1.00x: those keep 64 columns.
 SWAP_128_MIN_GAIN = 1.25
 SWAP_128_MIN_K = 3072
+# 65-256 rows against one wave of 64-column tiles with K whole (the rule above left them there)
+# and K of at least SWAP_LONG_K: tiles of 128 columns with K in the most slices whose blocks all
+# run at once (merged in clusters where those all run at once, else in a workspace). Each
+# column tile re-reads all of A's rows from L2, so halving the column tiles halves that traffic,
+# and the slices bring the blocks back to the SMs' number. Device time on an H200 (bfloat16, W.t(),
+# docs/bench/research/stream_k_variants.py SPLIT=1, seed 24101; 18 products of 65-240 rows, N
+# 4096-8192): at K of 13824-27648 1.04-1.22x the 64-column tiles (163x5120x27648: 117.7 -> 97.4
+# µs, cuBLAS 96.3); at K of 2304-8256 they ran 0.88-1.06x (most slower) and keep 64 columns.
+SWAP_LONG_K = 12288
 # Registers a thread of the transposed tiles beside their BM / 2 float32 sums: ptxas fit BM = 128
 # with 256 columns (640 threads, 96 registers) and BM = 200 with 192 (512 threads, 128) and
 # failed at 152 and 208 ("insufficient registers").
@@ -1212,14 +1221,15 @@ class TensorMatmul(Spec):
     def swap_spec(cls, problem, dtype, narrow: bool = False):
         """The wgmma kernel with A's rows as the instruction's N for a product of few rows
         (constants at SWAP_MAX_ROWS say how each field was chosen). Past 256 rows, BM is 256
-        (several row tiles). narrow=True leaves out the 128-column tiles of SWAP_128_MIN_GAIN and
-        SWAP_128_MIN_K (the choice for the layouts those were not measured on)."""
+        (several row tiles). narrow=True leaves out the 128-column tiles of SWAP_128_MIN_GAIN,
+        SWAP_128_MIN_K and SWAP_LONG_K (the choice for the layouts those were not measured on)."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
         M, N, K = p["M"], p["N"], p["K"]
         BM = _swap_rows(M)
         BN = 64 if -(-N // 64) <= 2 * _SMS else 128
         tiles = -(-N // BN)
+        merge = "cluster"
         two = tiles > _SMS   # two blocks an SM, each with half the ring
         split = _most_slices(SWAP_SPLITS, K, tiles, CLUSTER_WAVE_BLOCKS)
         if not (narrow or two) and BM > SWAP_WIDE_ROWS and K >= SWAP_128_MIN_K:
@@ -1227,6 +1237,12 @@ class TensorMatmul(Spec):
             slices = _most_slices(SWAP_SPLITS, K, wide, CLUSTER_WAVE_BLOCKS)
             if wide * slices >= SWAP_128_MIN_GAIN * tiles * split:
                 BN, split = 128, slices
+            elif split == 1 and K >= SWAP_LONG_K:
+                slices = _most_slices(SWAP_SPLITS, K, wide, _SMS)
+                if slices > 1:
+                    BN, split = 128, slices
+                    if wide * slices > CLUSTER_WAVE_BLOCKS[slices]:
+                        merge = "workspace"
         spec = cls(dtype=dtype, tile=(BM, BN, 128 // ITEMSIZE[dtype]), warp_tile=(BM, 64),
                    stages=wgmma_ring_stages(BM, BN, 2 if two else 1), instruction="wgmma", swap_ab=True)
         if two:
@@ -1239,7 +1255,7 @@ class TensorMatmul(Spec):
                 return spec.replace(tile=(BM, 128, spec.tile[2]), stages=wgmma_ring_stages(BM, 128, 2),
                                     split_k=slices, split_merge="cluster")
             return spec
-        return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
+        return spec.replace(split_k=split, split_merge=merge) if split > 1 else spec
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
@@ -1495,6 +1511,9 @@ class TensorMatmul(Spec):
                             add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64),
                                 stages=wgmma_ring_stages(BM, BN, blocks), instruction="wgmma", swap_ab=True,
                                 split_k=split, split_merge="cluster" if split > 1 else "workspace", l2_prefetch=kib)
+                        if split > 1 and blocks == 1:   # K slices in a workspace (SWAP_LONG_K's, past the clusters)
+                            add(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
+                                instruction="wgmma", swap_ab=True, split_k=split, split_merge="workspace")
             for BN in WIDE_SWAP_BN:   # one block an SM, K whole, the last wave's tiles split (wave_tail_slices)
                 wide = dict(tile=(BM, BN, 128 // item), warp_tile=(BM, 64), stages=wgmma_ring_stages(BM, BN),
                             instruction="wgmma", swap_ab=True)
