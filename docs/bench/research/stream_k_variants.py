@@ -8,7 +8,7 @@ product (16-bit, B as W.t() or row-major), device time of
 - PLAIN=1: plain<...>, each sk tile without stream-K (one block a tile, K whole); STREAM_K=0
   leaves the stream-K ways out;
 - RULE=1: instead, the default against the tree before SWAP_OVER_STREAM_ROWS (where they differ:
-  the draw keeps only such products);
+  the draw keeps only such products); RULE=SWAP_LONG_K the same for that rule;
 - GENERAL=1: g<BM>x<BN>c<cluster>, the general tiles of 128 x 256 and 128 x 192, alone and in
   clusters of two that share B's tile (cluster=2);
 - SPLIT=1: split<BN>x<s>, the rows in one tile of BN columns (each of BNS) with K in s slices
@@ -44,7 +44,8 @@ DTYPE = os.environ.get("DTYPE", "bfloat16")
 MULTIPLE = int(os.environ.get("MULTIPLE", "1"))   # N and K rounded up to a multiple of this
 GENERAL = os.environ.get("GENERAL", "0") == "1"
 PLAIN = os.environ.get("PLAIN", "0") == "1"
-RULE = os.environ.get("RULE", "0") == "1"
+RULE_NAME = os.environ.get("RULE", "0")
+RULE = RULE_NAME != "0"
 STREAM_K = os.environ.get("STREAM_K", "1") == "1"   # 0: no stream-K ways (PLAIN=1: the plain tiles alone)
 SPLIT = os.environ.get("SPLIT", "0") == "1"
 GENERAL_DEFAULT = os.environ.get("GENERAL_DEFAULT", "0") == "1"   # draws: the general tiles in 2+ row tiles
@@ -71,15 +72,20 @@ def shapes():
     return out
 
 
+# RULE=1 (or RULE=SWAP_OVER_STREAM_ROWS): that rule; RULE=SWAP_LONG_K: that one. What turns each off.
+RULES_OFF = {"SWAP_OVER_STREAM_ROWS": (0, -1), "SWAP_LONG_K": 1 << 62}
+
+
 def rule_ways(M, N, K, order):
-    """RULE=1: the default and the default with SWAP_OVER_STREAM_ROWS off (the tree before it)."""
+    """RULE: the default and the default with the rule RULE names off (the tree before it)."""
     p = {"M": M, "N": N, "K": K}
-    kept = tc.SWAP_OVER_STREAM_ROWS
-    tc.SWAP_OVER_STREAM_ROWS = (0, -1)
+    name = "SWAP_OVER_STREAM_ROWS" if RULE_NAME == "1" else RULE_NAME
+    kept = getattr(tc, name)
+    setattr(tc, name, RULES_OFF[name])
     try:
         before = T.default_spec(p, DTYPE).replace(layout_b=order)
     finally:
-        tc.SWAP_OVER_STREAM_ROWS = kept
+        setattr(tc, name, kept)
     return {"default": T.default_spec(p, DTYPE).replace(layout_b=order), "before": before}
 
 
