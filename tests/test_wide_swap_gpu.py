@@ -1,7 +1,6 @@
 """GPU property tests of the wide transposed tiles (swap_ab with 128-256 columns, one block an
 SM, wave_tail on them, or K split in clusters: the 128-column tiles of swap_spec's
-SWAP_128_MIN_GAIN; and clusters of two row tiles sharing the weight's tile): random shapes just
-short of, at and past one and two waves of the SMs,
+SWAP_128_MIN_GAIN): random shapes just short of, at and past one and two waves of the SMs,
 several row tiles where the rows pass BM, both orders of B, leading dimensions and pointer
 offsets that rule out 16-byte copies, alpha/beta, outputs poisoned with NaN before each launch,
 against float64 products (the bounds of test_tensorcore_gpu); and kgen.matmul on products the
@@ -48,23 +47,9 @@ POOL = [
 ]
 
 
-# Clusters of two blocks on row tiles 2i and 2i + 1 of one column tile, the weight's tile
-# multicast to both (cluster=2): one and two blocks an SM, a K split in a workspace, both
-# output types. A rank-1 block past M (rows at most BM, or an odd count of row tiles) loads
-# and multiplies with its peer and stores nothing.
-CLUSTER_POOL = [
-    _swap("bfloat16", 120, 192, cluster=2),
-    _swap("float16", 104, 192, cluster=2, out_dtype="float32"),
-    _swap("bfloat16", 64, 128, cluster=2),
-    T(dtype="float16", tile=(56, 128, 64), warp_tile=(56, 64), stages=wgmma_ring_stages(56, 128, 2),
-      instruction="wgmma", swap_ab=True, cluster=2),
-    _swap("bfloat16", 128, 128, cluster=2, split_k=3),
-]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _prebuild():
-    prebuild(POOL + CLUSTER_POOL, lambda spec: [spec.tail_spec()] if spec.wave_tail > 1 else [])
+    prebuild(POOL, lambda spec: [spec.tail_spec()] if spec.wave_tail > 1 else [])
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -74,15 +59,6 @@ def _prebuild():
 def test_wide_transposed_tiles_match_float64(index, layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b,
                                              alpha, beta):
     check_ragged(POOL[index], layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta)
-
-
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(index=st.integers(0, len(CLUSTER_POOL) - 1),
-       **ragged_strategies([1, 55, 56, 57, 64, 65, 104, 105, 119, 120, 121, 128, 129, 208, 209, 240, 241, 256, 257],
-                           30))
-def test_clustered_transposed_tiles_match_float64(index, layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b,
-                                                  alpha, beta):
-    check_ragged(CLUSTER_POOL[index], layouts, M, tiles, short, K, pad_a, pad_b, off_a, off_b, alpha, beta)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -540,9 +540,7 @@ class TensorMatmul(Spec):
                  transposed, B's tile as the instruction's 64-row operand and A's BM rows as its
                  N (wgmma.m64nBMk16), so a tile of few rows (BM any multiple of 8 from 8 to
                  256) multiplies no padding; BN/64 consumer warpgroups, warp_tile = (BM, 64).
-                 16-bit inputs with A K-major (layout_a "row"); not persistent. With cluster 2
-                 the blocks of a cluster take row tiles 2i and 2i + 1 of one column tile, and
-                 the weight's tile (B) is the one they share.
+                 16-bit inputs with A K-major (layout_a "row"); not persistent, cluster 1.
     b_realign    wgmma only, 16-bit, BN of 64 or 128, cluster 1: the producer warpgroup reads B
                  itself, copying the aligned 16-byte windows around each row's stretch (rows
                  of k for a row-major B, of n for a K-major one) into a staging ring
@@ -817,11 +815,8 @@ class TensorMatmul(Spec):
         if self.layout_a != "row":
             fail("swap_ab", True, "False with layout_a='col' (A's tile is the instruction's K-major operand; "
                  "an M-major one needs 64-row boxes)")
-        if self.persistent:
-            fail("swap_ab", True, "False with persistent=True")
-        if self.cluster > 1 and self.b_phased:
-            fail("cluster", self.cluster, "1 with b_phased=True (B's row sets are read by each block itself, "
-                 "not multicast)")
+        if self.persistent or self.cluster > 1:
+            fail("swap_ab", True, "False with persistent=True or cluster=2")
         cap = register_cap(self.threads) // 8 * 8
         if BM // 2 + SWAP_OTHER_REGISTERS > cap:
             fail("tile[0] (BM)", BM, f"at most {2 * (cap - SWAP_OTHER_REGISTERS)} with swap_ab and tile[1] (BN)="
@@ -1052,12 +1047,11 @@ class TensorMatmul(Spec):
         rows of C in a short loop, rather than each consumer thread storing its own values
         (docs/tensorcore.md, "The epilogue"). 16-bit inputs only: the float32 products on
         TF32 ran 4-8% slower staged (4096³, 3000x5000x700, H100). Not with a persistent
-        schedule (the producer fills the ring for the next tile meanwhile) or the cluster merge
-        (which stages its own sums); with clusters of two (the other block writes into the ring)
-        only on the transposed tiles, whose one unit a block ends with every stage landed."""
+        schedule (the producer fills the ring for the next tile meanwhile), clusters of two (the
+        other block writes into the ring), or the cluster merge (which stages its own sums)."""
         BM, BN, _ = self.tile
-        return (self.wgmma and self.kind in ("f16", "bf16") and not self.persistent
-                and (self.cluster == 1 or self.swap_ab) and self.split_merge != "cluster"
+        return (self.wgmma and self.kind in ("f16", "bf16") and not self.persistent and self.cluster == 1
+                and self.split_merge != "cluster"
                 and _partial_tile_bytes(BM, BN) <= self.stages * self.stage_bytes)
 
     def pads_a_pitch(self, M: int, N: int, K: int, lda: int) -> bool:
