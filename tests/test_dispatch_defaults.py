@@ -792,3 +792,49 @@ def test_float32_and_float64_skinny_products_launch_programmatically_with_the_l2
     for dtype in ("float16", "bfloat16"):
         assert not Skinny.default_spec({"M": 1, "N": 4096, "K": 4096}, dtype).programmatic
     dispatch.forget()
+
+
+def test_float32_7_16_rows_against_wide_w_t_ask_for_the_wgmma_form_on_hopper(monkeypatch):
+    """On an sm_90 GPU, float32 products of 7-16 rows (or columns) against a k-contiguous large
+    operand of at least WG_WIDE_DOT_MIN_LARGE columns (K >= 1024) get the wgmma form; narrower
+    ones, row-major large operands, fewer rows, another GPU and KGEN_SPLIT_TF32=0 keep the forms
+    they had (no instruction override)."""
+    from kgen.ops.skinny import SIMT_F32_ROWS, WG_MIN_ROWS, WG_WIDE_DOT_MIN_LARGE, Skinny
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    asked: list = []
+    monkeypatch.setattr(dispatch, "_kernel", lambda cls, problem, dtype, tune, overrides=None:
+                        asked.append((cls, dict(overrides or {}))) or (lambda A, B, **kw: None))
+    dispatch.forget()
+
+    def instruction(M, N, K, w_t=True, columns=False):
+        large = np.zeros((N, K), np.float32)
+        if columns:   # C of few columns: A (N x K, row-major: k-contiguous) against B = S^T
+            kgen.matmul(large if w_t else np.asfortranarray(large), np.zeros((M, K), np.float32).T)
+        else:
+            kgen.matmul(np.zeros((M, K), np.float32), large.T if w_t else np.zeros((K, N), np.float32))
+        cls, overrides = asked[-1]
+        assert cls is Skinny, (M, N, K)
+        return overrides.get("instruction")
+
+    rng = random.Random(26)
+    wide = WG_WIDE_DOT_MIN_LARGE
+    for _ in range(30):
+        M, N, K = rng.randint(SIMT_F32_ROWS + 1, WG_MIN_ROWS - 1), rng.randint(wide, 4 * wide), rng.randint(1024, 4096)
+        assert instruction(M, N, K) == "wgmma", (M, N, K)
+        assert instruction(M, N, K, columns=True) == "wgmma", (M, N, K)
+        assert instruction(M, N, K, w_t=False) is None, (M, N, K)
+        assert instruction(M, rng.randint(1024, wide - 1), K) is None, (M, N, K)
+        assert instruction(M, N, rng.randint(64, 1023)) is None, (M, N, K)
+        assert instruction(rng.randint(1, SIMT_F32_ROWS), N, K) is None, (M, N, K)
+    assert Skinny.wgmma_wide_dot_suits(SIMT_F32_ROWS + 1, wide, 1024)
+    assert not Skinny.wgmma_wide_dot_suits(WG_MIN_ROWS, wide, 1024)   # wgmma_suits' own range
+    monkeypatch.setenv("KGEN_SPLIT_TF32", "0")
+    dispatch.forget()
+    assert instruction(12, 2 * wide, 2048) is None
+    monkeypatch.delenv("KGEN_SPLIT_TF32")
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
+    dispatch.forget()
+    assert instruction(12, 2 * wide, 2048) is None
+    dispatch.forget()

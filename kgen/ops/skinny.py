@@ -766,6 +766,15 @@ class Skinny(Spec):
         return short_k or tiny_large
 
     @classmethod
+    def wgmma_wide_dot_suits(cls, M: int, N: int, K: int) -> bool:
+        """Whether a float32 product below WG_MIN_ROWS rows (or columns) that the split-TF32
+        forms take (more than SIMT_F32_ROWS), its large operand k-contiguous (the caller's
+        test), runs the wgmma dot form on an sm_90 GPU: a large side of WG_WIDE_DOT_MIN_LARGE
+        or more and K of TC_MIN_DIM or more."""
+        small, large = min(M, N), max(M, N)
+        return SIMT_F32_ROWS < small < WG_MIN_ROWS and large >= WG_WIDE_DOT_MIN_LARGE and K >= TC_MIN_DIM
+
+    @classmethod
     def wgmma_default_spec(cls, problem, dtype: str = "float32") -> "Skinny":
         """The wgmma form's spec from the shape: row tiles of at most WG_MAX_ROWS rows
         (WG16_MAX_ROWS in float16/bfloat16), as even as whole 8s make them (200 rows: two of
@@ -1028,7 +1037,8 @@ class Skinny(Spec):
                             for threads in (128, 256):
                                 add(rows=rows, warp_cols=1, tensor_cores=True, lane_vectors=lane_vectors,
                                     axpy_k_warps=axpy_k_warps, threads=threads, merge="two_pass")
-        if dtype == "float32" and cls.wgmma_suits(p["M"], p["N"], p["K"]):
+        if dtype == "float32" and (cls.wgmma_suits(p["M"], p["N"], p["K"])
+                                   or cls.wgmma_wide_dot_suits(p["M"], p["N"], p["K"])):
             # The wgmma forms (sm_90 only: prune_reason drops them elsewhere).
             wg = cls.wgmma_default_spec(p)
             for rows in sorted({wg.rows, min(WG_MAX_ROWS, -(-small // 8) * 8)}):
@@ -1119,6 +1129,14 @@ WG_WIDE_ROWS, WG_WIDE_MIN_K = 384, 3072
 WG_SHORT_MIN_K, WG_SHORT_MAX_ROWS = 400, 256
 WG_SHORT_NARROW_ROWS, WG_SHORT_NARROW_LARGE = 32, 2048
 WG_TINY_ROWS, WG_TINY_MIN_K = 64, 160
+# Below WG_MIN_ROWS, float32 products whose large operand is k-contiguous (W.t()) and has at least
+# this many columns (K >= TC_MIN_DIM) run the wgmma dot form too, where the mma.sync dot form's
+# 256-column blocks leave few tiles. Device time on an H200, 7-16 rows, N 4096-131072 and K
+# 1024-16384 (docs/bench/research/simt_f32_variants.py VARIANTS=WG_DEFAULT, seed 26201, with the
+# TMA-ring run's eight products): against N of 13248-98432 the wgmma form ran 1.05-1.34x, against
+# 7488-9024 level (1.007-1.014x), against 2496-5440 0.63-1.06x; against a row-major weight it lost
+# everywhere (0.79-0.96x, seed 26202). Held out: docs/matmul.md, "Wide weights at 7-16 rows".
+WG_WIDE_DOT_MIN_LARGE = 12288
 # Row tiles of up to this many rows run two warpgroups a block in the wgmma default, larger
 # ones one: device time on an H200 over six weights, both orders (docs/matmul.md, "The wgmma
 # forms"): at 17-24 rows two warpgroups ran 1.47x cuBLAS to one's 1.37x (geometric means), at

@@ -444,9 +444,10 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
     if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
         # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
         overrides["tensor_cores"] = False
-    if family.kernel == "skinny" and _split_on_hopper(dtype) and _wgmma_suits(problem):
+    if family.kernel == "skinny" and _split_on_hopper(dtype) and (
+            _wgmma_suits(problem) or (_large_k_contiguous(A, B, M, N) and _wgmma_wide_dot_suits(problem))):
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
-        # mma.sync forms, which run on every GPU).
+        # mma.sync forms, which run on every GPU); below their rows, against wide W.t() too.
         overrides["instruction"] = "wgmma"
     if family.kernel == "skinny" and dtype == "float32":
         # A row-major large operand: the float32 tensor-core axpy form counts its blocks
@@ -629,6 +630,12 @@ def _wgmma_suits(problem: dict[str, int]) -> bool:
     from ..ops.skinny import Skinny
 
     return Skinny.wgmma_suits(problem["M"], problem["N"], problem["K"])
+
+
+def _wgmma_wide_dot_suits(problem: dict[str, int]) -> bool:
+    from ..ops.skinny import Skinny
+
+    return Skinny.wgmma_wide_dot_suits(problem["M"], problem["N"], problem["K"])
 
 
 def _split_on_hopper(dtype: str) -> bool:

@@ -3,13 +3,14 @@ product drawn at random (env SEED, COUNT; M from ROWS, N from N_RANGE, K from K_
 MULTIPLE; B = W.t() (ORDER=col) or row-major (ORDER=row); weights of MIN_MB or more), the spec
 dispatch picks and the same spec with each of VARIANTS (';'-separated, each 'field=value,...'; or
 RULE_OFF:<method>, the spec dispatch picks with that Skinny rule method answering False: the tree
-before the rule), beside cuBLAS through torch and a read-only launch of the same bytes (a CuPy grid-
-stride reader, the best of a few grids: the floor under the product). Device time from a CUDA graph
-over operands rotated past L2 (kgen.bench.skinny.time_graph), each variant timed ROUNDS times in
-turn (best kept), each result first checked against float64 on a NaN-poisoned output. Bound = bytes
-over the copy bandwidth of the same run. ONLY_CHANGED=1 keeps only products where some variant
-differs from the default. TC=1 keeps the products dispatch runs on the tensor-core forms (float32
-as three TF32 products) instead of the SIMT ones. Output: $OUT/simt_f32_variants_<SEED>_<ORDER>.json."""
+before the rule; or WG_DEFAULT, the float32 wgmma form's default spec for the shape), beside cuBLAS
+through torch and a read-only launch of the same bytes (a CuPy grid-stride reader, the best of a few
+grids: the floor under the product). Device time from a CUDA graph over operands rotated past L2
+(kgen.bench.skinny.time_graph), each variant timed ROUNDS times in turn (best kept), each result
+first checked against float64 on a NaN-poisoned output. Bound = bytes over the copy bandwidth of the
+same run. ONLY_CHANGED=1 keeps only products where some variant differs from the default. TC=1 keeps
+the products dispatch runs on the tensor-core forms (float32 as three TF32 products) instead of the
+SIMT ones. Output: $OUT/simt_f32_variants_<SEED>_<ORDER>.json."""
 import json
 import math
 import os
@@ -116,6 +117,11 @@ def main():
             continue
         ways = {"default": kgen.build(spec)}
         for v in VARIANTS:
+            if v == "WG_DEFAULT":
+                s = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K})
+                if s != spec:
+                    ways[v] = kgen.build(s)
+                continue
             if v.startswith("RULE_OFF:"):
                 s = spec_without(v.split(":", 1)[1], ops)
                 if s != spec:
