@@ -444,8 +444,8 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
     if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
         # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
         overrides["tensor_cores"] = False
-    if family.kernel == "skinny" and _split_on_hopper(dtype) and (
-            _wgmma_suits(problem) or (_large_k_contiguous(A, B, M, N) and _wgmma_wide_dot_suits(problem))):
+    k_contiguous = family.kernel == "skinny" and _large_k_contiguous(A, B, M, N)
+    if family.kernel == "skinny" and _split_on_hopper(dtype) and _wgmma_suits(problem, k_contiguous):
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU); below their rows, against wide W.t() too.
         overrides["instruction"] = "wgmma"
@@ -455,7 +455,7 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # counts its column tiles (Skinny.one_wave_dot_suits).
         sms = device.limits.get("multiprocessors") if device is not None else _sm_count()
         if sms:
-            overrides["dot_sms" if _large_k_contiguous(A, B, M, N) else "axpy_sms"] = sms
+            overrides["dot_sms" if k_contiguous else "axpy_sms"] = sms
     if family.kernel == "tensor_matmul" and _element_loads(A, B, M, N, K, dtype):
         # Mid-size 16-bit products with rows TMA cannot read: mma.sync reading them in place
         # (one launch) rather than the wgmma kernel after copies.
@@ -626,16 +626,13 @@ def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
     return not (_rows_aligned(A) and _rows_aligned(B))
 
 
-def _wgmma_suits(problem: dict[str, int]) -> bool:
+def _wgmma_suits(problem: dict[str, int], k_contiguous: bool) -> bool:
+    """Whether a float32 skinny product runs the wgmma forms on sm_90: wgmma_suits' rows, or
+    fewer against a wide k-contiguous large operand (wgmma_wide_dot_suits)."""
     from ..ops.skinny import Skinny
 
-    return Skinny.wgmma_suits(problem["M"], problem["N"], problem["K"])
-
-
-def _wgmma_wide_dot_suits(problem: dict[str, int]) -> bool:
-    from ..ops.skinny import Skinny
-
-    return Skinny.wgmma_wide_dot_suits(problem["M"], problem["N"], problem["K"])
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    return Skinny.wgmma_suits(M, N, K) or (k_contiguous and Skinny.wgmma_wide_dot_suits(M, N, K))
 
 
 def _split_on_hopper(dtype: str) -> bool:
