@@ -13,6 +13,9 @@ so that the blocks fill the SMs once, as kgen's geometry does. Variants (VARIANT
              in shared memory, each lane reading back what it copied;
   bulk       each warp's 32 columns copied to shared memory with cp.async.bulk, 128 bytes (one
              window) a column and lane, DEPTH stages a warp, each completed on an mbarrier;
+  kwarps     KW warps of a block share 8 * CPL columns and deal the slab's windows round-robin, so
+             the block reads KW adjacent windows of a column at a time (longer runs of each
+             column, fewer columns read at once across the GPU);
   flat       the matrix as one flat array: 8 blocks of 256 threads an SM, 8 loads of 16 bytes in
              flight a thread, a grid-stride loop (the read_floor.py kernel's shape).
 
@@ -198,6 +201,57 @@ bulk(const float* __restrict__ L, long long ldl, int NC, long long K, long long 
     finish(acc, out);
 }
 
+// ROT (here the number of warps that share columns, KW) warps of a block read the same 8 * CPL
+// columns and deal the slab's 32-k windows round-robin (warp rank r reads windows r, r + KW, ...),
+// so at a time the block reads KW adjacent windows (KW x 128 bytes) of each of its columns; the
+// block covers 8 / KW x 8 x CPL columns. KW = 1 reads as regs does.
+extern "C" __global__ void __launch_bounds__(256, MINB)
+kwarps(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int rank = warp % ROT, grp = warp / ROT;
+    const int n0 = (blockIdx.x * (WARPS / ROT) + grp) * 8 * CPL;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const float* colp[CPL];
+    bool live[CPL];
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) {
+        live[c] = n0 + 8 * c + g < NC;
+        colp[c] = L + (long long)min(n0 + 8 * c + g, NC - 1) * ldl + kb + 8 * t;
+    }
+    const int nwin = (int)((ke - kb) / 32);
+    const int nw = nwin > rank ? (nwin - rank + ROT - 1) / ROT : 0;
+    float acc = 0.f;
+    float4 w[DEPTH][CPL][2];
+#pragma unroll
+    for (int r = 0; r + 1 < DEPTH; ++r)
+        if (r < nw)
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+#pragma unroll
+                for (int q = 0; q < 2; ++q)
+                    w[r][c][q] = __ldcs(reinterpret_cast<const float4*>(colp[c] + 32 * (rank + r * ROT) + 4 * q));
+#pragma unroll 1
+    for (int base = 0; base < nw; base += DEPTH) {
+#pragma unroll
+        for (int r = 0; r < DEPTH; ++r) {
+            if (base + r < nw) {
+                const int nx = base + r + DEPTH - 1;
+                if (nx < nw)
+#pragma unroll
+                    for (int c = 0; c < CPL; ++c)
+#pragma unroll
+                        for (int q = 0; q < 2; ++q)
+                            w[(r + DEPTH - 1) % DEPTH][c][q] =
+                                __ldcs(reinterpret_cast<const float4*>(colp[c] + 32 * (rank + nx * ROT) + 4 * q));
+#pragma unroll
+                for (int c = 0; c < CPL; ++c)
+                    if (live[c]) acc += sum4(w[r][c][0]) + sum4(w[r][c][1]);
+            }
+        }
+    }
+    finish(acc, out);
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 flat(const float4* __restrict__ x, long long n4, float* __restrict__ out) {
     float acc = 0.f;
@@ -232,7 +286,11 @@ VARIANTS = [("regs3", "regs", 3, 4, 1, 0, 0), ("regs3_s64k", "regs", 3, 4, 1, 64
             ("async3", "async_ring", 3, 4, 1, 3 * 4 * 8192 + 32768, 0),
             ("async3_2sm", "async_ring", 3, 4, 2, 3 * 4 * 8192, 0),
             ("async2_2sm", "async_ring", 2, 4, 2, 2 * 4 * 8192 + 32768, 0),
-            ("async4_c2_2sm", "async_ring", 4, 2, 2, 4 * 2 * 8192 + 32768, 0)]
+            ("async4_c2_2sm", "async_ring", 4, 2, 2, 4 * 2 * 8192 + 32768, 0),
+            # kwarps: the last field is KW, the warps of a block that share columns
+            ("kw1", "kwarps", 3, 4, 1, 0, 1), ("kw2", "kwarps", 3, 4, 1, 0, 2), ("kw4", "kwarps", 3, 4, 1, 0, 4),
+            ("kw8", "kwarps", 3, 4, 1, 0, 8), ("kw4_2sm", "kwarps", 3, 4, 2, 0, 4),
+            ("kw8_2sm", "kwarps", 3, 4, 2, 0, 8), ("kw8_c2_4sm", "kwarps", 3, 2, 4, 0, 8)]
 if os.environ.get("ONLY"):   # e.g. ONLY=regs3,regs3_2sm: these variants alone (for a profiler)
     VARIANTS = [v for v in VARIANTS if v[0] in os.environ["ONLY"].split(",")]
 _CARVEOUT = 9   # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
@@ -296,7 +354,7 @@ def main() -> None:
         res = {"N": N, "K": K, "MB": nbytes / 1e6, "bound_us": bound}
         for label, kind, depth, cpl, bps, shared, rot in VARIANTS:
             fn = mods[(depth, cpl, bps, rot)].get_function(kind)
-            col_tiles = -(-N // (64 * cpl))
+            col_tiles = -(-N // ((8 // rot if kind == "kwarps" else 8) * 8 * cpl))
             # K slabs of whole windows so that the blocks fill the SMs once (bps blocks each)
             ks = math.ceil(math.ceil(K / max(1, bps * sms // col_tiles)) / 32) * 32
             splits = -(-K // ks)
