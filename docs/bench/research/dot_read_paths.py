@@ -41,6 +41,14 @@ from kgen.bench.skinny import copy_bandwidth
 SRC = r"""
 #define WARPS 8
 #define PITCH 144   // bytes between a stage's column rows in shared memory (128 + 16: no bank conflicts)
+// The regs kernel's ROT 3-5 keep the warps' window order (no rotation) and change a lane's loads:
+// FULL: lane t's load q reads k = 4t + 16q of the window (the 4 lanes of a column cover whole
+// 32-byte sectors a load) instead of k = 8t + 4q (half of each of 4 sectors a load, the other
+// half the next load); ROT 4: the form's order through __ldg, ROT 5: FULL through __ldg.
+#define FULL (ROT == 3 || ROT == 5)
+#define LOADW(p) (ROT >= 4 ? __ldg(p) : __ldcs(p))
+#define LANE_K (FULL ? 4 : 8)
+#define Q_K (FULL ? 16 : 4)
 
 __device__ __forceinline__ float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
@@ -66,7 +74,7 @@ __device__ __forceinline__ int lane_columns(const float* L, long long ldl, int N
 #pragma unroll
     for (int c = 0; c < CPL; ++c) {
         live[c] = n0 + 8 * c + g < NC;
-        colp[c] = L + (long long)min(n0 + 8 * c + g, NC - 1) * ldl + kb + 8 * t;
+        colp[c] = L + (long long)min(n0 + 8 * c + g, NC - 1) * ldl + kb + LANE_K * t;
     }
     return (int)((ke - kb) / 32);
 }
@@ -90,7 +98,7 @@ regs(const float* __restrict__ L, long long ldl, int NC, long long K, long long 
             for (int c = 0; c < CPL; ++c)
 #pragma unroll
                 for (int q = 0; q < 2; ++q)
-                    w[r][c][q] = __ldcs(reinterpret_cast<const float4*>(colp[c] + 32 * ((r + rot) % nw) + 4 * q));
+                    w[r][c][q] = LOADW(reinterpret_cast<const float4*>(colp[c] + 32 * ((r + rot) % nw) + Q_K * q));
 #pragma unroll 1
     for (int base = 0; base < nw; base += DEPTH) {
 #pragma unroll
@@ -103,7 +111,7 @@ regs(const float* __restrict__ L, long long ldl, int NC, long long K, long long 
 #pragma unroll
                         for (int q = 0; q < 2; ++q)
                             w[(r + DEPTH - 1) % DEPTH][c][q] =
-                                __ldcs(reinterpret_cast<const float4*>(colp[c] + 32 * ((nx + rot) % nw) + 4 * q));
+                                LOADW(reinterpret_cast<const float4*>(colp[c] + 32 * ((nx + rot) % nw) + Q_K * q));
 #pragma unroll
                 for (int c = 0; c < CPL; ++c)
                     if (live[c]) acc += sum4(w[r][c][0]) + sum4(w[r][c][1]);
@@ -252,6 +260,155 @@ kwarps(const float* __restrict__ L, long long ldl, int NC, long long K, long lon
     finish(acc, out);
 }
 
+// Each warp reads 8 * CPL / 4 columns in runs of 512 bytes: all 32 lanes of a load on one
+// column (lane l at k = 4l of a 128-k window), the same 4 KB a window a warp as regs with CPL 4
+// but in 8 runs of 512 contiguous bytes instead of 32 runs of 128; a block covers 64 * CPL / 4
+// columns. DEPTH windows a warp (DEPTH - 1 in flight). Whole 128-k windows only (K % 128 == 0
+// is where the sum is checked against the whole matrix's: the caller passes ks in 128s).
+extern "C" __global__ void __launch_bounds__(256, MINB)
+runs(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
+    constexpr int RC = 2 * CPL;   // columns a warp
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n0 = (blockIdx.x * WARPS + warp) * RC;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const float* colp[RC];
+    bool live[RC];
+#pragma unroll
+    for (int c = 0; c < RC; ++c) {
+        live[c] = n0 + c < NC;
+        colp[c] = L + (long long)min(n0 + c, NC - 1) * ldl + kb + 4 * lane;
+    }
+    const int nw = (int)((ke - kb) / 128);
+    float acc = 0.f;
+    float4 w[DEPTH][RC];
+#pragma unroll
+    for (int r = 0; r + 1 < DEPTH; ++r)
+        if (r < nw)
+#pragma unroll
+            for (int c = 0; c < RC; ++c) w[r][c] = __ldcs(reinterpret_cast<const float4*>(colp[c] + 128 * r));
+#pragma unroll 1
+    for (int base = 0; base < nw; base += DEPTH) {
+#pragma unroll
+        for (int r = 0; r < DEPTH; ++r) {
+            if (base + r < nw) {
+                const int nx = base + r + DEPTH - 1;
+                if (nx < nw)
+#pragma unroll
+                    for (int c = 0; c < RC; ++c)
+                        w[(r + DEPTH - 1) % DEPTH][c] = __ldcs(reinterpret_cast<const float4*>(colp[c] + 128 * nx));
+#pragma unroll
+                for (int c = 0; c < RC; ++c)
+                    if (live[c]) acc += sum4(w[r][c]);
+            }
+        }
+    }
+    finish(acc, out);
+}
+
+// A form's data path with runs of RUNK k a column (RUNK * 4 bytes): each warp owns 16 columns (one
+// mma tile's rows); a load covers 32 / (RUNK / 4) columns, lane by lane along k. runs_t keeps
+// DEPTH windows a warp in registers and passes each through the warp's tile in shared memory
+// (column rows TPITCH bytes apart), from which lane (g, t) reads columns g and g + 8 at
+// k = 4 (t + 4m) as an mma fragment would (16-byte reads, no bank conflicts); runs_async copies
+// the runs with cp.async.cg straight into a ring of DEPTH such tiles a warp.
+#define RC 16
+#define LPC (RUNK / 4)
+#define CPI (32 / LPC)
+#define NLD (RC / CPI)
+#define TPITCH (RUNK * 4 + 64)
+
+__device__ __forceinline__ float tile_sum(const unsigned char* tile, int g, int t, bool live0, bool live1) {
+    float acc = 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int m = 0; m < RUNK / 16; ++m) {
+            const float4 v = *reinterpret_cast<const float4*>(tile + (g + 8 * h) * TPITCH + 16 * (t + 4 * m));
+            if (h ? live1 : live0) acc += sum4(v);
+        }
+    return acc;
+}
+
+extern "C" __global__ void __launch_bounds__(256, MINB)
+runs_t(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    unsigned char* tile = sm + warp * RC * TPITCH;
+    const int n0 = (blockIdx.x * WARPS + warp) * RC;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const int cl = lane / LPC, kl = (lane % LPC) * 4;
+    const float* colp[NLD];
+#pragma unroll
+    for (int j = 0; j < NLD; ++j) colp[j] = L + (long long)min(n0 + j * CPI + cl, NC - 1) * ldl + kb + kl;
+    const bool live0 = n0 + g < NC, live1 = n0 + g + 8 < NC;
+    const int nw = (int)((ke - kb) / RUNK);
+    float acc = 0.f;
+    float4 w[DEPTH][NLD];
+#pragma unroll
+    for (int r = 0; r + 1 < DEPTH; ++r)
+        if (r < nw)
+#pragma unroll
+            for (int j = 0; j < NLD; ++j) w[r][j] = __ldcs(reinterpret_cast<const float4*>(colp[j] + RUNK * r));
+#pragma unroll 1
+    for (int base = 0; base < nw; base += DEPTH) {
+#pragma unroll
+        for (int r = 0; r < DEPTH; ++r) {
+            if (base + r < nw) {
+                const int nx = base + r + DEPTH - 1;
+                if (nx < nw)
+#pragma unroll
+                    for (int j = 0; j < NLD; ++j)
+                        w[(r + DEPTH - 1) % DEPTH][j] = __ldcs(reinterpret_cast<const float4*>(colp[j] + RUNK * nx));
+#pragma unroll
+                for (int j = 0; j < NLD; ++j)
+                    *reinterpret_cast<float4*>(tile + (j * CPI + cl) * TPITCH + 4 * kl) = w[r][j];
+                __syncwarp();
+                acc += tile_sum(tile, g, t, live0, live1);
+                __syncwarp();
+            }
+        }
+    }
+    finish(acc, out);
+}
+
+extern "C" __global__ void __launch_bounds__(256, MINB)
+runs_async(const float* __restrict__ L, long long ldl, int NC, long long K, long long ks, float* out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    unsigned char* ring = sm + warp * DEPTH * RC * TPITCH;
+    const int n0 = (blockIdx.x * WARPS + warp) * RC;
+    const long long kb = blockIdx.y * ks, ke = min(K, kb + ks);
+    const int cl = lane / LPC, kl = (lane % LPC) * 4;
+    const float* colp[NLD];
+#pragma unroll
+    for (int j = 0; j < NLD; ++j) colp[j] = L + (long long)min(n0 + j * CPI + cl, NC - 1) * ldl + kb + kl;
+    const bool live0 = n0 + g < NC, live1 = n0 + g + 8 < NC;
+    const int nw = (int)((ke - kb) / RUNK);
+    auto issue = [&](int win) {
+        if (win < nw) {
+            unsigned char* slot = ring + (win % DEPTH) * RC * TPITCH;
+#pragma unroll
+            for (int j = 0; j < NLD; ++j)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                             :: "r"(smem_addr(slot + (j * CPI + cl) * TPITCH + 4 * kl)), "l"(colp[j] + RUNK * win)
+                             : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+#pragma unroll
+    for (int r = 0; r + 1 < DEPTH; ++r) issue(r);
+    float acc = 0.f;
+#pragma unroll 1
+    for (int win = 0; win < nw; ++win) {
+        issue(win + DEPTH - 1);   // into the slot read one window ago (the __syncwarp below ended those reads)
+        asm volatile("cp.async.wait_group %0;" :: "n"(DEPTH - 1) : "memory");
+        __syncwarp();
+        acc += tile_sum(ring + (win % DEPTH) * RC * TPITCH, g, t, live0, live1);
+        __syncwarp();
+    }
+    finish(acc, out);
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 flat(const float4* __restrict__ x, long long n4, float* __restrict__ out) {
     float acc = 0.f;
@@ -290,7 +447,22 @@ VARIANTS = [("regs3", "regs", 3, 4, 1, 0, 0), ("regs3_s64k", "regs", 3, 4, 1, 64
             # kwarps: the last field is KW, the warps of a block that share columns
             ("kw1", "kwarps", 3, 4, 1, 0, 1), ("kw2", "kwarps", 3, 4, 1, 0, 2), ("kw4", "kwarps", 3, 4, 1, 0, 4),
             ("kw8", "kwarps", 3, 4, 1, 0, 8), ("kw4_2sm", "kwarps", 3, 4, 2, 0, 4),
-            ("kw8_2sm", "kwarps", 3, 4, 2, 0, 8), ("kw8_c2_4sm", "kwarps", 3, 2, 4, 0, 8)]
+            ("kw8_2sm", "kwarps", 3, 4, 2, 0, 8), ("kw8_c2_4sm", "kwarps", 3, 2, 4, 0, 8),
+            # the regs kernel's load orders and cache operators (ROT 3-5 above)
+            ("regs3_full", "regs", 3, 4, 1, 0, 3), ("regs3_2sm_full", "regs", 3, 4, 2, 0, 3),
+            ("regs3_ldg", "regs", 3, 4, 1, 0, 4), ("regs3_full_ldg", "regs", 3, 4, 1, 0, 5),
+            ("regs3_2sm_full_ldg", "regs", 3, 4, 2, 0, 5),
+            # 512-byte runs a load (the runs kernel; 8 columns a warp with CPL 4)
+            ("runs3", "runs", 3, 4, 1, 0, 0), ("runs3_2sm", "runs", 3, 4, 2, 0, 0),
+            ("runs6", "runs", 6, 4, 1, 0, 0),
+            # a form's data path with runs of 64 or 128 k (256 or 512 bytes): the last field is RUNK;
+            # shared bytes = 8 warps x DEPTH (async) x 16 columns x TPITCH
+            ("runs_t64_3_2sm", "runs_t", 3, 4, 2, 8 * 16 * 320, 64),
+            ("runs_t64_2_2sm", "runs_t", 2, 4, 2, 8 * 16 * 320, 64),
+            ("runs_t128_2_1sm", "runs_t", 2, 4, 1, 8 * 16 * 576, 128),
+            ("runs_async64_2_2sm", "runs_async", 2, 4, 2, 2 * 8 * 16 * 320, 64),
+            ("runs_async64_4_1sm", "runs_async", 4, 4, 1, 4 * 8 * 16 * 320, 64),
+            ("runs_async128_2_1sm", "runs_async", 2, 4, 1, 2 * 8 * 16 * 576, 128)]
 if os.environ.get("ONLY"):   # e.g. ONLY=regs3,regs3_2sm: these variants alone (for a profiler)
     VARIANTS = [v for v in VARIANTS if v[0] in os.environ["ONLY"].split(",")]
 _CARVEOUT = 9   # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
@@ -305,8 +477,10 @@ def set_carveout(fn, percent: int) -> None:
 
 
 def module(depth: int, cpl: int, minb: int, rot: int) -> cp.RawModule:
+    """rot is RUNK for the runs_t and runs_async variants (ROT 0 there), ROT otherwise."""
+    runk = rot if rot >= 64 else 64
     return cp.RawModule(code=SRC, options=("--std=c++17", f"-DDEPTH={depth}", f"-DCPL={cpl}", f"-DMINB={minb}",
-                                           f"-DROT={rot}"))
+                                           f"-DROT={rot if rot < 64 else 0}", f"-DRUNK={runk}"))
 
 
 def time_launches(launch, sets: int) -> float:
@@ -354,9 +528,13 @@ def main() -> None:
         res = {"N": N, "K": K, "MB": nbytes / 1e6, "bound_us": bound}
         for label, kind, depth, cpl, bps, shared, rot in VARIANTS:
             fn = mods[(depth, cpl, bps, rot)].get_function(kind)
-            col_tiles = -(-N // ((8 // rot if kind == "kwarps" else 8) * 8 * cpl))
+            staged = kind in ("runs_t", "runs_async")
+            per_block = (16 * cpl if kind == "runs" else 128 if staged
+                         else (8 // rot if kind == "kwarps" else 8) * 8 * cpl)
+            col_tiles = -(-N // per_block)
             # K slabs of whole windows so that the blocks fill the SMs once (bps blocks each)
-            ks = math.ceil(math.ceil(K / max(1, bps * sms // col_tiles)) / 32) * 32
+            win = 128 if kind == "runs" else rot if staged else 32
+            ks = math.ceil(math.ceil(K / max(1, bps * sms // col_tiles)) / win) * win
             splits = -(-K // ks)
             out = cp.empty(col_tiles * splits, dtype=cp.float32)
             if shared is None:   # the bulk kernel's stages and barriers
@@ -368,7 +546,7 @@ def main() -> None:
             dev.synchronize()
             # Only whole 32-k windows of each slab are read: the sum is checked where K and the
             # slabs are whole windows.
-            ok = None if K % 32 else abs(float(out.sum()) - want) <= 1e-3 * math.sqrt(N * K)
+            ok = None if K % win else abs(float(out.sum()) - want) <= 1e-3 * math.sqrt(N * K)
             us = time_launches(launch, sets)
             res[label] = {"us": round(us, 2), "share": round(bound / us, 3), "grid": [col_tiles, splits],
                           "shared": shared, "sum_ok": ok}
