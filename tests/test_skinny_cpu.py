@@ -477,6 +477,10 @@ def test_dot_form_keeps_rounded_sums_where_its_registers_allow():
     (dict(tensor_cores=True, dtype="bfloat16", k_warps=16), "k_warps"),          # 8 warps a block
     (dict(tensor_cores=True, k_warps=2), "k_warps"),                              # float32's forms
     (dict(dtype="float16", k_warps=2), "k_warps"),                                # the SIMT forms
+    (dict(tensor_cores=True, tc_window=48), "tc_window"),
+    (dict(tc_window=64), "tc_window"),                                            # the SIMT forms
+    (dict(tensor_cores=True, dtype="bfloat16", tc_window=64), "tc_window"),       # 16-bit windows are 32
+    (dict(tensor_cores=True, rows=24, instruction="wgmma", tc_window=64), "tc_window"),
 ])
 def test_tensor_core_fields_are_checked(fields, field):
     with pytest.raises(SpecError, match=field):
@@ -501,6 +505,62 @@ def test_tensor_core_geometry_covers_k_once_in_whole_windows():
     s = Skinny(rows=16, warp_cols=4, tensor_cores=True)
     assert s.tc_ntiles == 2 and s.tc_chunk % 32 == 0
     assert s.shared_for("tc_dot") == s.tc_chunk * 64 * 2 <= s.shared_bytes
+
+
+def test_64_k_windows_start_slabs_and_chunks_on_whole_windows():
+    rng = random.Random(11)
+    for rows in range(1, 65):
+        for tiles in (1, 2):
+            try:
+                s = Skinny(rows=rows, warp_cols=1, tensor_cores=True, tc_tiles=tiles, tc_window=64)
+            except SpecError:
+                assert rows > 16 and tiles == 2   # the registers of two tiles past 16 rows
+                continue
+            assert s.tc_chunk % 64 == 0 and s.tc_dot_ring == 2
+            assert s.tc_chunk * s.tc_stage_bytes_per_k * s.tc_ntiles <= 64 * 1024
+            R, NC, K = rng.randint(1, 200), rng.randint(1, 20000), rng.randint(1, 30000)
+            g = s.geometry("tc_dot", 4, R, NC, K, rng.choice([132, 264]))
+            assert g["ks"] % 64 == 0 and (g["splits"] - 1) * g["ks"] < K <= g["splits"] * g["ks"]
+    s = Skinny(rows=16, warp_cols=1, tensor_cores=True, tc_window=64)
+    src = kgen.render(s)
+    assert "#define TC_WIN 64" in src and "#define TC_DOT_RING 2" in src
+    assert "#define TC_WIN 32" in kgen.render(s.replace(tc_window=32))
+    # The default keeps 32-k windows; the search space offers 64 in float32 only.
+    problem = {"M": 12, "N": 8192, "K": 8192}
+    assert Skinny.default_spec(problem, "float32").tc_window == 32
+    assert any(c.tc_window == 64 for c in Skinny.search_space(problem, "float32"))
+    assert all(c.tc_window == 32 for c in Skinny.search_space(problem, "bfloat16"))
+
+
+@pytest.mark.parametrize("window", [32, 64])
+def test_dot_form_staging_puts_each_k_where_the_lanes_read_it(window):
+    """The k order of the dot form as the template writes it, on both sides: S's staging
+    (thread item = an 8-k group grp, its pair q goes to k8 step `step` and lane column t) and
+    L's lanes (lane t reads 8G values from 8G*t of a window; step s takes values 2s, 2s+1).
+    For every step and t the two must name the same k, and every k of a window appear once."""
+    G = window // 32
+    GS = 1 if G == 2 else 0
+    staged = {}
+    for grp in range(3 * 4 * G):   # three windows of 8-k groups
+        for q in range(4):
+            step = ((grp >> (2 + GS)) << (2 + GS)) + ((grp & (G - 1)) << 2) + q
+            t = (grp >> GS) & 3
+            staged[(step, t)] = (8 * grp + 2 * q, 8 * grp + 2 * q + 1)
+    read = {}
+    for w in range(3):
+        for s in range(4 * G):
+            for t in range(4):
+                k0 = w * window + 8 * G * t + 2 * s
+                read[(w * 4 * G + s, t)] = (k0, k0 + 1)
+    assert staged == read
+    assert sorted(k for v in read.values() for k in v) == list(range(3 * window))
+    # ... and those are the template's expressions.
+    src = kgen.render(Skinny(rows=16, warp_cols=1, tensor_cores=True, tc_window=window))
+    for text in ("const int step = DOT ? ((grp >> (2 + GS)) << (2 + GS)) + ((grp & (G - 1)) << 2) + q : grp;",
+                 "const int t = DOT ? (grp >> GS) & 3 : q;", "ld4<V>(colp[i][h] + k + 4 * q)",
+                 "* ldl + 8 * TC_WG * t;", "for (int s = 0; s < 4 * TC_WG; ++s) {",
+                 "(s & 1) ? split_a(p.z, q.z, p.w, q.w) : split_a(p.x, q.x, p.y, q.y)"):
+        assert text in src, text
 
 
 def test_16bit_dot_form_geometry_with_k_warps_and_lean_splits():
@@ -712,6 +772,8 @@ def test_split_tf32_keeps_float32_accuracy():
 def test_tensor_core_forms_compile_for_sm90_without_spills():
     specs = [Skinny(rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, threads=th)
              for r, t, th in ((8, 1, 128), (16, 2, 256), (40, 1, 256), (64, 2, 256))]
+    specs += [Skinny(rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, tc_window=64)
+              for r, t in ((16, 2), (8, 2), (64, 1))]
     # what dispatch runs for a row-major 13x2944x1600 on 132 SMs (one tile a warp)
     few_blocks = {"M": 13, "N": 2944, "K": 1600}
     specs.append(Skinny.default_spec(few_blocks, "float32").for_layouts(few_blocks, axpy_sms=132))

@@ -51,6 +51,10 @@ def spec_pool() -> dict[str, list[Skinny]]:
                       t.replace(rows=16, merge="cluster", k_split=4),
                       t.replace(rows=24, tc_tiles=1, min_blocks=2, k_split=5),
                       t.replace(rows=13)]   # rows not a multiple of 8: a tile's spare mma rows stay out
+            # 64-k windows of the dot form (two tiles a warp and one; slabs short of a window)
+            specs += [t.replace(rows=16, tc_window=64, merge="two_pass"),
+                      t.replace(rows=8, tc_tiles=1, tc_window=64, merge="single_pass", k_split=5),
+                      t.replace(tc_tiles=1, tc_window=64, waves=1)]
             # what dispatch runs for few blocks of a row-major large operand (one_tile_axpy_suits)
             specs.append(Skinny.default_spec({"M": 13, "N": 2944, "K": 1600}, dtype).replace(tc_tiles=1))
             # what dispatch runs for 3-6 rows of a W.t() with few tiles (narrow_dot_suits) and for
@@ -256,6 +260,8 @@ def test_phased_dot_form_matches_float64_at_every_offset(dtype):
               dict(k_split=4, merge="cluster")] + ([] if half else [dict(k_split=3, merge="atomic")])
     if form == "tc_dot" and half:   # one warp a column group; and 16 rows (the granules, not phased)
         merges += [dict(k_warps=1), dict(k_warps=1, rows=16, k_split=3, merge="two_pass")]
+    if form == "tc_dot" and not half:   # 64-k windows
+        merges += [dict(tc_window=64), dict(tc_window=64, tc_tiles=1, k_split=3, merge="two_pass")]
     cases = [(1, 300, 4097, 0), (3, 257, 4098, 1), (2, 3, 1001, 2), (5, 129, 3, 3), (1, 2, 2, 1),
              (4, 1000, 6915, 5), (7, 77, 65, 7), (2, 640, 8192 + V // 2, 0), (3, 100, 4096, 1),
              (12, 500, 4099, 0), (20, 333, 2050, 3)]

@@ -42,6 +42,11 @@ TC_STAGE_BYTES = 64 * 1024
 # an SM, which its registers set anyway) waited on loads most of the time and DRAM ran at half
 # its bandwidth (Nsight Compute, H200); two ran 1.02-1.08x faster (docs/matmul.md).
 TC_DOT_RING = 3
+# The same with 64-k windows (Skinny.tc_window = 64): the one multiplied and one in flight, the
+# same bytes in flight as three of 32. Against 32-k windows (device time, H200, twelve W.t()
+# products of 7-16 rows at two tiles a warp): 1.03-1.06x on the four of 99-512 MB, 0.86-1.02x on
+# the eight of 23-69 MB (docs/matmul.md, "64-k windows").
+TC_DOT_RING_64 = 2
 # The float32 tensor-core dot form adds its mma accumulators into float32 sums every ring of
 # windows and restarts them (tc_dot_flush): the tensor cores truncate as they add, so a block's
 # error grew with its slab (13x10672x15379, slabs of 5152 k: 3.6e-5 without the sums, 6.8e-7
@@ -128,6 +133,11 @@ class Skinny(Spec):
     tc_tiles      tensor-core forms: 16-column mma tiles per warp (1 or 2) in the dot form;
                   the float32 axpy form takes twice as many (a lane's vector of 2 or 4
                   columns feeds that many tiles), 32 or 64 columns a warp.
+    tc_window     float32 mma.sync tensor-core dot form: k values of each column a window
+                  reads (32: 128 contiguous bytes a column, three windows held a warp, the
+                  one multiplied and two in flight; 64: 256 bytes, two held). The same bytes
+                  in flight either way; 64 reads longer runs of each column for 32 more
+                  registers a thread at two tiles. 32 in every other form.
     k_warps       16-bit tensor-core dot form: warps of a block that share its columns and
                   split its K slab between them (32-k windows dealt round-robin), their sums
                   added in shared memory at the end in warp order (deterministic). A block
@@ -178,6 +188,7 @@ class Skinny(Spec):
     min_blocks: int = 1
     tensor_cores: bool = False
     tc_tiles: int = 2
+    tc_window: int = 32
     k_warps: int = 1
     axpy_k_warps: int = 1
     instruction: str = "mma_sync"
@@ -240,6 +251,12 @@ class Skinny(Spec):
                  "float32, as split TF32, and float16/bfloat16)")
         if self.tc_tiles not in (1, 2):
             fail("tc_tiles", self.tc_tiles, "1 or 2")
+        if self.tc_window not in (32, 64):
+            fail("tc_window", self.tc_window, "32 or 64")
+        if self.tc_window != 32 and not (self.tensor_cores and self.dtype == "float32"
+                                         and self.instruction == "mma_sync"):
+            fail("tc_window", self.tc_window, "32 unless tensor_cores=True with dtype='float32' and "
+                 "instruction='mma_sync' (the only form whose window length is a choice)")
         if self.tensor_cores and self.dtype in ("float16", "bfloat16") and self.lane_vectors not in (1, 2):
             fail("lane_vectors", self.lane_vectors, "1 or 2 with tensor_cores=True and a 16-bit dtype (vectors "
                  "of 4 columns a lane loads per k row in the tensor-core axpy form)")
@@ -394,9 +411,15 @@ class Skinny(Spec):
             dot = 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt
             axpy = 4 * nt * ax + 4 * ax * self.tc_depth + 2 * nt
             return max(dot, axpy) + 40
-        dot = 4 * nt * tiles + 16 * TC_DOT_RING * tiles
+        dot = 4 * nt * tiles + 16 * self.tc_dot_ring * tiles * (self.tc_window // 32)
         axpy = 8 * nt * tiles + 16 * tiles
         return max(dot, axpy) + 4 * nt + 56
+
+    @property
+    def tc_dot_ring(self) -> int:
+        """Windows a warp of the float32 mma.sync dot form holds: TC_DOT_RING 32-k windows or
+        TC_DOT_RING_64 64-k ones."""
+        return TC_DOT_RING if self.tc_window == 32 else TC_DOT_RING_64
 
     @property
     def tc_dot_flush(self) -> bool:
@@ -409,8 +432,9 @@ class Skinny(Spec):
     @property
     def tc_chunk(self) -> int:
         """k values of S staged per round in the tensor-core forms: 64 bytes per k and 8-row
-        tile (hi and lo of two values a lane), within TC_STAGE_BYTES, whole 32-k windows."""
-        return max(32, TC_STAGE_BYTES // (self.tc_stage_bytes_per_k * self.tc_ntiles) // 32 * 32)
+        tile (hi and lo of two values a lane), within TC_STAGE_BYTES, whole windows."""
+        win = self.tc_window
+        return max(win, TC_STAGE_BYTES // (self.tc_stage_bytes_per_k * self.tc_ntiles) // win * win)
 
     @property
     def runs_tc_axpy(self) -> bool:
@@ -623,7 +647,8 @@ class Skinny(Spec):
             axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
-            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, tc_dot_ring=TC_DOT_RING, tc_dot_flush=self.tc_dot_flush,
+            tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, tc_dot_ring=self.tc_dot_ring, tc_window=self.tc_window,
+            tc_dot_flush=self.tc_dot_flush,
             k_warps=self.k_warps, axpy_k_warps=self.axpy_k_warps,
             tc_depth=self.tc_depth, tc_axpy_tiles=self.tc_axpy_tiles, tc_axpy=self.runs_tc_axpy,
             wgmma=self.instruction == "wgmma", wg_n=self.wg_n, wg_chunk=self.wg_chunk,
@@ -641,7 +666,8 @@ class Skinny(Spec):
         if form in ("wg_dot", "wg_axpy"):
             return self.warps * 16 * self.tc_tiles, self.wg_chunk, self.wg_chunk
         if form == "tc_dot":
-            return self.warps // self.k_warps * 16 * self.tc_tiles, 32 * self.k_warps, TC_MIN_SLAB_K * self.k_warps
+            return (self.warps // self.k_warps * 16 * self.tc_tiles, self.tc_window * self.k_warps,
+                    TC_MIN_SLAB_K * self.k_warps)
         if form == "tc_axpy":
             kw = self.axpy_k_warps
             least = TC16_AXPY_MIN_SLAB_K if self.dtype in ("float16", "bfloat16") else TC_MIN_SLAB_K
@@ -1022,6 +1048,10 @@ class Skinny(Spec):
                     for k_split in (2, 4, 8):
                         add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles, merge="cluster",
                             k_split=k_split)
+                    if dtype == "float32":   # 64-k windows of the dot form
+                        for waves in (1, 2):
+                            add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles, tc_window=64,
+                                merge="two_pass", waves=waves)
             if dtype in ("float16", "bfloat16"):
                 # Warps sharing K slabs, and deeper window prefetch.
                 for rows in tc_rows:
