@@ -613,7 +613,8 @@ def test_float32_weight_products_with_few_column_tiles_split_k_for_one_wave():
     for other in (spec.replace(k_split=6), spec.replace(merge="cluster", k_split=4),
                   Skinny.default_spec(p, "bfloat16"), Skinny.default_spec({**p, "M": 12}, "float32")):
         assert not other.one_wave_dot_suits(p, sms)
-        assert other.for_layouts(p, dot_sms=sms) == other
+        # (the 12-row tensor-core spec takes 64-k windows at this 136 MB weight: another rule)
+        assert other.for_layouts(p, dot_sms=sms).replace(tc_window=other.tc_window) == other
     dispatch.forget()
 
 
@@ -674,6 +675,43 @@ def test_float32_weight_products_of_3_to_6_rows_with_fewer_tiles_than_sms_take_4
     finally:
         kgen.core.kernel.build, dispatch.select = saved, saved_select
         dispatch.forget()
+
+
+def test_float32_tensor_core_dot_form_reads_64_k_windows_from_64_mib_weights():
+    """The float32 mma.sync tensor-core dot form (7-16 rows, B = W.t()) reads 64-k windows where
+    the weight holds TC_LONG_WINDOW_MIN_BYTES or more (Skinny.long_window_dot_suits, dispatch
+    passing dot_sms), 32-k ones below; a row-major weight (the axpy form), 16-bit inputs, more
+    than 16 rows, the wgmma forms and a window already set are left as they were."""
+    from kgen.ops.skinny import TC_LONG_WINDOW_MIN_BYTES, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    sms = h200.limits["multiprocessors"]
+    # Products of the measurement (seeds 29003, 29201) on both sides of the threshold.
+    for (M, N, K), window in (((9, 1344, 13760), 64), ((13, 10598, 1616), 64), ((8, 10240, 10816), 64),
+                              ((15, 7744, 8704), 64), ((12, 4747, 3244), 32), ((16, 1152, 12480), 32),
+                              ((7, 2752, 1984), 32), ((10, 7168, 1792), 32)):
+        A = np.zeros((M, K), np.float32)
+        W = np.zeros((N, K), np.float32)
+        got = dispatch.call_spec(A, W.T, device=h200, db=False)
+        assert isinstance(got, Skinny) and got.tensor_cores and got.instruction == "mma_sync", (M, N, K)
+        assert got.tc_window == window, ((M, N, K), got.to_json())
+        assert dispatch.call_spec(W, A.T, device=h200, db=False).tc_window == window, (M, N, K)
+        assert dispatch.call_spec(A, np.zeros((K, N), np.float32), device=h200, db=False).tc_window == 32
+    # The threshold counts the large operand's bytes, whichever side it is on.
+    K = 4096
+    at = {"M": 12, "N": TC_LONG_WINDOW_MIN_BYTES // (4 * K), "K": K}
+    spec = Skinny.default_spec(at, "float32")
+    assert spec.tc_window == 32 and spec.long_window_dot_suits(at)
+    assert not spec.long_window_dot_suits({**at, "N": at["N"] - 1})
+    assert spec.long_window_dot_suits({"M": at["N"], "N": 12, "K": K})
+    assert spec.for_layouts(at, dot_sms=sms).tc_window == 64
+    assert spec.for_layouts(at, axpy_sms=sms).tc_window == 32
+    for other in (Skinny.default_spec(at, "bfloat16"), Skinny.default_spec({**at, "M": 24}, "float32"),
+                  Skinny.wgmma_default_spec(at, "float32"), spec.replace(tensor_cores=False)):
+        assert not other.long_window_dot_suits(at), other.to_json()
+        assert other.for_layouts(at, dot_sms=sms).tc_window == 32
+    dispatch.forget()
 
 
 def test_float32_row_major_weight_products_of_5_and_6_rows_run_the_tensor_core_axpy_form():

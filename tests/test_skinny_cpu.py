@@ -773,7 +773,7 @@ def test_tensor_core_forms_compile_for_sm90_without_spills():
     specs = [Skinny(rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, threads=th)
              for r, t, th in ((8, 1, 128), (16, 2, 256), (40, 1, 256), (64, 2, 256))]
     specs += [Skinny(rows=r, warp_cols=1, tensor_cores=True, tc_tiles=t, tc_window=64)
-              for r, t in ((16, 2), (8, 2), (64, 1))]
+              for r, t in ((16, 2), (8, 2), (13, 2), (64, 1))]
     # what dispatch runs for a row-major 13x2944x1600 on 132 SMs (one tile a warp)
     few_blocks = {"M": 13, "N": 2944, "K": 1600}
     specs.append(Skinny.default_spec(few_blocks, "float32").for_layouts(few_blocks, axpy_sms=132))

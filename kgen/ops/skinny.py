@@ -43,9 +43,8 @@ TC_STAGE_BYTES = 64 * 1024
 # its bandwidth (Nsight Compute, H200); two ran 1.02-1.08x faster (docs/matmul.md).
 TC_DOT_RING = 3
 # The same with 64-k windows (Skinny.tc_window = 64): the one multiplied and one in flight, the
-# same bytes in flight as three of 32. Against 32-k windows (device time, H200, twelve W.t()
-# products of 7-16 rows at two tiles a warp): 1.03-1.06x on the four of 99-512 MB, 0.86-1.02x on
-# the eight of 23-69 MB (docs/matmul.md, "64-k windows").
+# same bytes in flight as three of 32. Dispatch takes them for large operands of 64 MiB or more
+# (TC_LONG_WINDOW_MIN_BYTES, where they gained 1.005-1.075x; below it they lost up to 7%).
 TC_DOT_RING_64 = 2
 # The float32 tensor-core dot form adds its mma accumulators into float32 sums every ring of
 # windows and restarts them (tc_dot_flush): the tensor cores truncate as they add, so a block's
@@ -854,7 +853,21 @@ class Skinny(Spec):
             spec = spec.replace(warp_cols=DOT_NARROW_WARP_COLS)
         if dot_sms and spec.one_wave_dot_suits(problem, dot_sms):
             spec = spec.replace(waves=DOT_FEW_TILE_WAVES)
+        if dot_sms and spec.long_window_dot_suits(problem):
+            spec = spec.replace(tc_window=TC_LONG_WINDOW)
         return spec
+
+    def long_window_dot_suits(self, problem) -> bool:
+        """Whether this float32 mma.sync tensor-core spec of up to TC_ONE_WAVE_ROWS rows, run on
+        a k-contiguous large operand (the tensor-core dot form, B = W.t()), should read windows
+        of TC_LONG_WINDOW k rather than 32: its window left at 32 and the large operand
+        TC_LONG_WINDOW_MIN_BYTES or more, where slabs are long enough that the longer loads
+        outweigh the shorter ring's fill and drain."""
+        if not (self.dtype == "float32" and self.tensor_cores and self.instruction == "mma_sync"
+                and self.tc_window == 32 and self.rows <= TC_ONE_WAVE_ROWS):
+            return False
+        p = self.normalize_problem(problem)
+        return max(p["M"], p["N"]) * p["K"] * ITEMSIZE[self.dtype] >= TC_LONG_WINDOW_MIN_BYTES
 
     def one_wave_axpy_suits(self) -> bool:
         """Whether this float32 SIMT spec, run on an n-contiguous large operand (the SIMT axpy
@@ -1303,6 +1316,15 @@ TC_AXPY_FEW_ROWS_MIN_K = 1280
 # 1.00-1.14x on 8 held-out ones. The 16-bit forms gained 1.06-1.09x on the 7 fitted shapes but ran
 # 0.70-1.20x on 8 held-out ones (0.70x at 14x6525x8764 row-major, rows of odd length): they keep two.
 TC_ONE_WAVE_ROWS = 16
+# The float32 mma.sync dot form of up to TC_ONE_WAVE_ROWS rows reads TC_LONG_WINDOW-k windows
+# (Skinny.tc_window; two held a warp, TC_DOT_RING_64) where the large operand is at least
+# TC_LONG_WINDOW_MIN_BYTES (Skinny.long_window_dot_suits, dispatch passing dot_sms). Device time
+# on an H200 against 32-k windows, W.t() of 7-16 rows (docs/matmul.md, "64-k windows"): on the
+# twelve products of seed 29003 every one of 64 MiB or more gained (1.012-1.075x, five) and the
+# seven below ran 0.948-1.020x; held out (seed 29201, fourteen): the six of 64 MiB or more
+# 1.005-1.070x, the eight below 0.930-1.027x.
+TC_LONG_WINDOW = 64
+TC_LONG_WINDOW_MIN_BYTES = 64 * 2**20
 # The float32 tensor-core axpy form (a row-major large operand) feeds one 16-column tile pair a
 # warp (8-byte loads, 256 columns a block) instead of two (16-byte loads, 512) where the two-tile
 # blocks, K cut into its shortest slabs, would number fewer than this many per SM: there most
