@@ -27,7 +27,7 @@ sanitize = _load_script()
 
 
 def _args(**kw):
-    fields = dict(seed=0, quick=False, matmul_sample=6, skinny_sample=24, tensor_sample=24)
+    fields = dict(seed=0, quick=False, matmul_sample=6, skinny_sample=28, tensor_sample=24)
     fields.update(kw)
     return argparse.Namespace(**fields)
 
@@ -48,7 +48,7 @@ def test_plan_holds_every_family_and_its_specs_round_trip(plan):
         spec = kgen.spec_from_json(item["spec"])
         assert spec.kernel == item["family"] and spec.to_json() == item["spec"]
     assert len(_specs(plan, "matmul")) == 6
-    assert len(_specs(plan, "skinny")) == 24 and len(_specs(plan, "tensor_matmul")) == 24
+    assert len(_specs(plan, "skinny")) == 28 and len(_specs(plan, "tensor_matmul")) == 24
 
 
 def test_skinny_sample_takes_every_dtype_and_merge(plan):
@@ -58,6 +58,7 @@ def test_skinny_sample_takes_every_dtype_and_merge(plan):
     assert pairs == want - {("float16", "atomic")}  # 16-bit atomics are refused by the spec
     assert len(set(specs)) == len(specs)
     assert {s.instruction for s in specs if s.tensor_cores and s.dtype == "float32"} == {"mma_sync", "wgmma"}
+    assert {s.tc_window for s in specs if s.tensor_cores and s.instruction == "mma_sync"} == {32, 64}
     for s in specs:
         assert s.threads <= H100["max_threads_per_block"] and s.shared_bytes <= H100["max_shared_per_block_optin"]
 
