@@ -558,7 +558,7 @@ def test_dot_form_staging_puts_each_k_where_the_lanes_read_it(window):
     src = kgen.render(Skinny(rows=16, warp_cols=1, tensor_cores=True, tc_window=window))
     for text in ("const int step = DOT ? ((grp >> (2 + GS)) << (2 + GS)) + ((grp & (G - 1)) << 2) + q : grp;",
                  "const int t = DOT ? (grp >> GS) & 3 : q;", "ld4<V>(colp[i][h] + k + 4 * q)",
-                 "* ldl + 8 * TC_WG * t;", "for (int s = 0; s < 4 * TC_WG; ++s) {",
+                 "const int lane_k = 8 * TC_WG * t;", "* ldl + lane_k;", "for (int s = 0; s < 4 * TC_WG; ++s) {",
                  "(s & 1) ? split_a(p.z, q.z, p.w, q.w) : split_a(p.x, q.x, p.y, q.y)"):
         assert text in src, text
 
