@@ -42,10 +42,11 @@ TC_STAGE_BYTES = 64 * 1024
 # an SM, which its registers set anyway) waited on loads most of the time and DRAM ran at half
 # its bandwidth (Nsight Compute, H200); two ran 1.02-1.08x faster (docs/matmul.md).
 TC_DOT_RING = 3
-# The same with 64-k windows (Skinny.tc_window = 64): the one multiplied and one in flight, the
-# same bytes in flight as three of 32. Dispatch takes them for large operands of 64 MiB or more
-# (TC_LONG_WINDOW_MIN_BYTES, where they gained 1.005-1.075x; below it they lost up to 7%).
+# The same with TC_LONG_WINDOW-k windows (Skinny.tc_window): the one multiplied and one in
+# flight, the same bytes in flight as three of 32. Dispatch takes them for large operands of
+# TC_LONG_WINDOW_MIN_BYTES or more (the measurements are with that constant).
 TC_DOT_RING_64 = 2
+TC_WINDOW, TC_LONG_WINDOW = 32, 64
 # The float32 tensor-core dot form adds its mma accumulators into float32 sums every ring of
 # windows and restarts them (tc_dot_flush): the tensor cores truncate as they add, so a block's
 # error grew with its slab (13x10672x15379, slabs of 5152 k: 3.6e-5 without the sums, 6.8e-7
@@ -187,7 +188,7 @@ class Skinny(Spec):
     min_blocks: int = 1
     tensor_cores: bool = False
     tc_tiles: int = 2
-    tc_window: int = 32
+    tc_window: int = TC_WINDOW
     k_warps: int = 1
     axpy_k_warps: int = 1
     instruction: str = "mma_sync"
@@ -250,11 +251,11 @@ class Skinny(Spec):
                  "float32, as split TF32, and float16/bfloat16)")
         if self.tc_tiles not in (1, 2):
             fail("tc_tiles", self.tc_tiles, "1 or 2")
-        if self.tc_window not in (32, 64):
-            fail("tc_window", self.tc_window, "32 or 64")
-        if self.tc_window != 32 and not (self.tensor_cores and self.dtype == "float32"
+        if self.tc_window not in (TC_WINDOW, TC_LONG_WINDOW):
+            fail("tc_window", self.tc_window, f"{TC_WINDOW} or {TC_LONG_WINDOW}")
+        if self.tc_window != TC_WINDOW and not (self.tensor_cores and self.dtype == "float32"
                                          and self.instruction == "mma_sync"):
-            fail("tc_window", self.tc_window, "32 unless tensor_cores=True with dtype='float32' and "
+            fail("tc_window", self.tc_window, f"{TC_WINDOW} unless tensor_cores=True with dtype='float32' and "
                  "instruction='mma_sync' (the only form whose window length is a choice)")
         if self.tensor_cores and self.dtype in ("float16", "bfloat16") and self.lane_vectors not in (1, 2):
             fail("lane_vectors", self.lane_vectors, "1 or 2 with tensor_cores=True and a 16-bit dtype (vectors "
@@ -418,7 +419,7 @@ class Skinny(Spec):
     def tc_dot_ring(self) -> int:
         """Windows a warp of the float32 mma.sync dot form holds: TC_DOT_RING 32-k windows or
         TC_DOT_RING_64 64-k ones."""
-        return TC_DOT_RING if self.tc_window == 32 else TC_DOT_RING_64
+        return TC_DOT_RING if self.tc_window == TC_WINDOW else TC_DOT_RING_64
 
     @property
     def tc_dot_flush(self) -> bool:
@@ -1061,10 +1062,10 @@ class Skinny(Spec):
                     for k_split in (2, 4, 8):
                         add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles, merge="cluster",
                             k_split=k_split)
-                    if dtype == "float32":   # 64-k windows of the dot form
+                    if dtype == "float32":   # long windows of the dot form
                         for waves in (1, 2):
-                            add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles, tc_window=64,
-                                merge="two_pass", waves=waves)
+                            add(rows=rows, warp_cols=1, loads=4, tensor_cores=True, tc_tiles=tiles,
+                                tc_window=TC_LONG_WINDOW, merge="two_pass", waves=waves)
             if dtype in ("float16", "bfloat16"):
                 # Warps sharing K slabs, and deeper window prefetch.
                 for rows in tc_rows:
@@ -1323,7 +1324,6 @@ TC_ONE_WAVE_ROWS = 16
 # twelve products of seed 29003 every one of 64 MiB or more gained (1.012-1.075x, five) and the
 # seven below ran 0.948-1.020x; held out (seed 29201, fourteen): the six of 64 MiB or more
 # 1.005-1.070x, the eight below 0.930-1.027x.
-TC_LONG_WINDOW = 64
 TC_LONG_WINDOW_MIN_BYTES = 64 * 2**20
 # The float32 tensor-core axpy form (a row-major large operand) feeds one 16-column tile pair a
 # warp (8-byte loads, 256 columns a block) instead of two (16-byte loads, 512) where the two-tile
