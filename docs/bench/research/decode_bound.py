@@ -5,7 +5,10 @@ and reduced-precision reductions off), each against the bandwidth bound: (A + B 
 the copy bandwidth measured in the same run (a 1 GiB clone, read + write). Each result is
 checked against float64 first (outputs NaN-poisoned). FLOOR=1 (default) also times a copy
 of the same bytes (what one launch of that size reaches); each row names the spec kgen ran;
-MIN_MB sets the least weight size (default 16). Output: $OUT/decode_bound_<SEED>.json."""
+MIN_MB sets the least weight size (default 16); MULTIPLE the multiple N and K are drawn in (default
+64, model layers; 1: any length, so most K leave the weight's rows off a 16-byte boundary);
+TWIN=1 also times kgen on the same product with K rounded up to a whole 16 bytes (the aligned
+twin: what the misalignment costs). Output: $OUT/decode_bound_<SEED>.json."""
 import json
 import math
 import os
@@ -23,18 +26,21 @@ DTYPES = os.environ.get("DTYPES", "float32,bfloat16").split(",")
 ORDERS = os.environ.get("ORDERS", "col,row").split(",")
 FLOOR = os.environ.get("FLOOR", "1") == "1"
 MIN_MB = float(os.environ.get("MIN_MB", "16"))
+MULTIPLE = int(os.environ.get("MULTIPLE", "64"))
+TWIN = os.environ.get("TWIN", "0") == "1"
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
 
 
 def shapes(rng, item):
-    """M log-uniform in 1..16; N and K log-uniform in 1024..16384, multiples of 64 (model
-    layers), redrawn until the weight holds at least 16 MB."""
+    """M log-uniform in 1..16; N and K log-uniform in 1024..16384, multiples of MULTIPLE,
+    redrawn until the weight holds at least MIN_MB."""
     out = []
     while len(out) < COUNT:
         M = min(16, int(math.exp(rng.uniform(0, math.log(17)))))
-        N, K = (-(-int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) // 64) * 64 for _ in range(2))
+        N, K = (-(-int(math.exp(rng.uniform(math.log(1024), math.log(16384)))) // MULTIPLE) * MULTIPLE
+                for _ in range(2))
         if N * K * item >= MIN_MB * 1e6:
             out.append((max(1, M), N, K))
     return out
@@ -69,11 +75,14 @@ def main():
                 bound = ops.bytes / bw * 1e6
                 floor = copy_floor_us(torch, ops.bytes, l2, 15) if FLOOR else float("nan")
                 spec = call_spec(ops.A[0], ops.B[0])
+                twin = twin_share(M, N, K, dtype, order, l2, bw, item) if TWIN else None
                 rows.append({"shape": [M, N, K], "dtype": dtype, "order": order, "err": err, "bound_us": bound,
-                             "kgen_us": k_us, "cublas_us": c_us, "floor_us": floor, "spec": spec.to_dict()})
+                             "kgen_us": k_us, "cublas_us": c_us, "floor_us": floor, "spec": spec.to_dict(),
+                             "twin": twin})
                 print(f"{dtype} {order} {M}x{N}x{K}: bound {bound:.1f} kgen {k_us:.1f} ({bound / k_us:.0%}) "
                       f"cuBLAS {c_us:.1f} ({bound / c_us:.0%}) x{c_us / k_us:.2f} floor {floor:.1f} "
-                      f"({floor / k_us:.0%}) err {err:.1e} | {brief(spec)}",
+                      f"({floor / k_us:.0%}) err {err:.1e}"
+                      + (f" | aligned K={twin['K']}: {twin['share']:.0%}" if twin else "") + f" | {brief(spec)}",
                       flush=True)
                 del ops
                 torch.cuda.empty_cache()
@@ -85,7 +94,30 @@ def main():
             x = math.exp(sum(math.log(r["cublas_us"] / r["kgen_us"]) for r in sel) / len(sel))
             print(f"{dtype} {order}: kgen at {g:.0%} of the bound (geometric mean; lowest "
                   f"{min(r['bound_us'] / r['kgen_us'] for r in sel):.0%}), {x:.2f}x cuBLAS", flush=True)
+            pairs = [r for r in sel if r.get("twin")]
+            if pairs:
+                t = math.exp(sum(math.log(r["twin"]["share"]) for r in pairs) / len(pairs))
+                o = math.exp(sum(math.log(r["bound_us"] / r["kgen_us"]) for r in pairs) / len(pairs))
+                print(f"  {len(pairs)} with rows off 16 bytes: {o:.0%} of the bound, {t:.0%} with K rounded up",
+                      flush=True)
     save(bw, rows)
+
+
+def twin_share(M, N, K, dtype, order, l2, bw, item):
+    """kgen's share of the bound on the product with K rounded up to whole 16 bytes (None
+    where K already is): what the rows' offsets from a 16-byte boundary cost."""
+    K2 = -(-K * item // 16) * 16 // item
+    if K2 == K:
+        return None
+    ops = Operands(torch, M, N, K2, dtype, order, l2)
+    ref = ops.A[0].double() @ ops.B[0].double()
+    kgen.matmul(ops.A[0], ops.B[0], out=ops.C[0])
+    err = float((ops.C[0].double() - ref).norm() / ref.norm())
+    k_us = time_graph(torch, [(lambda a=a, b=b, c=c: kgen.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)],
+                      15)
+    share = ops.bytes / bw * 1e6 / k_us
+    del ops
+    return {"K": K2, "kgen_us": k_us, "share": share, "err": err}
 
 
 def save(bw, rows):
