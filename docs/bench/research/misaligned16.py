@@ -1,17 +1,19 @@
 """Few-row 16-bit products whose weight rows lie off a 16-byte boundary (B = W.t() with K no
 multiple of 8 elements): what kgen.matmul runs there against the same product with K rounded up
 to a multiple of 8 (the aligned twin). For each product drawn at random (env SEED, COUNT, DTYPE,
-ROWS, N_RANGE, K_RANGE; weights of MIN_MB or more; K redrawn until it is off a boundary):
-device time of the spec dispatch picks ("default"), of that spec with each of VARIANTS
-(';'-separated 'field=value,...'), with WG=1 of the transposed wgmma tiles that read such a
-weight in place as dispatch makes them from 17 rows ("wg in place": by row sets at an even
-pitch, by producer threads at an odd one; "wg row sets": by row sets at any pitch), of the
-same default spec on the aligned twin ("same spec,
-aligned"), and of what dispatch picks for the twin ("twin default"), each against the bandwidth
-bound of its own bytes (copy bandwidth of the same run), beside cuBLAS through torch. Device time
-from a CUDA graph over operands rotated past L2 (kgen.bench.skinny.time_graph), ROUNDS times in
-turn (best kept), every result first checked against float64 on a NaN-poisoned output.
-Output: $OUT/misaligned16_<SEED>.json."""
+ROWS, N_RANGE, K_RANGE; weights of MIN_MB or more; K redrawn until it is off a boundary),
+device time of:
+- the spec dispatch picks ("default"), and that spec with each of VARIANTS (';'-separated
+  'field=value,...');
+- with WG=1 (default), the transposed wgmma tiles that read such a weight in place as dispatch
+  makes them from 17 rows ("wg in place": by row sets at an even pitch, by producer threads at an
+  odd one; "wg row sets": by row sets at any pitch);
+- with TWIN=1 (default), the same default spec on the aligned twin ("same spec, aligned") and
+  what dispatch picks for the twin ("twin default");
+each against the bandwidth bound of its own bytes (copy bandwidth of the same run), beside cuBLAS
+through torch. Device time from a CUDA graph over operands rotated past L2
+(kgen.bench.skinny.time_graph), ROUNDS times in turn (best kept), every result first checked
+against float64 on a NaN-poisoned output. Output: $OUT/misaligned16_<SEED>.json."""
 import json
 import math
 import os
@@ -33,6 +35,7 @@ K_RANGE = tuple(int(v) for v in os.environ.get("K_RANGE", "1024-16384").split("-
 MIN_MB = float(os.environ.get("MIN_MB", "16"))
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
 WG = os.environ.get("WG", "1") == "1"
+TWIN = os.environ.get("TWIN", "1") == "1"   # 0: leave the aligned twin out
 VARIANTS = [v for v in os.environ.get("VARIANTS", "phased=True;phased=False;k_warps=1;k_warps=2").split(";") if v]
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -134,24 +137,35 @@ def main():
         for name, us in row["us"].items():
             row["share"][name] = bound / us
         del ops
-        twin = Operands(torch, M, N, K2, DTYPE, "col", l2)
-        tbound = twin.bytes / bw * 1e6
-        tspec = dispatch.call_spec(twin.A[0], twin.B[0])
-        row["twin_spec"] = tspec.to_json()
-        us, _ = checked_us(twin, kgen.build(tspec), K2)
-        row["share"]["twin default"] = tbound / us
-        try:
-            us, _ = checked_us(twin, kgen.build(spec), K2)
-            row["share"]["same spec, aligned"] = tbound / us
-        except Exception as exc:   # noqa: BLE001 - a spec for the odd pitch may not take the twin
-            print(f"  same spec on the twin: {exc}", flush=True)
-        del twin
+        if TWIN:
+            twin_shares(row, spec, M, N, K2, l2, bw)
         torch.cuda.empty_cache()
         rows.append(row)
-        print(f"{M}x{N}x{K}: " + " ".join(f"{n} {v:.0%}" for n, v in row["share"].items())
-              + f" | {brief(spec)} | twin: {brief(tspec)}", flush=True)
+        print(f"{M}x{N}x{K}: " + " ".join(f"{n} {v:.0%}" for n, v in row["share"].items()) + f" | {brief(spec)}"
+              + (f" | twin: {row['twin_brief']}" if TWIN else ""), flush=True)
         with open(os.path.join(os.environ.get("OUT", "."), f"misaligned16_{SEED}.json"), "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "copy_bw": bw, "dtype": DTYPE, "rows": rows}, f)
+    summary(rows)
+
+
+def twin_shares(row, spec, M, N, K2, l2, bw):
+    """Into row: the aligned twin's shares of its bound, for dispatch's own spec for it and for
+    `spec` (where that spec takes it)."""
+    twin = Operands(torch, M, N, K2, DTYPE, "col", l2)
+    tbound = twin.bytes / bw * 1e6
+    tspec = dispatch.call_spec(twin.A[0], twin.B[0])
+    row["twin_spec"], row["twin_brief"] = tspec.to_json(), brief(tspec)
+    us, _ = checked_us(twin, kgen.build(tspec), K2)
+    row["share"]["twin default"] = tbound / us
+    try:
+        us, _ = checked_us(twin, kgen.build(spec), K2)
+        row["share"]["same spec, aligned"] = tbound / us
+    except Exception as exc:   # noqa: BLE001 - a spec for the odd pitch may not take the twin
+        print(f"  same spec on the twin: {exc}", flush=True)
+    del twin
+
+
+def summary(rows):
     names = sorted({n for r in rows for n in r["share"]})
     for n in names:
         sel = [r["share"][n] for r in rows if n in r["share"]]
