@@ -25,6 +25,7 @@ import kgen
 from kgen.bench.skinny import Operands, copy_bandwidth, time_graph
 from kgen.ops.skinny import Skinny, tolerance
 from kgen.tune import dispatch
+from simt_f32_variants import parse_variant   # run from this folder, as the other scripts here
 
 SEED = int(os.environ.get("SEED", "30201"))
 COUNT = int(os.environ.get("COUNT", "8"))
@@ -39,14 +40,6 @@ TWIN = os.environ.get("TWIN", "1") == "1"   # 0: leave the aligned twin out
 VARIANTS = [v for v in os.environ.get("VARIANTS", "phased=True;phased=False;k_warps=1;k_warps=2").split(";") if v]
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-
-
-def parse_variant(text):
-    kw = {}
-    for part in text.split(","):
-        k, v = part.split("=")
-        kw[k] = v == "True" if v in ("True", "False") else (int(v) if v.lstrip("-").isdigit() else v)
-    return kw
 
 
 def draw(rng):
