@@ -45,7 +45,7 @@ TC_DOT_RING = 3
 # The same with TC_LONG_WINDOW-k windows (Skinny.tc_window): the one multiplied and one in
 # flight, the same bytes in flight as three of 32. Dispatch takes them for large operands of
 # TC_LONG_WINDOW_MIN_BYTES or more (the measurements are with that constant).
-TC_DOT_RING_64 = 2
+TC_LONG_WINDOW_RING = 2
 TC_WINDOW, TC_LONG_WINDOW = 32, 64
 # The float32 tensor-core dot form adds its mma accumulators into float32 sums every ring of
 # windows and restarts them (tc_dot_flush): the tensor cores truncate as they add, so a block's
@@ -411,15 +411,15 @@ class Skinny(Spec):
             dot = 4 * nt * tiles + 8 * tiles * self.tc_depth + 4 * nt
             axpy = 4 * nt * ax + 4 * ax * self.tc_depth + 2 * nt
             return max(dot, axpy) + 40
-        dot = 4 * nt * tiles + 16 * self.tc_dot_ring * tiles * (self.tc_window // 32)
+        dot = 4 * nt * tiles + 16 * self.tc_dot_ring * tiles * (self.tc_window // TC_WINDOW)
         axpy = 8 * nt * tiles + 16 * tiles
         return max(dot, axpy) + 4 * nt + 56
 
     @property
     def tc_dot_ring(self) -> int:
         """Windows a warp of the float32 mma.sync dot form holds: TC_DOT_RING 32-k windows or
-        TC_DOT_RING_64 64-k ones."""
-        return TC_DOT_RING if self.tc_window == TC_WINDOW else TC_DOT_RING_64
+        TC_LONG_WINDOW_RING 64-k ones."""
+        return TC_DOT_RING if self.tc_window == TC_WINDOW else TC_LONG_WINDOW_RING
 
     @property
     def tc_dot_flush(self) -> bool:
@@ -865,7 +865,7 @@ class Skinny(Spec):
         TC_LONG_WINDOW_MIN_BYTES or more, where slabs are long enough that the longer loads
         outweigh the shorter ring's fill and drain."""
         if not (self.dtype == "float32" and self.tensor_cores and self.instruction == "mma_sync"
-                and self.tc_window == 32 and self.rows <= TC_ONE_WAVE_ROWS):
+                and self.tc_window == TC_WINDOW and self.rows <= TC_ONE_WAVE_ROWS):
             return False
         p = self.normalize_problem(problem)
         return max(p["M"], p["N"]) * p["K"] * ITEMSIZE[self.dtype] >= TC_LONG_WINDOW_MIN_BYTES
@@ -1318,7 +1318,7 @@ TC_AXPY_FEW_ROWS_MIN_K = 1280
 # 0.70-1.20x on 8 held-out ones (0.70x at 14x6525x8764 row-major, rows of odd length): they keep two.
 TC_ONE_WAVE_ROWS = 16
 # The float32 mma.sync dot form of up to TC_ONE_WAVE_ROWS rows reads TC_LONG_WINDOW-k windows
-# (Skinny.tc_window; two held a warp, TC_DOT_RING_64) where the large operand is at least
+# (Skinny.tc_window; two held a warp, TC_LONG_WINDOW_RING) where the large operand is at least
 # TC_LONG_WINDOW_MIN_BYTES (Skinny.long_window_dot_suits, dispatch passing dot_sms). Device time
 # on an H200 against 32-k windows, W.t() of 7-16 rows (docs/matmul.md, "64-k windows"): on the
 # twelve products of seed 29003 every one of 64 MiB or more gained (1.012-1.075x, five) and the
