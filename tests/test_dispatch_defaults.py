@@ -334,7 +334,8 @@ def test_unaligned_row_major_weights_of_5_16_rows_go_to_the_transposed_tiles_by_
     """On an sm_90 GPU, 5-16 rows against a row-major 16-bit B whose rows TMA cannot read as
     they are (a pitch of no multiple of 8 elements: N, or the row stride) run the wgmma kernel
     reading B by row sets (dispatch asks for it by the strides); 2-4 rows keep the skinny SIMT
-    forms, aligned pitches and W.t() the skinny forms, short sides the skinny forms; without
+    forms, aligned pitches the skinny forms, W.t() the skinny forms (or from 9 rows the row sets
+    a tile, where classes_suits), short sides the skinny forms; without
     wgmma the skinny forms throughout. REALIGN_ROW_ROWS starts where the SIMT forms for element
     rows stop."""
     from kgen.ops.skinny import SIMT_ELEMENT_ROWS_16, Skinny
@@ -360,7 +361,9 @@ def test_unaligned_row_major_weights_of_5_16_rows_go_to_the_transposed_tiles_by_
         Ba = np.zeros((K, aligned), np.float16)[:, :N]
         assert dispatch.call_family(A, Ba, "float16") is TensorMatmul and not dispatch._realigns_b(Ba, M, N, K,
                                                                                                   "float16")
-        assert dispatch.call_family(A, np.zeros((N, K + 1 - K % 2), np.float16).T[:K], "float16") is Skinny
+        # W.t() of an odd pitch: the skinny forms, or from 9 rows the row sets a tile (classes_suits)
+        wt = TensorMatmul if TensorMatmul.classes_suits(M, N, K, "float16") else Skinny
+        assert dispatch.call_family(A, np.zeros((N, K + 1 - K % 2), np.float16).T[:K], "float16") is wt
     for M, N, K in ((lo - 1, 2001, 3000), (2, 2001, 3000), (hi + 1, 2001, 3000)):
         A, B = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16)
         family = dispatch.call_family(A, B, "float16")

@@ -188,6 +188,20 @@ def phased_pool() -> list[TensorMatmul]:
               layout_b="col", b_phased=True)]
 
 
+def classes_pool() -> list[TensorMatmul]:
+    """b_classes specs (W.t()'s row sets a tile, A copied shifted a set): 8-24 rows, 64 and 128
+    columns (one and two consumer warpgroups), K whole, in slices of a workspace and merged in
+    clusters, a float32 output."""
+    T = TensorMatmul
+    base = dict(instruction="wgmma", swap_ab=True, layout_b="col", b_classes=True)
+    return [T(dtype="bfloat16", tile=(8, 64, 64), warp_tile=(8, 64), stages=16, **base),
+            T(dtype="float16", tile=(16, 64, 64), warp_tile=(16, 64), stages=16, split_k=3, split_merge="cluster",
+              **base),
+            T(dtype="bfloat16", tile=(16, 128, 64), warp_tile=(16, 64), stages=8, split_k=4, **base),
+            T(dtype="float16", tile=(24, 128, 64), warp_tile=(24, 64), stages=6, split_k=2, split_merge="cluster",
+              out_dtype="float32", **base)]
+
+
 def _layouts(spec, a: str, b: str) -> tuple[str, str]:
     """The storage orders a test gives `spec`: swap_ab reads A K-major (row-major) only."""
     return ("row" if spec.swap_ab else a), b
@@ -390,10 +404,16 @@ def test_b_phased_reads_row_major_b_of_any_pitch_by_row_sets(index):
 def test_b_phased_property(index, M, N, K, pad, off):
     """b_phased on random shapes, pitches and pointer offsets of B: a NaN-poisoned output
     against float64."""
+    _check_fresh(phased_pool()[index], M, N, K, pad, off)
+
+
+def _check_fresh(spec, M, N, K, pad, off):
+    """The spec's kernel on a row-major A and a B stored as the spec says (leading dimension
+    padded by `pad`, first element `off` elements into its storage): a NaN-poisoned output
+    against float64."""
     if not _hopper():
         pytest.skip("the wgmma kernel needs an sm_90 GPU")
     torch = _torch()
-    spec = phased_pool()[index]
     k = kgen.build(spec)
     dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
     A = _operand(torch, M, K, "row", 0, 0, dt)
@@ -402,6 +422,54 @@ def test_b_phased_property(index, M, N, K, pad, off):
     k(A, B, out=C)
     torch.cuda.synchronize()
     _check(spec, A, B, C, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K} strides={B.stride()} offset={off}")
+
+
+@pytest.mark.parametrize("index", range(len(classes_pool())))
+def test_b_classes_reads_w_t_of_any_pitch_by_row_sets_a_tile(index):
+    """b_classes: W.t() at every 16-byte phase of its rows (pitches of 0-7 modulo 8 elements,
+    odd pointers), K of 1, below one BK step and past many, N below the eight sets (B copied,
+    one set), past the last tile of a set and below one: every output written (NaN-poisoned),
+    alpha and beta applied, against float64; B copied only where it has fewer rows than sets."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    spec = classes_pool()[index]
+    k = _check_b_at_every_phase(spec, UNALIGNED_B_CASES + ((4096, 0, 3, 2049), (5, 0, 1, 999), (515, 1, 1, 9),
+                                                          (7531, 0, 0, 2489), (1029, 6, 7, 12001)))
+    copied = [key for key, plan in k._plans.items() if plan[1] is not None]
+    assert all(key[1] < 8 for key in copied), f"B was copied: {copied}"
+
+
+@pytest.mark.parametrize("index", range(len(classes_pool())))
+def test_b_classes_keeps_other_rows_values_out_of_each_row(index):
+    """The values a set's first k tile holds before each row's first are other rows' (here the
+    pitch's padding and what precedes W in its first granule, all infinities or NaN): they must
+    not reach the sums (zero times an infinity is NaN), so every output is finite and right."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    torch = _torch()
+    spec = classes_pool()[index]
+    k = kgen.build(spec)
+    dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
+    for M, N, K, pad, off, fill in ((5, 3001, 2489, 7, 3, float("inf")), (spec.tile[0], 777, 1001, 3, 1, float("nan")),
+                                    (1, 2000, 64 * 3 + 5, 9, 7, float("-inf"))):
+        pitch = K + pad
+        store = torch.full((N * pitch + off,), fill, device="cuda", dtype=dt)
+        W = store[off:].view(N, pitch)[:, :K]
+        W.copy_(torch.randn(N, K, device="cuda", dtype=torch.float64).to(dt))
+        A = _operand(torch, M, K, "row", 0, 0, dt)
+        C = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
+        k(A, W.t(), out=C)
+        torch.cuda.synchronize()
+        _check(spec, A, W.t(), C, None, 1.0, 0.0, f"{spec.to_json()} {M}x{N}x{K} pitch {pitch} offset {off} {fill}")
+
+
+@settings(max_examples=min(EXAMPLES, 120), deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(classes_pool()) - 1), M=st.integers(1, 40), N=st.integers(1, 5000),
+       K=st.one_of(st.integers(1, 20), st.integers(1, 9000)), pad=st.integers(0, 9), off=st.integers(0, 7))
+def test_b_classes_property(index, M, N, K, pad, off):
+    """b_classes on random shapes, pitches and pointer offsets of W.t(): a NaN-poisoned output
+    against float64."""
+    _check_fresh(classes_pool()[index], M, N, K, pad, off)
 
 
 def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
@@ -428,7 +496,9 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                            (50, 12000, 4100, "col"), (78, 2964, 6268, "col"), (120, 7000, 2050, "col"),
                            # ... two blocks an SM, K in clusters (phased_fill_spec)
                            (26, 5394, 4102, "col"), (44, 1800, 3006, "col"), (60, 700 * 7, 2050, "col"),
-                           (109, 5635, 2046, "col"), (6, 2525, 3095, "row"), (28, 4295, 1157, "row")):
+                           (109, 5635, 2046, "col"), (6, 2525, 3095, "row"), (28, 4295, 1157, "row"),
+                           # 9-16 rows against W.t() of any K but a multiple of 8: row sets a tile (b_classes)
+                           (12, 4864, 12595, "col"), (9, 7394, 2049, "col"), (16, 12001, 3002, "col")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
         B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)
@@ -438,7 +508,8 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
         # B by row sets on the transposed tiles (b_phased: a row-major B's kernel K is the sets'
         # k), by the producer threads on the others (b_realign).
         kernels = [kern for kern in dispatch._kernels.values()
-                   if getattr(kern.spec, "b_phased", False) or getattr(kern.spec, "b_realign", False)]
+                   if getattr(kern.spec, "b_phased", False) or getattr(kern.spec, "b_realign", False)
+                   or getattr(kern.spec, "b_classes", False)]
         assert any(kern._plans and any(p[3][:2] == (M, N) and p[3][2] >= K for p in kern._plans.values())
                    for kern in kernels), f"{M}x{N}x{K}: B not read in place"
 

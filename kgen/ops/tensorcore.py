@@ -299,6 +299,15 @@ REALIGN_ROW_ROWS = (5, 16)
 # two: PHASED_SWAP_ROWS take the transposed tiles. At an odd pitch (eight sets, boxes of 8 rows)
 # the row sets ran 0.90-1.05x the producer threads (four products), which keep it.
 PHASED_SWAP_ROWS = (17, 64)
+# W.t() of a 16-bit weight whose rows lie off 16-byte boundaries (K no multiple of 8), 9-16 rows,
+# where the skinny forms read it by granules (two blocks an SM do not fit them): the transposed
+# tiles dispatch gives the aligned twin (K rounded up to 8), reading it by row sets a tile
+# (b_classes), where those tiles take K whole. On an H200 (device time, CUDA graphs over operands
+# rotated past L2; docs/bench/research/misaligned16.py CLASSES=1, seeds 30203 bfloat16 and 30204
+# float16; docs/matmul.md) they ran 1.12-1.59x the skinny default's speed on the seven such
+# products of 4332-14712 columns, level with the twin's own kernel; with K split in clusters
+# (fewer columns) 0.70-1.40x, slower than the twin's, so those keep the skinny forms.
+CLASSES_ROWS = (9, 16)
 # A's rows TMA reads at a pitch that is no multiple of A_PITCH_BYTES straddle two 128-byte lines
 # each, and every block of the wgmma kernel re-reads A. On an H200 (device time, operands rotated
 # past L2, bfloat16 W.t(); docs/tensorcore.md, "A at a 128-byte pitch"), the transposed tiles with
@@ -561,6 +570,15 @@ class TensorMatmul(Spec):
                  are 64 / g rows of each set, K and A as they are. kgen.matmul turns it on for
                  a B that TMA cannot read as it is, row-major or W.t() of an even pitch
                  (with_phased_b).
+    b_classes    W.t() read by the same row sets, one set a C tile (swap_ab, 16-bit, A
+                 row-major; not b_realign or b_phased, not persistent, stream_k, wave_tail or
+                 cluster 2): a tile's BN columns of C are BN consecutive rows of one set, read
+                 by TMA from the set's aligned column into the usual swizzled tile, and A is
+                 copied once a call as one shifted image a set (kgen_tc_class_a) so that image
+                 column k meets value k - sh of the set's rows (sh: where they start past their
+                 aligned column); the consumers zero the sh values before each row's first in
+                 its first k tile. So the wgmma kernel reads such a weight in place with no
+                 shift of its own, as it reads an aligned one (with_classed_b).
     l2_prefetch  wgmma only, B read by TMA as it is (not b_realign, not b_phased), cluster 1:
                  KiB of B's tiles (whole k tiles, at least one) of its first unit that each
                  block asks L2 for (cp.async.bulk.prefetch.tensor) before it waits for the
@@ -609,6 +627,7 @@ class TensorMatmul(Spec):
     swap_ab: bool = False
     b_realign: bool = False
     b_phased: bool = False
+    b_classes: bool = False
     l2_prefetch: int = 0
     wave_tail: int = 1
     stream_k: bool = False
@@ -649,9 +668,12 @@ class TensorMatmul(Spec):
                  "with repack=False)")
         if self.b_phased:
             self._validate_phased()
+        if self.b_classes:
+            self._validate_classes()
         if self.l2_prefetch not in TMA_PREFETCH_KIB:
             fail("l2_prefetch", self.l2_prefetch, f"one of {list(TMA_PREFETCH_KIB)} (KiB)")
-        if self.l2_prefetch and (self.instruction != "wgmma" or self.b_realign or self.b_phased or self.cluster > 1):
+        if self.l2_prefetch and (self.instruction != "wgmma" or self.b_realign or self.b_phased or self.b_classes
+                                 or self.cluster > 1):
             fail("l2_prefetch", self.l2_prefetch, "0 unless instruction='wgmma' reads B by TMA as it is (not "
                  "b_realign, not b_phased) with cluster=1")
         if self.instruction == "wgmma":
@@ -804,6 +826,20 @@ class TensorMatmul(Spec):
         if not self.swap_ab or self.tile[1] not in (64, 128):
             fail("b_phased", True, "False unless swap_ab=True and BN is 64 or 128 (B's tile is the instruction's "
                  "operand from registers, loaded by its consumers)")
+
+    def _validate_classes(self) -> None:
+        """b_classes: W.t()'s row sets a C tile, A copied shifted a set."""
+        if self.instruction != "wgmma" or not self.swap_ab:
+            fail("b_classes", True, "False unless instruction='wgmma' and swap_ab=True (a tile's columns of C "
+                 "are one set's rows of W.t(), the instruction's 64-row operand)")
+        if self.layout_b != "col":
+            fail("b_classes", True, "False unless layout_b='col' (the sets are rows of W.t(), n; a row-major B "
+                 "takes b_phased)")
+        if self.b_realign or self.b_phased:
+            fail("b_classes", True, "False with b_realign or b_phased (each reads B's unaligned rows its own way)")
+        if self.persistent or self.stream_k or self.cluster > 1 or self.wave_tail != 1:
+            fail("b_classes", True, "False with persistent, stream_k, cluster=2 or wave_tail > 1 (one tile a "
+                 "block, its column map fixed by its set)")
 
     def _validate_swap(self) -> None:
         """swap_ab: A's rows are the wgmma N, B's tile the instruction's 64-row operand."""
@@ -1015,6 +1051,7 @@ class TensorMatmul(Spec):
             PART_STRIDE=BN + _PART_PAD, swap=self.swap_ab, WG_N=BM if self.swap_ab else BN,
             staged=self.staged_epilogue, stream_k=self.stream_k,
             b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, b_phased=self.b_phased, PHASE_MAPS=PHASE_MAPS,
+            b_classes=self.b_classes,
             PHASE_PAD=PHASE_PAD,
             staged_out=self.staged_unaligned_output)
 
@@ -1051,7 +1088,7 @@ class TensorMatmul(Spec):
         other block writes into the ring), or the cluster merge (which stages its own sums)."""
         BM, BN, _ = self.tile
         return (self.wgmma and self.kind in ("f16", "bf16") and not self.persistent and self.cluster == 1
-                and self.split_merge != "cluster"
+                and self.split_merge != "cluster" and not self.b_classes
                 and _partial_tile_bytes(BM, BN) <= self.stages * self.stage_bytes)
 
     def pads_a_pitch(self, M: int, N: int, K: int, lda: int) -> bool:
@@ -1556,6 +1593,28 @@ class TensorMatmul(Spec):
         return cls.realign_suits(M, N, K, dtype) and lo <= M <= hi and cls.swap_suits(M, N, K, dtype)
 
     @classmethod
+    def classes_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
+        """Whether kgen.matmul runs a product of CLASSES_ROWS rows against W.t() of a 16-bit weight
+        whose rows are not 16-byte aligned (the caller checks the stride) on the transposed tiles
+        reading it by row sets a tile (b_classes, an sm_90 GPU): the tiles the aligned twin gets
+        are transposed and take K whole (with_classed_b)."""
+        lo, hi = CLASSES_ROWS
+        if dtype not in ("float16", "bfloat16") or not lo <= M <= hi or K < 2 or N < 2:
+            return False
+        p = {"M": M, "N": N, "K": K}
+        return cls.default_spec(p, dtype).for_layouts(p, layout_a="row", layout_b="col").with_classed_b() is not None
+
+    def with_classed_b(self) -> "TensorMatmul | None":
+        """This spec reading B by row sets a tile (b_classes) where it is the transposed tiles
+        over K whole (no split, no second launch, no stream-K), else None."""
+        if not (self.wgmma and self.swap_ab and self.layout_a == "row" and self.split_k == 1 and not self.stream_k
+                and self.cluster == 1 and not self.persistent and not self.b_realign and not self.b_phased):
+            return None
+        classed = self.replace(layout_b="col", b_classes=True, l2_prefetch=0, wave_tail=1)
+        assert isinstance(classed, TensorMatmul)
+        return classed
+
+    @classmethod
     def realign_swap_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether kgen.matmul runs a product of REALIGN_SWAP_ROWS rows against a K-major B whose
         rows are not 16-byte aligned (W.t() of a 16-bit weight of K no multiple of 8) on the
@@ -1688,6 +1747,13 @@ class TensorMatmul(Spec):
                 or self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype)):
             layouts.pop("b_realign", None)
             return self.element_spec(p, self.dtype).replace(**layouts)
+        if layouts.pop("b_classes", False):
+            # W.t() read by row sets a tile: the aligned twin's tiles where they take it (K whole),
+            # else as b_realign=True.
+            classed = self.for_layouts(problem, **layouts).with_classed_b()
+            if classed is not None:
+                return classed
+            layouts["b_realign"] = True
         phased = layouts.pop("b_phased", False)
         if layouts.pop("b_realign", False) or phased:
             if self.swap_ab and self.wide_swap_suits(p["M"], p["N"], p["K"], self.dtype):
@@ -2005,10 +2071,12 @@ class _PhaseMaps:
     pitch ld, g row sets; seg k each for a row-major B), for any pointer: a TiledMap a set for
     each 16-byte phase of the pointer met, the packed parameter memoised by pointer."""
 
-    __slots__ = ("dtype", "rows", "cols", "ld", "g", "seg", "box", "_by_offset", "_memo")
+    __slots__ = ("dtype", "rows", "cols", "ld", "g", "seg", "box", "swizzle", "_by_offset", "_memo")
 
-    def __init__(self, dtype: str, rows: int, cols: int, ld: int, g: int, seg: int, box: tuple[int, int]):
+    def __init__(self, dtype: str, rows: int, cols: int, ld: int, g: int, seg: int, box: tuple[int, int],
+                 swizzle: int = 0):
         self.dtype, self.rows, self.cols, self.ld, self.g, self.seg, self.box = dtype, rows, cols, ld, g, seg, box
+        self.swizzle = swizzle
         self._by_offset: dict[int, tuple[list[Any], bytes]] = {}
         self._memo: dict[int, bytes] = {}
 
@@ -2026,7 +2094,7 @@ class _PhaseMaps:
             from ..core.tma import TiledMap
 
             geometry = phase_maps(self.rows, self.cols, self.ld, self.g, offset)
-            maps = [TiledMap(self.dtype, inner, outer, self.g * self.ld, self.box, swizzle_bytes=0)
+            maps = [TiledMap(self.dtype, inner, outer, self.g * self.ld, self.box, swizzle_bytes=self.swizzle)
                     for inner, outer, _ in geometry]
             cols = [col for _, _, col in geometry] + [0] * (PHASE_MAPS - self.g)
             tail = struct.pack(f"<{PHASE_MAPS}iii", *cols, self.seg, self.g)
@@ -2041,13 +2109,18 @@ class _PhaseMaps:
         return hit
 
 
+# phase_maps_t with no maps and one set (its `sets` word after the maps, their columns and `seg`).
+_ONE_SET = bytes(128 * PHASE_MAPS + 4 * PHASE_MAPS + 4) + struct.pack("<i", 1)
+_ONE_SET += bytes(PHASE_MAPS_BYTES - len(_ONE_SET))
+
+
 class _TensorMaps:
     """The TMA descriptors of A and B for one launch plan of the wgmma kernel: geometry fixed
     by the plan, base addresses per call (kgen.core.tma.TiledMap: a model's loop passes one
     weight with ever new activations). Boxes: a K-major operand is read BM (BN) rows of 64 k at
     a time, an M/N-major one as 64 x 64 boxes."""
 
-    __slots__ = ("dtype", "a", "b", "by_sets", "phased", "zero", "_maps")
+    __slots__ = ("dtype", "a", "b", "by_sets", "classes", "phased", "zero", "_maps")
 
     def __init__(self, spec: "TensorMatmul", M: int, N: int, K: int, lda: int, ldb: int,
                  phases: tuple[int, int, int, int] | None = None):
@@ -2058,8 +2131,15 @@ class _TensorMaps:
         self.b: tuple | None = None   # b_realign: B by pointer (the producer threads read it)
         # b_phased: (B's stored rows and columns, sets, k a set) and B's row sets (phase_maps)
         self.phased: _PhaseMaps | None = None
-        self.by_sets = spec.b_phased
-        if spec.b_phased and phases is not None:
+        self.by_sets = spec.b_phased or spec.b_classes
+        self.classes = spec.b_classes
+        if spec.b_classes and phases is not None:
+            # b_classes: A's images (g sets of rows_pad rows, K + 8 columns) and each set's rows of
+            # W.t() in the usual swizzled tiles (boxes of BK k by BN rows).
+            rows, cols, g, rows_pad = phases
+            self.a = (K, g * rows_pad, lda, (BK, BM))
+            self.phased = _PhaseMaps(spec.dtype, rows, cols, ldb, g, 0, (BK, BN), swizzle=128)
+        elif spec.b_phased and phases is not None:
             rows, cols, g, seg = phases
             # A stage's box: 64 k rows of BN + PHASE_PAD columns (row-major B), or 64 / g n rows
             # of BK + PHASE_PAD k a set (W.t(), each set's rows of the tile's 64 n).
@@ -2072,8 +2152,8 @@ class _TensorMaps:
 
     def encoded(self, pa: int, pb: int) -> tuple[bytes, Any]:
         if self.zero:
-            if self.by_sets:
-                return bytes(128), bytes(PHASE_MAPS_BYTES)
+            if self.by_sets:   # no maps read; b_classes maps C's columns by one set
+                return bytes(128), (_ONE_SET if self.classes else bytes(PHASE_MAPS_BYTES))
             return bytes(128), (pb if self.b is None else bytes(128))
         if self.phased is not None:
             maps = self._maps
@@ -2263,6 +2343,28 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                                              (M, K, lda, g * seg, g, seg))
                 K = lda = g * seg
             a_ok = b_ok = True
+        elif spec.b_classes and K:
+            # W.t()'s rows (n) by row sets, a set a tile: A copied once a call as one image a set,
+            # BM-row blocks of A's rows moved by the set's shift (kgen_tc_class_a, which reads the
+            # shift off B's pointer), K_img = K + 8 columns so that every shift fits; the tiles
+            # walk class_columns(N, g) virtual columns. A B of fewer rows than sets is copied
+            # aligned first (one set).
+            BM, BN, BK = spec.tile
+            g = 16 // math.gcd(16, ldb * self._item)
+            if N < g:
+                repacks[1], ldb = self._repack_step("B", N, K, ldb)
+                g = 1
+            rows_pad = -(-M // BM) * BM
+            k_img = K + 8
+            ldd = -(-k_img // 64) * 64
+            grid_a = (max(1, min(-(-ldd // (8 * 256)), 64)), max(1, min(g * rows_pad, 65535)), 1)
+            repacks[0] = self._copy_step("A", "kgen_tc_class_a", grid_a, g * rows_pad * ldd, "PPPqqqqqqq",
+                                         (M, K, lda, ldd, rows_pad, g, ldb))
+            phases = (N, K, g, rows_pad)
+            per_set = -(-N // g)
+            N_tiles = g * BN * -(-per_set // BN)
+            K, lda = k_img, ldd
+            a_ok = b_ok = True
         elif spec.repack:
             dims = (((M, K) if spec.layout_a == "row" else (K, M), lda, a_ok),
                     ((K, N) if spec.layout_b == "row" else (N, K), ldb, b_ok))
@@ -2287,13 +2389,14 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             a_ok = a_ok or repacks[0] is not None
             b_ok = b_ok or repacks[1] is not None or spec.b_realign
         aligned = a_ok and b_ok
-        grid, block, shared = spec.launch_geometry(M, N, K, self._sms)
+        # b_classes: the grid covers the virtual columns (the kernel maps them to C's).
+        grid, block, shared = spec.launch_geometry(M, N_tiles if phases and spec.b_classes else N, K, self._sms)
         if grid[0] >= 2 ** 31:
             raise ArrayError(f"a {M}x{N} product needs {grid[0]} blocks; at most 2^31-1 fit in the grid")
         splits, chunk = spec.split_plan(K)
         maps = None
         if spec.wgmma:   # repack is on: both operands are aligned by now (or B read by pointer)
-            b_fmt = "P" if spec.b_realign else f"{PHASE_MAPS_BYTES}s" if spec.b_phased else "128s"
+            b_fmt = "P" if spec.b_realign else f"{PHASE_MAPS_BYTES}s" if spec.b_phased or spec.b_classes else "128s"
             # stream_k: the pieces' workspace and flags between the flags and the scalars.
             scalars = self._fmt[-2:]
             name, fmt = "kgen_tc_wgmma", "128s" + b_fmt + self._fmt[2:-2] + ("PP" if spec.stream_k else "") + scalars
@@ -2354,14 +2457,17 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             plan.kernel._run(plan.tail, pa, pb + plan.b_offset, pc + plan.c_offset, alpha, beta, stream)
             return
         repack_a, repack_b, main, args, ws, reduce, reduce_args, maps = plan
-        if repack_a is not None:
-            go, dst, rargs = repack_a
-            go(stream, pa, dst, *rargs)
-            pa = dst
         if repack_b is not None:
             go, dst, rargs = repack_b
             go(stream, pb, dst, *rargs)
             pb = dst
+        if repack_a is not None:
+            go, dst, rargs = repack_a
+            if self.spec.b_classes:   # A's images take each set's shift from B's pointer
+                go(stream, pa, dst, pb, *rargs)
+            else:
+                go(stream, pa, dst, *rargs)
+            pa = dst
         if maps is not None:   # the TMA kernel names A and B by tensor maps, not pointers
             pa, pb = maps.encoded(pa, pb)
         if not ws:

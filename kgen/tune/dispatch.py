@@ -437,6 +437,7 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         overrides = {"layout_a": "col" if _col_major(A) else "row",
                      "layout_b": "col" if b_in_place and _col_major(B) else "row"}
     from ..ops.matmul import ELEMENT_LOADS_MAX_MACS
+    from ..ops.tensorcore import TensorMatmul
 
     if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
         # Small products: unaligned operands read in place (one launch), not repacked first.
@@ -460,6 +461,10 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # Mid-size 16-bit products with rows TMA cannot read: mma.sync reading them in place
         # (one launch) rather than the wgmma kernel after copies.
         overrides["element_loads"] = True
+    elif (family.kernel == "tensor_matmul" and overrides.get("layout_b") == "col" and not _rows_aligned(B)
+          and TensorMatmul.classes_suits(M, N, K, dtype)):
+        # W.t() of such a weight at 9-16 rows: by row sets a tile (b_classes).
+        overrides["b_classes"] = True
     elif family.kernel == "tensor_matmul" and "layout_b" in overrides and _realigns_b(B, M, N, K, dtype):
         # A 16-bit B whose rows TMA cannot read (a pitch of no multiple of 16 bytes): the wgmma
         # kernel reads it in place rather than copy it first, by TMA as row sets where they suit
@@ -499,7 +504,9 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
         # faster than the skinny forms (b_realign, TensorMatmul.realign_swap_suits; by row sets at
         # an even pitch, TensorMatmul.phased_swap_suits)
         or (M <= N and k_contiguous and TensorMatmul.realign_swap_suits(M, N, K, dtype))
-        or (M <= N and k_contiguous and _phased_b(B) and TensorMatmul.phased_swap_suits(M, N, K, dtype)))
+        or (M <= N and k_contiguous and _phased_b(B) and TensorMatmul.phased_swap_suits(M, N, K, dtype))
+        # ... by row sets a tile, 9-16 rows (TensorMatmul.classes_suits)
+        or (M <= N and k_contiguous and not _rows_aligned(B) and TensorMatmul.classes_suits(M, N, K, dtype)))
     if (dtype in ("float16", "bfloat16") and M <= N and not k_contiguous and _runs_wgmma()
             and TensorMatmul.realign_row_suits(M, N, K, dtype) and not _rows_aligned(B)):
         # A row-major B TMA cannot read as it is: the skinny forms past SIMT_ELEMENT_ROWS_16 rows

@@ -8,6 +8,10 @@ device time of:
 - with WG=1 (default), the transposed wgmma tiles that read such a weight in place as dispatch
   makes them from 17 rows ("wg in place": by row sets at an even pitch, by producer threads at an
   odd one; "wg row sets": by row sets at any pitch);
+- where dispatch picks the transposed tiles by row sets a tile (TensorMatmul.classes_suits), what
+  it picked before them ("without classes");
+- with CLASSES=1 (default), what dispatch picks for the aligned twin (the transposed wgmma tiles)
+  with b_classes=True, reading this weight in place by row sets a tile ("wg classes");
 - with TWIN=1 (default), the same default spec on the aligned twin ("same spec, aligned") and
   what dispatch picks for the twin ("twin default");
 each against the bandwidth bound of its own bytes (copy bandwidth of the same run), beside cuBLAS
@@ -37,6 +41,7 @@ MIN_MB = float(os.environ.get("MIN_MB", "16"))
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
 WG = os.environ.get("WG", "1") == "1"
 TWIN = os.environ.get("TWIN", "1") == "1"   # 0: leave the aligned twin out
+CLASSES = os.environ.get("CLASSES", "1") == "1"   # 0: leave the row sets a tile out
 VARIANTS = [v for v in os.environ.get("VARIANTS", "phased=True;phased=False;k_warps=1;k_warps=2").split(";") if v]
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -68,6 +73,38 @@ def spec_with(ops, rows_from, sets_at_odd):
         (tensorcore.REALIGN_SWAP_ROWS, tensorcore.REALIGN_SWAP_MAX_SIDE, tensorcore.PHASED_SWAP_ROWS,
          dispatch._phased_b) = kept
         dispatch.forget()
+
+
+def spec_without_classes(ops):
+    """The spec dispatch picks for ops' first product with TensorMatmul.classes_suits answering
+    False (what it picked before that rule)."""
+    from kgen.ops.tensorcore import TensorMatmul
+
+    kept = TensorMatmul.classes_suits
+    TensorMatmul.classes_suits = classmethod(lambda cls, *a: False)
+    try:
+        dispatch.forget()
+        return dispatch.call_spec(ops.A[0], ops.B[0])
+    finally:
+        TensorMatmul.classes_suits = kept
+        dispatch.forget()
+
+
+def classes_spec(M, N, K2):
+    """What dispatch picks for the aligned twin (N x K2) with b_classes=True, where that is the
+    transposed wgmma tiles; else None."""
+    from kgen.ops.tensorcore import TensorMatmul
+
+    dt = getattr(torch, DTYPE)
+    A2 = torch.empty(M, K2, device="cuda", dtype=dt)
+    B2 = torch.empty(N, K2, device="cuda", dtype=dt).t()
+    twin = dispatch.call_spec(A2, B2)
+    if not isinstance(twin, TensorMatmul) or not twin.swap_ab or twin.layout_b != "col":
+        return None
+    try:
+        return twin.replace(b_classes=True, l2_prefetch=0)
+    except ValueError:
+        return None
 
 
 def checked_us(ops, kern, K):
@@ -104,6 +141,8 @@ def main():
         bound = ops.bytes / bw * 1e6
         row = {"shape": [M, N, K], "spec": spec.to_json(), "bound_us": bound, "us": {}, "share": {}}
         ways = {"default": spec}
+        if getattr(spec, "b_classes", False):
+            ways["without classes"] = spec_without_classes(ops)
         if isinstance(spec, Skinny):
             for v in VARIANTS:
                 try:
@@ -119,6 +158,11 @@ def main():
                     ways[name] = s
                     row.setdefault("wg_specs", {})[name] = s.to_json()
                     print(f"  {name}: {brief(s)}", flush=True)
+        if CLASSES:
+            s = classes_spec(M, N, K2)
+            if s is not None and s != spec:
+                ways["wg classes"] = s
+                row.setdefault("wg_specs", {})["wg classes"] = s.to_json()
         for name, s in ways.items():
             try:
                 row["us"][name], _ = checked_us(ops, kgen.build(s), K)
