@@ -303,10 +303,12 @@ PHASED_SWAP_ROWS = (17, 64)
 # where the skinny forms read it by granules (two blocks an SM do not fit them): the transposed
 # tiles dispatch gives the aligned twin (K rounded up to 8), reading it by row sets a tile
 # (b_classes), where those tiles take K whole. On an H200 (device time, CUDA graphs over operands
-# rotated past L2; docs/bench/research/misaligned16.py CLASSES=1, seeds 30203 bfloat16 and 30204
-# float16; docs/matmul.md) they ran 1.12-1.59x the skinny default's speed on the seven such
-# products of 4332-14712 columns, level with the twin's own kernel; with K split in clusters
-# (fewer columns) 0.70-1.40x, slower than the twin's, so those keep the skinny forms.
+# rotated past L2; docs/bench/research/misaligned16.py, docs/matmul.md) they ran 1.12-1.59x the
+# skinny default's speed on the five such products of 4332-14712 columns (CLASSES=1, seeds 30203
+# bfloat16 and 30204 float16), their main kernel level with the twin's in Nsight Compute; held
+# out (seeds 30205, 30206) 1.35x and 1.50x on the seven dispatch gave them. With K split in
+# clusters (fewer columns) 0.70-1.40x, the kernel 1.7-1.8x the twin's time: those keep the skinny
+# forms.
 CLASSES_ROWS = (9, 16)
 # A's rows TMA reads at a pitch that is no multiple of A_PITCH_BYTES straddle two 128-byte lines
 # each, and every block of the wgmma kernel re-reads A. On an H200 (device time, operands rotated
@@ -579,7 +581,7 @@ class TensorMatmul(Spec):
                  aligned column); the consumers zero the sh values before each row's first in
                  its first k tile. So the wgmma kernel reads such a weight in place with no
                  shift of its own, as it reads an aligned one (with_classed_b).
-    l2_prefetch  wgmma only, B read by TMA as it is (not b_realign, not b_phased), cluster 1:
+    l2_prefetch  wgmma only, B read by TMA as it is (not b_realign, b_phased or b_classes), cluster 1:
                  KiB of B's tiles (whole k tiles, at least one) of its first unit that each
                  block asks L2 for (cp.async.bulk.prefetch.tensor) before it waits for the
                  kernel before it (griddepcontrol.wait; a programmatic launch overlaps the two).
@@ -675,7 +677,7 @@ class TensorMatmul(Spec):
         if self.l2_prefetch and (self.instruction != "wgmma" or self.b_realign or self.b_phased or self.b_classes
                                  or self.cluster > 1):
             fail("l2_prefetch", self.l2_prefetch, "0 unless instruction='wgmma' reads B by TMA as it is (not "
-                 "b_realign, not b_phased) with cluster=1")
+                 "b_realign, b_phased or b_classes) with cluster=1")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
