@@ -12,6 +12,7 @@ default there). docs/tensorcore.md explains every field.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import struct
 from typing import Any, ClassVar, NamedTuple
@@ -1603,8 +1604,7 @@ class TensorMatmul(Spec):
         lo, hi = CLASSES_ROWS
         if dtype not in ("float16", "bfloat16") or not lo <= M <= hi or K < 2 or N < 2:
             return False
-        p = {"M": M, "N": N, "K": K}
-        return cls.default_spec(p, dtype).for_layouts(p, layout_a="row", layout_b="col").with_classed_b() is not None
+        return _transposed_whole_k(M, N, K, dtype)
 
     def with_classed_b(self) -> "TensorMatmul | None":
         """This spec reading B by row sets a tile (b_classes) where it is the transposed tiles
@@ -1892,6 +1892,16 @@ class TensorMatmul(Spec):
     @classmethod
     def bucket(cls, problem):
         return product_bucket(problem)
+
+
+@functools.lru_cache(maxsize=1024)
+def _transposed_whole_k(M: int, N: int, K: int, dtype: str) -> bool:
+    """Whether the default spec of an M x N x K product on row-major A and W.t() is the transposed
+    wgmma tiles over K whole (TensorMatmul.with_classed_b takes it). Memoised: dispatch asks it
+    twice for a new call signature (the family, then its overrides)."""
+    p = {"M": M, "N": N, "K": K}
+    spec = TensorMatmul.default_spec(p, dtype).for_layouts(p, layout_a="row", layout_b="col")
+    return spec.with_classed_b() is not None
 
 
 def _fields(spec: Spec) -> dict[str, Any]:

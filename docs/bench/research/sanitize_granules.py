@@ -17,24 +17,33 @@ CASES = [(6, 67, 4097, 0, 0), (8, 45, 77, 1, 3), (16, 130, 1001, 3, 0), (24, 33,
          (2, 100, 999, 1, 0), (3, 57, 4097, 3, 2)]
 
 
+def run_case(dtype, rows, N, K, offset, k_split, A=None):
+    """One product: W (N x K, exactly its allocation, starting `offset` elements in) as W.t(),
+    A as given (default: a new rows x K), the default spec for the shape (K split k_split ways
+    where that is not 0), the NaN-poisoned output against float64. Returns (relative error,
+    whether it is within tolerance, the main kernel's entry point)."""
+    tdt = getattr(torch, dtype)
+    spec = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype)
+    spec = spec.replace(k_split=k_split) if k_split else spec
+    k = kgen.build(spec)
+    buf = torch.randn(offset + N * K, device="cuda").to(tdt)   # exactly the weight and its offset
+    W = buf[offset:].view(N, K)
+    if A is None:
+        A = torch.randn(rows, K, device="cuda").to(tdt)
+    C = torch.full((rows, N), float("nan"), device="cuda", dtype=tdt)
+    k(A, W.t(), out=C)
+    torch.cuda.synchronize()
+    entry = [x for x in next(iter(k._plans.values())).launches if x[0] == "main"][0][1].name
+    ref = A.double() @ W.double().t()
+    err = float((C.double() - ref).norm() / ref.norm())
+    return err, err <= tolerance(dtype, K), entry
+
+
 def main() -> int:
     bad = 0
     for dtype in ("bfloat16", "float16"):
-        tdt = getattr(torch, dtype)
         for rows, N, K, offset, k_split in CASES:
-            spec = Skinny.default_spec({"M": rows, "N": N, "K": K}, dtype)
-            spec = spec.replace(k_split=k_split) if k_split else spec
-            k = kgen.build(spec)
-            buf = torch.randn(offset + N * K, device="cuda").to(tdt)   # exactly the weight and its offset
-            W = buf[offset:].view(N, K)
-            A = torch.randn(rows, K, device="cuda").to(tdt)
-            C = torch.full((rows, N), float("nan"), device="cuda", dtype=tdt)
-            k(A, W.t(), out=C)
-            torch.cuda.synchronize()
-            entry = [x for x in next(iter(k._plans.values())).launches if x[0] == "main"][0][1].name
-            ref = A.double() @ W.double().t()
-            err = float((C.double() - ref).norm() / ref.norm())
-            ok = err <= tolerance(dtype, K)
+            err, ok, entry = run_case(dtype, rows, N, K, offset, k_split)
             bad += not ok
             print(f"{dtype} {rows}x{N}x{K} offset {offset} k_split {k_split} {entry}: error {err:.2e} "
                   f"{'ok' if ok else 'MISMATCH'}", flush=True)
