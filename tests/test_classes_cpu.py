@@ -11,7 +11,8 @@ import pytest
 
 import kgen
 from kgen.ops.skinny import Skinny
-from kgen.ops.tensorcore import CLASSES_ROWS, TensorMatmul, phase_maps
+from kgen.ops.tensorcore import CLASSES_MIN_B_BYTES, CLASSES_ROWS, TensorMatmul, phase_maps
+from test_tensorcore_cpu import _planning_kernel
 
 BASE = dict(instruction="wgmma", swap_ab=True, layout_b="col", b_classes=True)
 
@@ -115,23 +116,81 @@ def test_b_classes_is_validated_and_stores_from_the_registers():
         assert "class_col(" in src
 
 
-def test_b_classes_with_classed_b_takes_only_the_transposed_tiles_over_k_whole():
-    """with_classed_b: the transposed tiles with K whole become b_classes (no L2 prefetch, one
-    launch); split K, the general tiles or a spec that already reads B its own way: None."""
+def test_b_classes_with_classed_b_takes_the_transposed_tiles_over_k_whole_or_cluster_slices():
+    """with_classed_b: the transposed tiles with K whole or in cluster slices become b_classes (no
+    L2 prefetch, one launch); slices merged in a workspace (a second launch), the general tiles
+    or a spec that already reads B its own way: None. The twin's 3 slices over its 33 tiles of
+    2077 columns (99 blocks) become 2 over the sets' 40 tiles (3 would make 40 clusters where 39
+    run at once)."""
     t = TensorMatmul(dtype="bfloat16", tile=(16, 64, 64), warp_tile=(16, 64), stages=16, instruction="wgmma",
                      swap_ab=True, l2_prefetch=16)
-    c = t.with_classed_b()
-    assert c is not None and c.b_classes and c.layout_b == "col" and c.l2_prefetch == 0
-    assert t.replace(split_k=3, split_merge="cluster").with_classed_b() is None
-    assert t.replace(b_phased=True, l2_prefetch=0).with_classed_b() is None
-    assert TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16").with_classed_b() is None
+    p = {"M": 14, "N": 2077, "K": 11751}
+    c = t.with_classed_b(p)
+    assert c is not None and c.b_classes and c.layout_b == "col" and c.l2_prefetch == 0 and c.split_k == 1
+    split = t.replace(split_k=3, split_merge="cluster", l2_prefetch=0).with_classed_b(p)
+    assert split is not None and split.b_classes and (split.split_k, split.split_merge) == (2, "cluster")
+    assert t.replace(split_k=3, l2_prefetch=0).with_classed_b(p) is None   # workspace: a second launch
+    assert t.replace(b_phased=True, l2_prefetch=0).with_classed_b(p) is None
+    assert TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16").with_classed_b(p) is None
+
+
+def test_b_classes_k_slices_fit_the_sets_tiles_in_one_wave_of_clusters(monkeypatch):
+    """For products of 9-16 rows drawn at random against W.t() of any K but a multiple of 8, the
+    launch plan of what dispatch runs by row sets a tile: where K is split, the main launch's
+    blocks (the sets' whole tiles times the slices) are no more than the clusters of that many
+    slices that run at once (CLUSTER_WAVE_BLOCKS, or PHASED_CLUSTER_BLOCKS for a ring two blocks
+    an SM hold), and one slice more would not fit or would leave a slice too short."""
+    from kgen.ops import tensorcore as tc
+
+    rng = random.Random(31)
+    seen = 0
+    for _ in range(60):
+        dt = rng.choice(("float16", "bfloat16"))
+        M, N, K = rng.randint(9, 16), rng.randint(1024, 16384), rng.randint(1024, 16384)
+        if K % 8 == 0:
+            K += rng.randint(1, 7)
+        p = {"M": M, "N": N, "K": K}
+        twin = TensorMatmul.default_spec(p, dt).for_layouts(p, layout_a="row", layout_b="col")
+        spec = twin.with_classed_b(p)
+        if spec is None or twin.split_k == 1:
+            continue
+        seen += 1
+        main = _planned(monkeypatch, spec, M, N, K)[0][2]
+        slices, blocks = main.grid[2], main.grid[0] * main.grid[1] * main.grid[2]
+        assert slices == spec.split_k, (M, N, K, main.grid)
+        two = spec.stages <= tc.wgmma_ring_stages(spec.tile[0], spec.tile[1], 2)
+        capacity = tc.PHASED_CLUSTER_BLOCKS if two else tc.CLUSTER_WAVE_BLOCKS
+        assert slices == 1 or blocks <= capacity[slices], (M, N, K, dt, main.grid)
+        more = slices + 1
+        assert (more > max(tc.SWAP_SPLITS) or (K + 8) < tc.STREAM_MIN_SLICE_K * more
+                or blocks // slices * more > capacity[more]), (M, N, K, dt, main.grid)
+    assert seen >= 10
+
+
+def _planned(monkeypatch, spec, M, N, K, ldb=None):
+    """The launch plan of `spec` for an M x N x K product on row-major A (pitch K) and W.t() (pitch
+    ldb, K by default), with the driver's maps and launches recorded instead of made."""
+    from kgen.core import tma
+
+    monkeypatch.setattr(tma, "TiledMap", _Map)
+    kernel = _planning_kernel(monkeypatch, spec)
+    return kernel._plan(M, N, K, K, K if ldb is None else ldb, N, False, False, True), kernel
+
+
+class _Map:
+    def __init__(self, dtype, inner, outer, ld, box, swizzle_bytes=128):
+        self.geometry = (inner, outer, ld, box, swizzle_bytes)
+
+    def at(self, ptr):
+        return repr((self.geometry, ptr)).encode().ljust(128, b".")[:128]
 
 
 def test_unaligned_weights_of_9_16_rows_go_to_the_transposed_tiles_by_row_sets_a_tile(monkeypatch):
     """On an sm_90 GPU, 9-16 rows against W.t() of a 16-bit weight whose rows are not 16-byte
-    aligned run the wgmma kernel by row sets a tile (b_classes) where the aligned twin's
-    transposed tiles take K whole (classes_suits), the skinny forms where they split it; aligned
-    weights, 1-8 rows, float32 and GPUs without wgmma never take b_classes."""
+    aligned run the wgmma kernel by row sets a tile (b_classes) where the weight holds
+    CLASSES_MIN_B_BYTES or more and the aligned twin's tiles are the transposed ones over K whole
+    or in cluster slices (classes_suits), the skinny forms elsewhere; aligned weights, 1-8 rows,
+    float32 and GPUs without wgmma never take b_classes."""
     from kgen.tune import dispatch
 
     monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
@@ -152,14 +211,18 @@ def test_unaligned_weights_of_9_16_rows_go_to_the_transposed_tiles_by_row_sets_a
             assert over.get("b_classes") is True, (M, N, K, over)
             p = {"M": M, "N": N, "K": K}
             spec = TensorMatmul.default_spec(p, "float16").for_layouts(p, **over)
-            assert spec.b_classes and spec.swap_ab and spec.split_k == 1, spec.to_json()
+            twin = TensorMatmul.default_spec(p, "float16").for_layouts(p, layout_a="row", layout_b="col")
+            assert spec.b_classes and spec.swap_ab and spec == twin.with_classed_b(p), spec.to_json()
+            assert N * K * 2 >= CLASSES_MIN_B_BYTES
         else:
             assert fam is Skinny, (M, N, K)
     assert seen[True] and seen[False]
     M, N, K = 12, 12000, 4001
     assert TensorMatmul.classes_suits(M, N, K, "float16")
-    for m, k, dt in ((8, K, "float16"), (17, K, "float16"), (M, K, "float32")):
-        assert not TensorMatmul.classes_suits(m, N, k, dt)
+    for m, n, k, dt in ((8, N, K, "float16"), (17, N, K, "float16"), (M, N, K, "float32"),
+                        (M, CLASSES_MIN_B_BYTES // (2 * K), K, "float16")):   # just under the bytes
+        assert not TensorMatmul.classes_suits(m, n, k, dt)
+    assert TensorMatmul.classes_suits(M, -(-CLASSES_MIN_B_BYTES // (2 * K)), K, "float16")
     aligned = np.zeros((N, 4000), np.float16).T
     fam = dispatch.call_family(np.zeros((M, 4000), np.float16), aligned, "float16")
     assert "b_classes" not in dispatch.call_overrides(np.zeros((M, 4000), np.float16), aligned, fam, "float16",
@@ -176,31 +239,13 @@ def test_b_classes_plans_copy_a_once_a_set_and_read_w_by_the_sets_maps(monkeypat
     no K: nothing copied, and the maps' parameter still names one set (the columns map by it)."""
     import struct
 
-    from kgen.core import tma
     from kgen.ops import tensorcore as tc
 
-    class Map:
-        def __init__(self, dtype, inner, outer, ld, box, swizzle_bytes=128):
-            self.geometry = (inner, outer, ld, box, swizzle_bytes)
-
-        def at(self, ptr):
-            return repr((self.geometry, ptr)).encode().ljust(128, b".")[:128]
-
-    class Recorded:
-        def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
-            self.name, self.grid, self.fmt, self.programmatic = name, grid, fmt, programmatic
-
-    monkeypatch.setattr(tma, "TiledMap", Map)
-    monkeypatch.setattr(tc, "Launch", Recorded)
+    Map = _Map
     spec = TensorMatmul(dtype="bfloat16", tile=(16, 64, 64), warp_tile=(16, 64), stages=16, **BASE)
-    kernel = object.__new__(tc.TensorMatmulKernel)
-    kernel.spec, kernel._plans, kernel._item, kernel._acc_item, kernel._sms = spec, {}, 2, 4, 132
-    kernel._fmt, kernel._fmt_reduce = "PPP" + "q" * 8 + "iff", "P"
-    kernel.handle = lambda name, shared=0: 0
-    kernel._buffer = lambda name, nbytes: 1 << 30
     M, N, K = 12, 4864, 12595   # an odd K: eight sets
     ldd = -(-(K + 8) // 64) * 64
-    plan = kernel._plan(M, N, K, K, K, N, False, False, True)
+    plan, kernel = _planned(monkeypatch, spec, M, N, K)
     copy_a, copy_b, main, args = plan[0], plan[1], plan[2], plan[3]
     assert copy_b is None and copy_a[0].name == "kgen_tc_class_a" and copy_a[0].fmt == "PPPqqqqqqq"
     assert copy_a[2] == (M, K, K, ldd, 16, 8, K)   # rows, K, lda, the copy's pitch, rows a set, sets, ldb

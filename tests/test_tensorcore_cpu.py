@@ -1042,12 +1042,12 @@ def test_programmatic_launches_where_the_grid_fills_the_sms_or_slices_are_short(
 
 def _planning_kernel(monkeypatch, spec):
     """A TensorMatmulKernel of `spec` that makes launch plans without a GPU: launches recorded
-    (name, format, programmatic), every workspace at one address."""
+    (name, grid, format, programmatic), every workspace at one address."""
     from kgen.ops import tensorcore as tc
 
     class Recorded:
         def __init__(self, fn, name, grid, block, shared, fmt, programmatic=False):
-            self.name, self.fmt, self.programmatic = name, fmt, programmatic
+            self.name, self.grid, self.fmt, self.programmatic = name, grid, fmt, programmatic
 
     monkeypatch.setattr(tc, "Launch", Recorded)
     kernel = object.__new__(tc.TensorMatmulKernel)
@@ -1615,8 +1615,15 @@ def test_dispatch_asks_for_row_sets_where_they_suit_b(monkeypatch):
         even, odd = np.empty((4000, 5002), np.float16).T, np.empty((4000, 5003), np.float16).T
         assert dispatch.call_family(A, even, "float16") is TensorMatmul, M
         assert dispatch.call_family(np.empty((M, 5003), np.float16), odd, "float16") is Skinny, M
+    # Below PHASED_SWAP_ROWS no b_phased: 16 rows against this 40 MB weight go by row sets a tile
+    # (classes_suits), against one under CLASSES_MIN_B_BYTES to the skinny forms.
     A = np.empty((lo - 1, 5002), np.float16)
-    assert dispatch.call_family(A, np.empty((4000, 5002), np.float16).T, "float16") is Skinny
+    wt = np.empty((4000, 5002), np.float16).T
+    assert TensorMatmul.classes_suits(lo - 1, 4000, 5002, "float16")
+    assert dispatch.call_family(A, wt, "float16") is TensorMatmul
+    over = dispatch.call_overrides(A, wt, TensorMatmul, "float16", stand_in=True)
+    assert over.get("b_classes") is True and "b_phased" not in over and "b_realign" not in over, over
+    assert dispatch.call_family(A, np.empty((1500, 5002), np.float16).T, "float16") is Skinny
 
 
 def test_l2_prefetch_is_asked_where_b_is_read_by_tma_and_searched_not_defaulted():

@@ -303,14 +303,16 @@ PHASED_SWAP_ROWS = (17, 64)
 # W.t() of a 16-bit weight whose rows lie off 16-byte boundaries (K no multiple of 8), 9-16 rows,
 # where the skinny forms read it by granules (two blocks an SM do not fit them): the transposed
 # tiles dispatch gives the aligned twin (K rounded up to 8), reading it by row sets a tile
-# (b_classes), where those tiles take K whole. On an H200 (device time, CUDA graphs over operands
-# rotated past L2; docs/bench/research/misaligned16.py, docs/matmul.md) they ran 1.12-1.59x the
-# skinny default's speed on the five such products of 4332-14712 columns (CLASSES=1, seeds 30203
-# bfloat16 and 30204 float16), their main kernel level with the twin's in Nsight Compute; held
-# out (seeds 30205, 30206) 1.35x and 1.50x on the seven dispatch gave them. With K split in
-# clusters (fewer columns) 0.70-1.40x, the kernel 1.7-1.8x the twin's time: those keep the skinny
-# forms.
+# (b_classes), over K whole or K in cluster slices fitted to the sets' tiles (class_slices), on
+# weights of CLASSES_MIN_B_BYTES or more. On an H200 (device time, CUDA graphs over operands
+# rotated past L2; docs/bench/research/misaligned16.py, docs/matmul.md) against the skinny
+# default, over 19 products of four draws (seeds 30205, 30206, 31101, 31102): 1.17-1.80x on all
+# 13 of 33-269 MB, 0.91-1.00x on the six of 18-32 MB, where A's image launch weighs more. Rows and
+# the first draws' fit: five products of 4332-14712 columns (seeds 30203, 30204); the slices'
+# fit: Nsight Compute (class_slices). Held out with the floor (seeds 31201, 31202): 1.48x and
+# 1.39x on the nine products of fourteen it took (1.00-1.67x).
 CLASSES_ROWS = (9, 16)
+CLASSES_MIN_B_BYTES = 32 * 10**6
 # A's rows TMA reads at a pitch that is no multiple of A_PITCH_BYTES straddle two 128-byte lines
 # each, and every block of the wgmma kernel re-reads A. On an H200 (device time, operands rotated
 # past L2, bfloat16 W.t(); docs/tensorcore.md, "A at a 128-byte pitch"), the transposed tiles with
@@ -1599,20 +1601,29 @@ class TensorMatmul(Spec):
     def classes_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
         """Whether kgen.matmul runs a product of CLASSES_ROWS rows against W.t() of a 16-bit weight
         whose rows are not 16-byte aligned (the caller checks the stride) on the transposed tiles
-        reading it by row sets a tile (b_classes, an sm_90 GPU): the tiles the aligned twin gets
-        are transposed and take K whole (with_classed_b)."""
+        reading it by row sets a tile (b_classes, an sm_90 GPU): a weight of CLASSES_MIN_B_BYTES or
+        more, and the tiles the aligned twin gets are transposed, over K whole or K in slices
+        merged in clusters (with_classed_b)."""
         lo, hi = CLASSES_ROWS
-        if dtype not in ("float16", "bfloat16") or not lo <= M <= hi or K < 2 or N < 2:
+        if dtype not in ("float16", "bfloat16") or not lo <= M <= hi or N * K * ITEMSIZE[dtype] < CLASSES_MIN_B_BYTES:
             return False
-        return _transposed_whole_k(M, N, K, dtype)
+        return _twin_classes(M, N, K, dtype)
 
-    def with_classed_b(self) -> "TensorMatmul | None":
-        """This spec reading B by row sets a tile (b_classes) where it is the transposed tiles
-        over K whole (no split, no second launch, no stream-K), else None."""
-        if not (self.wgmma and self.swap_ab and self.layout_a == "row" and self.split_k == 1 and not self.stream_k
+    def with_classed_b(self, problem) -> "TensorMatmul | None":
+        """This spec reading W.t() by row sets a tile (b_classes) for `problem` where it is the
+        transposed tiles over K whole or K in slices merged in clusters (no second launch, no
+        stream-K), else None. A split is fitted again to the tiles of the sets (each set's
+        columns rounded up to whole tiles: up to one tile more a set), so that its clusters all
+        run at once (class_slices says why)."""
+        if not (self.wgmma and self.swap_ab and self.layout_a == "row" and not self.stream_k
+                and (self.split_k == 1 or self.split_merge == "cluster")
                 and self.cluster == 1 and not self.persistent and not self.b_realign and not self.b_phased):
             return None
         classed = self.replace(layout_b="col", b_classes=True, l2_prefetch=0, wave_tail=1)
+        if self.split_k > 1:
+            p = self.normalize_problem(problem)
+            split = class_slices(self, p["M"], p["N"], p["K"])
+            classed = classed.replace(split_k=split, split_merge="cluster" if split > 1 else "workspace")
         assert isinstance(classed, TensorMatmul)
         return classed
 
@@ -1750,9 +1761,9 @@ class TensorMatmul(Spec):
             layouts.pop("b_realign", None)
             return self.element_spec(p, self.dtype).replace(**layouts)
         if layouts.pop("b_classes", False):
-            # W.t() read by row sets a tile: the aligned twin's tiles where they take it (K whole),
-            # else as b_realign=True.
-            classed = self.for_layouts(problem, **layouts).with_classed_b()
+            # W.t() read by row sets a tile: the aligned twin's tiles where they take it (K whole
+            # or in cluster slices), else as b_realign=True.
+            classed = self.for_layouts(problem, **layouts).with_classed_b(problem)
             if classed is not None:
                 return classed
             layouts["b_realign"] = True
@@ -1895,13 +1906,36 @@ class TensorMatmul(Spec):
 
 
 @functools.lru_cache(maxsize=1024)
-def _transposed_whole_k(M: int, N: int, K: int, dtype: str) -> bool:
-    """Whether the default spec of an M x N x K product on row-major A and W.t() is the transposed
-    wgmma tiles over K whole (TensorMatmul.with_classed_b takes it). Memoised: dispatch asks it
-    twice for a new call signature (the family, then its overrides)."""
+def _twin_classes(M: int, N: int, K: int, dtype: str) -> bool:
+    """Whether the default spec of an M x N x K product on row-major A and W.t() is tiles that
+    TensorMatmul.with_classed_b takes (the transposed wgmma tiles over K whole or K in cluster
+    slices). Memoised: dispatch asks it twice for a new call signature (the family, then its
+    overrides)."""
     p = {"M": M, "N": N, "K": K}
     spec = TensorMatmul.default_spec(p, dtype).for_layouts(p, layout_a="row", layout_b="col")
-    return spec.with_classed_b() is not None
+    return spec.with_classed_b(p) is not None
+
+
+def class_sets(K: int, itemsize: int) -> int:
+    """The row sets b_classes reads W.t() of a contiguous N x K weight by: rows whose starts lie
+    the same distance past a 16-byte boundary, 16 / gcd(16, K x itemsize) of them."""
+    return 16 // math.gcd(16, K * itemsize)
+
+
+def class_slices(spec: "TensorMatmul", M: int, N: int, K: int) -> int:
+    """The K slices (merged in clusters) of b_classes with `spec`'s tiles for an M x N x K product
+    on a contiguous W.t(): the most of SWAP_SPLITS whose clusters all run at once
+    (CLUSTER_WAVE_BLOCKS, or PHASED_CLUSTER_BLOCKS for a ring two blocks an SM hold) over the tiles
+    of the sets, each set's columns rounded up to whole tiles, and K + 8 columns of A's images.
+    The aligned twin's split counts its own tiles: on an H200 (Nsight Compute, bfloat16
+    14x2077x11751, docs/matmul.md) the sets' 40 tiles in 3 slices made 40 clusters where 39 run at
+    once, and the kernel took 1.75x the twin's time, the same bytes read."""
+    BM, BN, _ = spec.tile
+    sets = class_sets(K, ITEMSIZE[spec.dtype])
+    per_set = -(-N // sets)
+    tiles = -(-M // BM) * sets * -(-per_set // BN)
+    two = spec.stages <= wgmma_ring_stages(BM, BN, 2)
+    return _most_slices(SWAP_SPLITS, K + 8, tiles, PHASED_CLUSTER_BLOCKS if two else CLUSTER_WAVE_BLOCKS)
 
 
 def _fields(spec: Spec) -> dict[str, Any]:
@@ -2362,7 +2396,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             # walk class_columns(N, g) virtual columns. A B of fewer rows than sets is copied
             # aligned first (one set).
             BM, BN, BK = spec.tile
-            g = 16 // math.gcd(16, ldb * self._item)
+            g = class_sets(ldb, self._item)
             if N < g:
                 repacks[1], ldb = self._repack_step("B", N, K, ldb)
                 g = 1

@@ -11,7 +11,8 @@ device time of:
 - where dispatch picks the transposed tiles by row sets a tile (TensorMatmul.classes_suits), what
   it picked before them ("without classes");
 - with CLASSES=1 (default), what dispatch picks for the aligned twin (the transposed wgmma tiles)
-  with b_classes=True, reading this weight in place by row sets a tile ("wg classes");
+  read by row sets a tile (with_classed_b: b_classes, the split fitted to the sets' tiles),
+  reading this weight in place ("wg classes");
 - with TWIN=1 (default), the same default spec on the aligned twin ("same spec, aligned") and
   what dispatch picks for the twin ("twin default");
 each against the bandwidth bound of its own bytes (copy bandwidth of the same run), beside cuBLAS
@@ -90,9 +91,10 @@ def spec_without_classes(ops):
         dispatch.forget()
 
 
-def classes_spec(M, N, K2):
-    """What dispatch picks for the aligned twin (N x K2) with b_classes=True, where that is the
-    transposed wgmma tiles; else None."""
+def classes_spec(M, N, K, K2):
+    """What dispatch picks for the aligned twin (N x K2) read by row sets a tile
+    (TensorMatmul.with_classed_b for the M x N x K product: its K split fitted to the sets' tiles),
+    where that is the transposed wgmma tiles over K whole or in cluster slices; else None."""
     from kgen.ops.tensorcore import TensorMatmul
 
     dt = getattr(torch, DTYPE)
@@ -101,10 +103,7 @@ def classes_spec(M, N, K2):
     twin = dispatch.call_spec(A2, B2)
     if not isinstance(twin, TensorMatmul) or not twin.swap_ab or twin.layout_b != "col":
         return None
-    try:
-        return twin.replace(b_classes=True, l2_prefetch=0)
-    except ValueError:
-        return None
+    return twin.with_classed_b({"M": M, "N": N, "K": K})
 
 
 def checked_us(ops, kern, K):
@@ -159,7 +158,7 @@ def main():
                     row.setdefault("wg_specs", {})[name] = s.to_json()
                     print(f"  {name}: {brief(s)}", flush=True)
         if CLASSES:
-            s = classes_spec(M, N, K2)
+            s = classes_spec(M, N, K, K2)
             if s is not None and s != spec:
                 ways["wg classes"] = s
                 row.setdefault("wg_specs", {})["wg classes"] = s.to_json()
