@@ -1922,6 +1922,13 @@ def class_sets(K: int, itemsize: int) -> int:
     return 16 // math.gcd(16, K * itemsize)
 
 
+def class_columns(N: int, sets: int, BN: int) -> int:
+    """The virtual columns b_classes' tiles walk over N columns of C (the template's
+    class_columns): each set's columns rounded up to whole tiles of BN."""
+    per_set = -(-N // sets)
+    return sets * BN * -(-per_set // BN)
+
+
 def class_slices(spec: "TensorMatmul", M: int, N: int, K: int) -> int:
     """The K slices (merged in clusters) of b_classes with `spec`'s tiles for an M x N x K product
     on a contiguous W.t(): the most of SWAP_SPLITS whose clusters all run at once
@@ -1931,9 +1938,7 @@ def class_slices(spec: "TensorMatmul", M: int, N: int, K: int) -> int:
     14x2077x11751, docs/matmul.md) the sets' 40 tiles in 3 slices made 40 clusters where 39 run at
     once, and the kernel took 1.75x the twin's time, the same bytes read."""
     BM, BN, _ = spec.tile
-    sets = class_sets(K, ITEMSIZE[spec.dtype])
-    per_set = -(-N // sets)
-    tiles = -(-M // BM) * sets * -(-per_set // BN)
+    tiles = -(-M // BM) * class_columns(N, class_sets(K, ITEMSIZE[spec.dtype]), BN) // BN
     two = spec.stages <= wgmma_ring_stages(BM, BN, 2)
     return _most_slices(SWAP_SPLITS, K + 8, tiles, PHASED_CLUSTER_BLOCKS if two else CLUSTER_WAVE_BLOCKS)
 
@@ -2407,8 +2412,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             repacks[0] = self._copy_step("A", "kgen_tc_class_a", grid_a, g * rows_pad * ldd, "PPPqqqqqqq",
                                          (M, K, lda, ldd, rows_pad, g, ldb))
             phases = (N, K, g, rows_pad)
-            per_set = -(-N // g)
-            N_tiles = g * BN * -(-per_set // BN)
+            N_tiles = class_columns(N, g, BN)
             K, lda = k_img, ldd
             a_ok = b_ok = True
         elif spec.repack:
