@@ -137,6 +137,58 @@ def test_random_skinny_products_match_float64(data):
     _check_random_product(data, spec, SMALL)
 
 
+_ENTRY_KERNELS: dict = {}
+
+
+def _built_by_entries(spec: Skinny):
+    """A kernel of `spec` that compiles each entry point on its first launch, as kgen.build makes
+    one where the whole module is not in the cache (the pool's modules are compiled ahead, so
+    kgen.build loads them whole)."""
+    from kgen.core.kernel import default_arch
+
+    k = _ENTRY_KERNELS.get(spec.key)
+    if k is None:
+        k = _ENTRY_KERNELS[spec.key] = spec.kernel_class(spec, kgen.render(spec), None, default_arch())
+    return k
+
+
+@settings(max_examples=max(8, EXAMPLES // 3), deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_kernels_compiling_entries_on_first_use_match_float64(data):
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    spec = data.draw(st.sampled_from(POOL[dtype]), label="spec")
+    k = _built_by_entries(spec)
+    _check_random_product(data, spec, SMALL, kernel=k)
+    assert k._compiled is None, "a call compiled the whole module"
+
+
+def test_build_compiles_entries_on_first_use_unless_the_whole_module_is_cached(tmp_path, monkeypatch):
+    from kgen.core import kernel as kernel_module
+
+    monkeypatch.setenv("KGEN_CACHE_DIR", str(tmp_path))
+    torch = _torch()
+    spec = Skinny(rows=3, warp_cols=2, loads=4, threads=128)   # built by no other test
+    assert not kernel_module.is_compiled(spec)
+    k = kgen.build(spec)
+    assert k._compiled is None
+    A = torch.randn(3, 3001, device="cuda")
+    W = torch.randn(1500, 3001, device="cuda")
+    C = k(A, W.t())
+    torch.cuda.synchronize()
+    ref = A.double() @ W.t().double()
+    assert float((C.double() - ref).norm() / ref.norm()) <= tolerance("float32", 3001)
+    assert k._compiled is None and not kernel_module.is_compiled(spec)
+    assert {"kgen_skinny_dot_v4", "kgen_skinny_axpy_v1", "kgen_skinny_merge"} <= set(k.resources)
+    assert kernel_module.is_compiled(spec)
+    # The whole module now in the cache, a new build loads it whole.
+    kernel_module._built.pop((spec.kernel, spec.key, kernel_module.default_arch(), "kgen"))
+    again = kgen.build(spec)
+    assert again is not k and again._compiled is not None
+    C2 = again(A, W.t())
+    torch.cuda.synchronize()
+    assert torch.equal(C, C2)
+
+
 # The Hopper wgmma forms (float32 as three TF32 products): one instruction for up to 128 rows
 # of the small operand, several row tiles past that ...
 WGMMA_POOL = [Skinny.wgmma_default_spec({"M": small, "N": 4096, "K": 4096}) for small in (17, 40, 100, 128, 256)] + [
@@ -177,7 +229,7 @@ def test_random_wgmma_products_match_float64(data, wgmma_built):
     _check_random_product(data, spec, st.one_of(st.integers(1, 520), st.sampled_from([17, 128, 129, 256, 512])))
 
 
-def _check_random_product(data, spec, small_sizes):
+def _check_random_product(data, spec, small_sizes, kernel=None):
     torch = _torch()
     dtype = spec.dtype
     small, large = data.draw(small_sizes, label="small"), data.draw(LARGE, label="large")
@@ -192,7 +244,7 @@ def _check_random_product(data, spec, small_sizes):
     use_out = beta != 0 or data.draw(st.booleans(), label="out=")
     A = operand(torch, M, K, a_order, a_off, a_pad, dtype)
     B = operand(torch, K, N, b_order, b_off, b_pad, dtype)
-    k = kgen.build(spec)
+    k = kernel if kernel is not None else kgen.build(spec)
     tdt = getattr(torch, dtype)
     if use_out:
         frame = torch.full((M, N + 3), float("nan"), device="cuda", dtype=tdt)

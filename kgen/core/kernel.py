@@ -21,18 +21,76 @@ class Kernel:
     Attributes: spec, source (the CUDA C), compiled (cubin, arch, ptxas report),
     resources (per entry point: registers, spills, and shared memory per block as the
     launch uses it, static and dynamic; see launch_resources).
+
+    Made with compiled=None (build() does so where spec.entry_units() is true and the whole
+    module is not in the cache), the kernel compiles each entry point on its first use, in a
+    unit of its own (render(spec, entries=spec.unit_entries(name))), and `compiled` compiles the whole module
+    only when asked for.
     """
 
     _dtype_name: str | None = None  # numpy's name of the spec's dtype, for the cheap check
 
-    def __init__(self, spec: Spec, source: str, compiled: Compiled):
+    def __init__(self, spec: Spec, source: str, compiled: Compiled | None, arch: str | None = None):
+        if compiled is not None:
+            self.arch = compiled.arch
+        elif arch is not None:
+            self.arch = spec.target_arch(arch)
+        else:
+            raise ValueError("a kernel made without its compiled module needs the arch to compile its entries for")
         self.spec = spec
         self.source = source
-        self.compiled = compiled
-        self.module = runtime.Module(compiled.cubin)
-        self._driver_module: Any = None
-        self._np_dtype = np.dtype(getattr(spec, "dtype"))  # noqa: B009 - each family declares dtype
-        self._dtype_name = self._np_dtype.name
+        self._compiled = compiled
+        self._device_arch = arch
+        self._units: dict[str, _Unit] = {}   # entry point -> the loaded unit holding it
+        self._whole = _Unit(compiled) if compiled is not None else None
+        self._unit_lock = threading.Lock()
+        # None for bfloat16 without ml_dtypes: such families check dtypes by name.
+        self._np_dtype: Any = runtime.numpy_dtype(getattr(spec, "dtype"))  # noqa: B009 - each family declares dtype
+        self._dtype_name = self._np_dtype.name if self._np_dtype is not None else None
+
+    @property
+    def compiled(self) -> Compiled:
+        """The whole module, compiled (or read from the cache) on first access where the kernel
+        compiles its entries one at a time."""
+        if self._compiled is None:
+            with self._unit_lock:
+                if self._compiled is None:
+                    self._compiled = _compile_spec(self.spec, self.source, self._device_arch or self.arch)
+        return self._compiled
+
+    @property
+    def module(self) -> runtime.Module:
+        """The pycuda module of the whole kernel (loads it where entries are built one at a time)."""
+        if self._whole is None:
+            compiled = self.compiled
+            with self._unit_lock:
+                if self._whole is None:
+                    self._whole = _Unit(compiled)
+        return self._whole.module
+
+    def _unit(self, name: str) -> _Unit:
+        """The loaded unit holding entry point `name`: the whole module, or the entry's own unit,
+        compiled on its first use."""
+        if self._whole is not None:
+            return self._whole
+        unit = self._units.get(name)
+        if unit is not None:
+            return unit
+        with self._unit_lock:
+            unit = self._units.get(name)
+            if unit is None:
+                source = render(self.spec, entries=self.spec.unit_entries(name))
+                compiled = _compile_spec(self.spec, source, self._device_arch or self.arch)
+                if name not in compiled.resources:
+                    raise KeyError(f"{self.spec.kernel} has no entry point {name!r} "
+                                   f"(its units hold {sorted(compiled.resources)})")
+                unit = _Unit(compiled)
+                # Every entry the unit holds (the family's small helpers besides `name`) is
+                # launched from it from now on, so no second unit is compiled for them.
+                for entry in compiled.resources:
+                    self._units.setdefault(entry, unit)
+                unit = self._units[name]
+        return unit
 
     def _check_dtype(self, dtype, name: str) -> None:
         """An argument's dtype (a numpy dtype or its name) must be the spec's. A numpy
@@ -54,18 +112,14 @@ class Kernel:
 
     def function(self, name: str, dynamic_shared: int = 0):
         """The pycuda Function `name` (for its attributes and pycuda-style calls)."""
-        return self.module.function(name, dynamic_shared)
+        return self._unit(name).module.function(name, dynamic_shared)
 
     def release(self) -> None:
         """Free device workspaces the kernel keeps between calls (none by default)."""
 
     def handle(self, name: str, dynamic_shared: int = 0) -> int:
         """The CUfunction `name` for kgen.core.launch.Launch (the thin launch path)."""
-        if self._driver_module is None:
-            from .launch import DriverModule
-
-            self._driver_module = DriverModule(self.compiled.cubin)
-        return self._driver_module.function(name, dynamic_shared)
+        return self._unit(name).driver().function(name, dynamic_shared)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Launch on the inputs (numpy or device arrays) and return the result. The tuner's
@@ -75,6 +129,26 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<kgen {type(self).__name__} {self.spec.to_json()}>"
+
+
+class _Unit:
+    """One loaded cubin of a kernel: the pycuda module (function attributes, pycuda-style
+    calls) and, on first use, the driver API's copy for launches by handle (pycuda keeps its
+    function handles private)."""
+
+    __slots__ = ("compiled", "module", "_driver")
+
+    def __init__(self, compiled: Compiled):
+        self.compiled = compiled
+        self.module = runtime.Module(compiled.cubin)
+        self._driver: Any = None
+
+    def driver(self) -> Any:
+        if self._driver is None:
+            from .launch import DriverModule
+
+            self._driver = DriverModule(self.compiled.cubin)
+        return self._driver
 
 
 class TorchPlanMemo:
@@ -231,10 +305,14 @@ def build(spec: Spec, compiler: str = "kgen") -> Kernel:
         return hit
     source = render(spec)
     if compiler == "sourcemodule":
-        compiled = _sourcemodule_compile(spec, source, arch)
+        kernel = spec.kernel_class(spec, source, _sourcemodule_compile(spec, source, arch))
+    elif spec.entry_units() and not is_cached(source, spec.target_arch(arch), spec.compile_options()):
+        # Each entry point compiles on its first launch (Kernel._unit): a first call waits for
+        # the one it launches. A whole module already in the cache (the tuner compiles whole
+        # modules) is loaded as it is.
+        kernel = spec.kernel_class(spec, source, None, arch)
     else:
-        compiled = _compile_spec(spec, source, arch)
-    kernel = spec.kernel_class(spec, source, compiled)
+        kernel = spec.kernel_class(spec, source, _compile_spec(spec, source, arch))
     with _built_lock:
         _built.setdefault(memo, kernel)
         return _built[memo]

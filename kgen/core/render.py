@@ -6,6 +6,7 @@ import functools
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import jinja2
@@ -35,15 +36,26 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(spec: Spec, standalone: bool = False, *, _fault: str | None = None) -> str:
+def render(spec: Spec, standalone: bool = False, *, entries: Iterable[str] | None = None,
+           _fault: str | None = None) -> str:
     """Render `spec` to CUDA C. Byte-identical output for equal specs.
 
     standalone=True appends a main() that allocates random inputs, launches, checks
     against a CPU reference and prints the time, so `nvcc -o x file.cu && ./x` works.
+    entries: the entry points to keep (None: all), for a family whose spec.entry_units()
+    is true: its template asks `wants(name)` of each large entry point and keeps its small
+    helper kernels always. Not with standalone (its main() launches entries of its own).
     _fault is for kgen.core.faults only: it plants a known bug to test the tests.
     """
     if not isinstance(spec, Spec):
         raise TypeError(f"render() takes a kgen spec (kgen.Matmul, kgen.Reduce, ...), got {type(spec).__name__}")
+    kept = None if entries is None else frozenset(entries)
+    if kept is not None:
+        if standalone:
+            raise ValueError("render(spec, standalone=True) renders every entry point: leave entries out")
+        if not spec.entry_units():
+            raise ValueError(f"entries={sorted(kept)} is not allowed for the {spec.kernel} family: "
+                             "its module is compiled whole (spec.entry_units() is False)")
     template = _template(type(spec))
     context = {f: getattr(spec, f) for f in spec.to_dict() if f != "kernel"}
     context.update(
@@ -53,6 +65,7 @@ def render(spec: Spec, standalone: bool = False, *, _fault: str | None = None) -
         ctype=spec.ctype,
         standalone=standalone,
         fault=_fault,
+        wants=(lambda name: True) if kept is None else kept.__contains__,
     )
     context.update(spec.template_context())
     return template.render(**context)

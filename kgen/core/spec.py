@@ -165,6 +165,19 @@ class Spec:
         or a clear error (ValueError) when the device cannot run them."""
         return arch
 
+    def entry_units(self) -> bool:
+        """Whether a kernel built from this spec compiles its entry points on first use, each in
+        a unit of its own (render(spec, entries=...) keeps the one entry and the family's small
+        helper kernels), rather than the whole module at once. A family whose module holds many
+        large entry points of which one call launches one answers True: a first call then waits
+        for one of them, not all. kernel.compiled still gives the whole module when asked."""
+        return False
+
+    def unit_entries(self, entry: str) -> tuple[str, ...]:
+        """The entry points compiled in one unit with `entry` where entry_units() is true: those a
+        call may launch together or choose between after asking about `entry`."""
+        return (entry,)
+
     def dynamic_shared_bytes(self, entry: str) -> int:
         """Dynamic shared memory (bytes per block) that a launch of the entry point `entry`
         asks for. ptxas reports only static shared memory, so kgen adds this to its figure."""

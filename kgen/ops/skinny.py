@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import threading
 from typing import Any, ClassVar
 
@@ -90,6 +91,10 @@ TC16_AXPY_MIN_SLAB_K = 32
 # Shared memory one staged chunk of S takes in the wgmma forms (two are resident: one in use,
 # the next arriving by cp.async).
 WG_STAGE_BYTES = 24 * 1024
+
+
+# A wgmma form's entry point: form, _direct or not, load width (Skinny.unit_entries).
+_WG_ENTRY = re.compile(r"kgen_skinny_wg_(dot|axpy)(_direct)?_v(\d+)")
 
 
 @register_family
@@ -611,6 +616,23 @@ class Skinny(Spec):
             else:
                 dup |= offset
         return levels, count, dup
+
+    def entry_units(self) -> bool:
+        """A module holds every load width, phase class and form (9-12 large entry points) and a
+        call launches one of them (with the small merge, prescale and image kernels, which every
+        unit keeps): a kernel compiles each on its first launch. nvcc on this project's two-CPU
+        host, -split-compile=0: the float32 module of 16 rows (mma.sync forms) whole 5.5 s, its
+        tc_dot_v4 entry alone 1.2 s (docs/matmul.md, "First calls")."""
+        return True
+
+    def unit_entries(self, entry: str) -> tuple[str, ...]:
+        """A wgmma form's entry with its twin (imaged and _direct): the launch plan asks for the
+        imaged one's occupancy before the grid decides which of the two runs."""
+        found = _WG_ENTRY.fullmatch(entry)
+        if found is None:
+            return (entry,)
+        form, width = found.group(1), found.group(3)
+        return (f"kgen_skinny_wg_{form}_v{width}", f"kgen_skinny_wg_{form}_direct_v{width}")
 
     def compile_options(self) -> tuple[str, ...]:
         """nvcc optimises the module's entry points in parallel (-split-compile=0: a thread per
@@ -1472,12 +1494,8 @@ class SkinnyKernel(Kernel):
     spec: Skinny
     _programmatic = False   # launches_programmatically(spec, the compiled arch), set per kernel
 
-    def __init__(self, spec, source, compiled):
-        # Not Kernel.__init__: bfloat16 has no numpy dtype unless ml_dtypes is installed.
-        self.spec, self.source, self.compiled = spec, source, compiled
-        self.module = runtime.Module(compiled.cubin)
-        self._driver_module = None
-        self._np_dtype = runtime.numpy_dtype(spec.dtype)
+    def __init__(self, spec, source, compiled, arch=None):
+        super().__init__(spec, source, compiled, arch)
         self._slots: dict[str, int] = {}
         self._plans: dict[tuple, _Plan] = {}
         self._torch_results = runtime.TorchResults()   # results of repeat torch calls, in batches
@@ -1492,7 +1510,7 @@ class SkinnyKernel(Kernel):
         self._fmt_merge = "PPqqiii" + scalar * 2
         self._fmt_prescale = "Pqqii" + scalar
         self._fmt_image = "PqqiqiP"
-        self._programmatic = launches_programmatically(spec, compiled.arch)
+        self._programmatic = launches_programmatically(spec, self.arch)
 
     def _resident_slots(self, name: str, shared: int) -> int:
         """Blocks of entry `name` the whole GPU runs at once."""
@@ -1695,10 +1713,15 @@ class SkinnyKernel(Kernel):
             return plan
         out_args = (o_rs, o_cs, R, NC)
         small_grid = (max(1, min(-(-R * NC // 256), self._sms * 8)), 1, 1)
-        prescale = ("prescale", Launch(self.handle("kgen_skinny_prescale"), "kgen_skinny_prescale", small_grid,
+
+        def prescale() -> tuple:
+            # Looked up after the main entry where there is one: a kernel that compiles its entries
+            # on first use (Skinny.entry_units) then finds it in the main entry's unit.
+            return ("prescale", Launch(self.handle("kgen_skinny_prescale"), "kgen_skinny_prescale", small_grid,
                                        (256, 1, 1), 0, self._fmt_prescale), out_args)
+
         if K == 0:
-            plan.launches.append(prescale)
+            plan.launches.append(prescale())
             return plan
         if tc:
             form = spec.tc_form(form)
@@ -1711,7 +1734,7 @@ class SkinnyKernel(Kernel):
                 raise ArrayError(f"the product {M}x{N}x{K} needs {v} blocks along grid {dim}; too many for one launch")
         plan.splits, plan.mode = g["splits"], g["mode"]
         if g["mode"] == MODE_ATOMIC:
-            plan.launches.append(prescale)
+            plan.launches.append(prescale())
         # The wgmma forms split S once per call into chunk images (a launch of its own) unless the
         # grid has few column tiles: then each block splits its own chunks of S.
         direct = form.startswith("wg_") and wg_direct(g["grid"][0], R, K)

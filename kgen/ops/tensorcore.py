@@ -2259,15 +2259,9 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
 
     spec: TensorMatmul
 
-    def __init__(self, spec, source, compiled):
-        # Kernel.__init__'s attributes, set here: it names the dtype in numpy, which has no
-        # bfloat16 (without ml_dtypes); this class checks dtypes by name instead.
-        self.spec = spec
-        self.source = source
-        self.compiled = compiled
-        self.module = runtime.Module(compiled.cubin)
-        self._driver_module = None
-        self._np_dtype = None
+    def __init__(self, spec, source, compiled, arch=None):
+        super().__init__(spec, source, compiled, arch)
+        self._np_dtype = None   # dtypes are checked by name (numpy has no bfloat16 without ml_dtypes)
         scalar = "d" if spec.dtype == "float64" else "f"
         self._fmt = "PPP" + "q" * 8 + "i" + scalar * 2
         self._fmt_reduce = "PP" + "q" * 5 + "i" + scalar * 2

@@ -1,0 +1,133 @@
+"""Entry points compiled a unit at a time (Spec.entry_units, the skinny family): render(spec,
+entries=...) keeps the named large entry points and every small helper kernel, a unit's entry
+compiles as it does in the whole module, and a kernel made without its module compiles each
+unit once, on the first use of one of its entries."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import kgen
+from kgen.core import launch, runtime
+from kgen.core import kernel as kernel_module
+from kgen.core.kernel import Kernel
+from kgen.core.render import render
+from kgen.ops.matmul import Matmul
+from kgen.ops.skinny import Skinny
+
+# An entry point's name as the templates write it: after __global__ void, an optional cluster
+# size and launch bounds (sometimes ending the line).
+ENTRY = re.compile(r'__global__ void (?:__cluster_dims__\([^)]*\) )?(?:__launch_bounds__\([^)]*\)\s*)?(kgen_\w+)\(')
+HELPERS = {"kgen_skinny_merge", "kgen_skinny_prescale", "kgen_skinny_wg_image_dot", "kgen_skinny_wg_image_axpy"}
+
+
+def entries(source: str) -> set[str]:
+    return set(ENTRY.findall(source))
+
+
+def _specs() -> list[Skinny]:
+    return [Skinny(rows=2), Skinny(dtype="float64", rows=3),
+            Skinny.default_spec({"M": 16, "N": 4096, "K": 4096}, "float32"),
+            Skinny(rows=16, tensor_cores=True, instruction="wgmma"),
+            Skinny(dtype="bfloat16", rows=8, tensor_cores=True),
+            Skinny(dtype="float16", rows=2, tensor_cores=True),
+            Skinny(dtype="bfloat16", rows=16, tensor_cores=True, instruction="wgmma"),
+            Skinny(rows=12, tensor_cores=True, merge="cluster", k_split=4)]
+
+
+@pytest.mark.parametrize("spec", _specs(), ids=lambda s: s.key[:10])
+def test_a_unit_keeps_its_entries_and_every_helper(spec):
+    whole = entries(render(spec))
+    helpers = whole & HELPERS
+    large = whole - HELPERS
+    assert len(large) >= 3 and {"kgen_skinny_merge", "kgen_skinny_prescale"} <= helpers
+    for name in sorted(large):
+        unit = spec.unit_entries(name)
+        assert name in unit and set(unit) <= large
+        assert entries(render(spec, entries=unit)) == set(unit) | helpers, name
+    # A wgmma form's entry comes with its twin: the plan asks for one, then may launch the other.
+    for name in (n for n in large if n.startswith("kgen_skinny_wg_")):
+        assert len(spec.unit_entries(name)) == 2
+    assert entries(render(spec, entries=())) == helpers
+    # Equal arguments, equal text; the whole module's text is unchanged by the option.
+    assert render(spec, entries=list(spec.unit_entries(sorted(large)[0]))) == \
+        render(spec, entries=spec.unit_entries(sorted(large)[0]))
+    assert render(spec, entries=None) == render(spec)
+
+
+def test_entries_are_refused_where_the_module_compiles_whole_or_standalone():
+    assert not Matmul().entry_units() and Skinny().entry_units()
+    with pytest.raises(ValueError, match="entry_units"):
+        render(Matmul(), entries=["kgen_matmul"])
+    with pytest.raises(ValueError, match="standalone"):
+        render(Skinny(), standalone=True, entries=["kgen_skinny_dot_v4"])
+    with pytest.raises(ValueError, match="arch"):
+        Kernel(Skinny(), render(Skinny()), None)
+
+
+@pytest.mark.nvcc
+def test_a_units_entry_compiles_as_it_does_in_the_whole_module():
+    # The float32 tensor-core module of 16 rows (the slowest mma.sync one to build whole) and a
+    # SIMT module: registers, spills and shared memory of each unit's entry as in the whole.
+    for spec, names in ((Skinny.default_spec({"M": 16, "N": 4096, "K": 4096}, "float32"),
+                         ("kgen_skinny_tc_dot_v4", "kgen_skinny_tc_axpy_v1", "kgen_skinny_tc_dot_phased_c2")),
+                        (Skinny(rows=2), ("kgen_skinny_dot_v4", "kgen_skinny_axpy_v2"))):
+        whole = kgen.compile(spec, arch="sm_90")
+        for name in names:
+            unit = kernel_module._compile_spec(spec, render(spec, entries=spec.unit_entries(name)), "sm_90")
+            assert set(unit.resources) == {name} | (set(whole.resources) & HELPERS)
+            for field in ("registers", "spill_stores", "spill_loads", "shared_bytes"):
+                got, want = unit.resources[name].get(field), whole.resources[name].get(field)
+                assert got == want, (spec.to_json(), name, field, got, want)
+
+
+class _FakeModule:
+    """Stands in for a loaded cubin (no GPU here): remembers which cubin it holds."""
+
+    loaded: list[bytes] = []
+
+    def __init__(self, cubin: bytes):
+        self.cubin = cubin
+        _FakeModule.loaded.append(cubin)
+
+    def function(self, name: str, dynamic_shared: int = 0):
+        return (id(self), name)
+
+
+@pytest.mark.nvcc
+def test_a_kernel_without_its_module_compiles_each_unit_once_on_first_use(monkeypatch):
+    compiles: list[set[str]] = []
+    real = kernel_module._compile_spec
+
+    def counted(spec, source, arch):
+        c = real(spec, source, arch)
+        compiles.append(set(c.resources))
+        return c
+
+    _FakeModule.loaded = []
+    monkeypatch.setattr(kernel_module, "_compile_spec", counted)
+    monkeypatch.setattr(runtime, "Module", _FakeModule)
+    monkeypatch.setattr(launch, "DriverModule", _FakeModule)
+    spec = Skinny(rows=1)
+    k = Kernel(spec, render(spec), None, "sm_90")
+    assert compiles == [] and k.arch == "sm_90"
+    main = k.handle("kgen_skinny_dot_v4")
+    assert len(compiles) == 1 and compiles[0] == {"kgen_skinny_dot_v4", "kgen_skinny_merge", "kgen_skinny_prescale"}
+    # The helpers come from the unit already loaded; a second ask compiles nothing.
+    assert k.handle("kgen_skinny_merge")[0] == main[0]
+    assert k.function("kgen_skinny_prescale")[0] == k.function("kgen_skinny_dot_v4")[0]
+    assert k.handle("kgen_skinny_dot_v4", 1024) == main and len(compiles) == 1
+    other = k.handle("kgen_skinny_axpy_v1")
+    assert len(compiles) == 2 and other[0] != main[0] and "kgen_skinny_dot_v4" not in compiles[1]
+    with pytest.raises(KeyError, match="kgen_skinny_nope"):
+        k.handle("kgen_skinny_nope")
+    # The whole module, compiled when asked for, holds every entry point.
+    before = len(compiles)
+    assert set(k.resources) >= {"kgen_skinny_dot_v4", "kgen_skinny_dot_v1", "kgen_skinny_axpy_v4",
+                                "kgen_skinny_dot_phased_c2", "kgen_skinny_merge"}
+    assert len(compiles) == before + 1 and k.compiled is k.compiled and len(compiles) == before + 1
+    # Made with its module, a kernel compiles nothing and launches from that module.
+    eager = Kernel(spec, render(spec), kgen.compile(spec, arch="sm_90"))
+    before = len(compiles)
+    assert eager.handle("kgen_skinny_dot_v2")[1] == "kgen_skinny_dot_v2" and len(compiles) == before
