@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_tensorcore_gpu import LAYOUTS, _check, _hopper, _layouts, _operand, _torch
 
 import kgen
-from kgen.ops.tensorcore import TensorMatmul as T
+from kgen.ops.tensorcore import WIDE_SWAP_BN, TensorMatmul as T
 
 pytestmark = pytest.mark.gpu
 
@@ -84,17 +84,34 @@ def check_product(spec, M, N, K, pad_a, pad_b, off_a, off_b, alpha, beta):
     _check(spec, A, B, C, C0, alpha, beta, label)
 
 
+def _tiles(spec) -> str:
+    """Which tiles a dispatched spec runs: "tall" (the general tiles of 192 rows), "wide" (the
+    transposed tiles of more than 128 of WIDE_SWAP_BN's columns, which
+    TensorMatmul.wide_swap_suits weighs against them from WIDE_SWAP_MIN_K), "in place" (tiles
+    that read a B whose rows TMA cannot read as they are), or "other"."""
+    if not isinstance(spec, T):
+        return "other"
+    if spec.b_phased or spec.b_realign or spec.b_classes:
+        return "in place"
+    if spec.tile[0] == 192 and not spec.swap_ab:
+        return "tall"
+    return "wide" if spec.swap_ab and spec.tile[1] in WIDE_SWAP_BN and spec.tile[1] > 128 else "other"
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("M,N,K,order,offset,tall", [
-    (150, 12001, 336, "col", 0, True), (170, 19304, 700, "row", 1, True), (129, 24577, 1000, "col", 1, True),
-    (192, 20000, 515, "row", 0, True), (150, 12001, 333, "col", 0, False), (160, 20001, 1000, "row", 0, False)])
-def test_kgen_matmul_runs_192_row_tiles_where_dispatch_picks_them(dtype, M, N, K, order, offset, tall):
+@pytest.mark.parametrize("M,N,K,order,offset,tiles", [
+    (150, 12001, 336, "col", 0, "tall"), (180, 12800, 336, "row", 1, "tall"), (174, 21247, 336, "col", 1, "tall"),
+    # From K of WIDE_SWAP_MIN_K the wide transposed tiles take weights this wide.
+    (170, 19304, 700, "row", 1, "wide"), (129, 24577, 1000, "col", 1, "wide"), (192, 20000, 515, "row", 0, "wide"),
+    # B's rows off a 16-byte boundary: the tiles that read such a B in place.
+    (150, 12001, 333, "col", 0, "in place"), (160, 20001, 1000, "row", 0, "in place")])
+def test_kgen_matmul_runs_192_row_tiles_where_dispatch_picks_them(dtype, M, N, K, order, offset, tiles):
     """kgen.matmul as users call it on products the rows-of-192 rules give those tiles (odd N,
     B as W.t() or row-major with rows 16-byte aligned, A at an odd element offset or of an odd
-    length), and on two whose B's rows are not 16-byte aligned (tall=False: the rules give way
-    to the tiles that read such a B in place): the spec dispatch ran, and the result against
-    float64 on a NaN-poisoned output, twice (the repeat path too)."""
-    check_matmul_call(dtype, M, N, K, order, offset, lambda spec: isinstance(spec, T) and (spec.tile[0] == 192) == tall)
+    length), on three wide enough for the wide transposed tiles, and on two whose B's rows are
+    not 16-byte aligned: the tiles of the spec dispatch ran, and the result against float64 on
+    a NaN-poisoned output, twice (the repeat path too)."""
+    check_matmul_call(dtype, M, N, K, order, offset, lambda spec: _tiles(spec) == tiles)
 
 
 def check_matmul_call(dtype, M, N, K, order, offset, want):
