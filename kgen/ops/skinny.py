@@ -618,7 +618,7 @@ class Skinny(Spec):
         return levels, count, dup
 
     def entry_units(self) -> bool:
-        """A module holds every load width, phase class and form (9-12 large entry points) and a
+        """A module holds every load width, phase class and form (5-12 large entry points) and a
         call launches one of them (with the small merge, prescale and image kernels, which every
         unit keeps): a kernel compiles each on its first launch. nvcc on this project's two-CPU
         host, -split-compile=0: the float32 module of 16 rows (mma.sync forms) whole 5.5 s, its
