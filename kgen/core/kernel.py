@@ -32,15 +32,15 @@ class Kernel:
 
     def __init__(self, spec: Spec, source: str, compiled: Compiled | None, arch: str | None = None):
         if compiled is not None:
-            self.arch = compiled.arch
+            self.arch = build_arch = compiled.arch   # nothing is compiled again: the module is here
         elif arch is not None:
-            self.arch = spec.target_arch(arch)
+            self.arch, build_arch = spec.target_arch(arch), arch
         else:
             raise ValueError("a kernel made without its compiled module needs the arch to compile its entries for")
         self.spec = spec
         self.source = source
         self._compiled = compiled
-        self._device_arch = arch
+        self._build_arch = build_arch   # the device's arch, as _compile_spec takes it
         self._units: dict[str, _Unit] = {}   # entry point -> the loaded unit holding it
         self._whole = _Unit(compiled) if compiled is not None else None
         self._unit_lock = threading.Lock()
@@ -55,7 +55,7 @@ class Kernel:
         if self._compiled is None:
             with self._unit_lock:
                 if self._compiled is None:
-                    self._compiled = _compile_spec(self.spec, self.source, self._device_arch or self.arch)
+                    self._compiled = _compile_spec(self.spec, self.source, self._build_arch)
         return self._compiled
 
     @property
@@ -80,7 +80,7 @@ class Kernel:
             unit = self._units.get(name)
             if unit is None:
                 source = render(self.spec, entries=self.spec.unit_entries(name))
-                compiled = _compile_spec(self.spec, source, self._device_arch or self.arch)
+                compiled = _compile_spec(self.spec, source, self._build_arch)
                 if name not in compiled.resources:
                     raise KeyError(f"{self.spec.kernel} has no entry point {name!r} "
                                    f"(its units hold {sorted(compiled.resources)})")
