@@ -188,7 +188,10 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
         assert s.dtype == dtype and s.k_split == 0 and s.tensor_cores == tc
         assert s.merge == ("two_pass" if tc and (r > 4 or not half) else "single_pass")
         assert s.prune_reason(p, limits) is None or min(M, N) == 1
-        if r <= 16:
+        if r <= 16 and dtype == "float32" and tc:
+            # float32's tensor-core forms work in whole 8-row tiles: one spec for each tile count
+            assert s.rows == -(-r // 8) * 8 and s.tc_ntiles == -(-r // 8)
+        elif r <= 16:
             assert s.rows == r                                   # no idle accumulator rows
         elif r <= 64:
             assert r <= s.rows < r + 8
@@ -1345,3 +1348,35 @@ def test_programmatic_specs_launch_their_main_kernel_programmatically(monkeypatc
         assert plan.splits > 1 and set(kinds) >= {"main"} and len(kinds) == (1 if merge == "single_pass" else 2)
         assert kinds["main"].programmatic is launched
         assert not any(v.programmatic for kind, v in kinds.items() if kind != "main")
+
+
+def test_float32_tensor_core_products_of_one_tile_count_share_one_spec(monkeypatch):
+    """kgen.matmul's float32 split-TF32 forms work in whole 8-row mma tiles, so the products of
+    7-8 rows against one weight run one spec, and those of 9-16 rows another (one compile each,
+    not one a row count); the plan still has one row tile, and the spec's rows hold the
+    product's."""
+    from kgen.tune import dispatch
+    from kgen.tune.device import DeviceInfo, arch_limits
+
+    h200 = DeviceInfo("Recorded H200", "sm_90", dict(arch_limits("sm_90"), multiprocessors=132))
+    monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
+    monkeypatch.setattr(dispatch, "_this_device", lambda: h200)
+    rng = random.Random(8)
+    checked = 0
+    for _ in range(12):
+        N, K = int(2 ** rng.uniform(10, 13.5)), int(2 ** rng.uniform(10, 14))
+        for order in ("col", "row"):
+            B = np.empty((N, K), np.float32).T if order == "col" else np.empty((K, N), np.float32)
+            by_tiles: dict[int, set] = {}
+            for M in range(7, 17):
+                spec = dispatch.call_spec(np.empty((M, K), np.float32), B, device=h200, db=False)
+                assert isinstance(spec, Skinny) and spec.tensor_cores, ((M, N, K), order, spec.to_json())
+                if spec.instruction != "mma_sync":
+                    continue   # the wide wgmma dot form already rounds its rows (wgmma_default_spec)
+                tiles = -(-M // 8)
+                assert spec.rows == 8 * tiles and spec.tc_ntiles == tiles, ((M, N, K), spec.to_json())
+                assert spec.geometry("tc_dot" if order == "col" else "tc_axpy", 4, M, N, K, 132)["grid"][2] == 1
+                by_tiles.setdefault(tiles, set()).add(spec.key)
+                checked += 1
+            assert all(len(keys) == 1 for keys in by_tiles.values()), ((N, K), order, by_tiles)
+    assert checked >= 150   # most weights of this draw run the mma.sync forms

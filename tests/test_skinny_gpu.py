@@ -627,3 +627,29 @@ def test_errors_name_the_problem():
         k(A, B, beta=1.0)
     with pytest.raises(ArrayError, match="CPU"):
         k(A.cpu(), B)
+
+
+@pytest.mark.parametrize("order", ["col", "row"])
+def test_kgen_matmul_runs_the_row_counts_of_a_tile_count_on_one_spec(order):
+    """float32 products of 7-16 rows against one weight (W.t() or row-major) through kgen.matmul:
+    each matches float64 on a NaN-poisoned output, and the row counts of one 8-row tile count run
+    one spec (tc_rows_shared), so the loop compiles two specs, not ten."""
+    torch = _torch()
+    from kgen.tune.dispatch import call_spec
+
+    N, K = 2304, 3072
+    W = torch.randn(N, K, device="cuda")
+    B = W.t() if order == "col" else W.t().contiguous()
+    keys: dict[int, set] = {}
+    for M in range(7, 17):
+        A = torch.randn(M, K, device="cuda")
+        C = torch.full((M, N), float("nan"), device="cuda")
+        got = kgen.matmul(A, B, out=C)
+        torch.cuda.synchronize()
+        ref = A.double() @ B.double()
+        err = float((got.double() - ref).norm() / ref.norm())
+        assert got is C and math.isfinite(err) and err <= tolerance("float32", K), (M, order, err)
+        spec = call_spec(A, B)
+        assert isinstance(spec, Skinny) and spec.tensor_cores and spec.rows == 8 * -(-M // 8), spec.to_json()
+        keys.setdefault(-(-M // 8), set()).add(spec.key)
+    assert {t: len(k) for t, k in keys.items()} == {1: 1, 2: 1}

@@ -870,8 +870,8 @@ class Skinny(Spec):
         if sms and spec.one_wave_axpy_suits():
             spec = spec.replace(waves=AXPY_SIMT_WAVES)
         if sms and spec.tc_axpy_few_rows_suits(problem):
-            spec = spec.replace(tensor_cores=True, tc_tiles=2, merge="two_pass", waves=1, programmatic=False,
-                                l2_prefetch=0)
+            spec = spec.replace(rows=tc_rows_shared(spec.rows), tensor_cores=True, tc_tiles=2, merge="two_pass",
+                                waves=1, programmatic=False, l2_prefetch=0)
         if dot_sms and spec.narrow_dot_suits(problem, dot_sms):
             spec = spec.replace(warp_cols=DOT_NARROW_WARP_COLS)
         if dot_sms and spec.one_wave_dot_suits(problem, dot_sms):
@@ -1006,7 +1006,12 @@ class Skinny(Spec):
             # Past the SIMT forms' range, and from SIMT_F32_ROWS up where N and K are large: the
             # split-TF32 tensor-core forms, 2 tiles a warp, the slabs merged by a second kernel
             # (the ticket merge's last block was the tail there). Small products of up to
-            # SMALL_SIMT_ROWS rows keep the SIMT forms (below).
+            # SMALL_SIMT_ROWS rows keep the SIMT forms (below). Rows round up to whole 8-row mma
+            # tiles: a block's work is its tiles (tc_ntiles), and the rows past the small
+            # dimension stay zero whatever `rows` says, so 9 to 16 rows share one spec and one
+            # compile (tc_rows_shared).
+            rows = tc_rows_shared(rows)
+            warp_cols = default_warp_cols(rows, dtype, p["K"])
             return cls(dtype=dtype, rows=rows, warp_cols=warp_cols, lane_vectors=1, threads=256, vector_bytes=16,
                        loads=loads, k_split=0, waves=1 if small <= TC_ONE_WAVE_ROWS else 2, merge="two_pass",
                        tensor_cores=True, tc_tiles=2)
@@ -1419,6 +1424,15 @@ def default_warp_cols(rows: int, dtype: str, K: int = 0) -> int:
 
 def default_loads(rows: int) -> int:
     return 8 if rows <= 16 else 4
+
+
+def tc_rows_shared(rows: int) -> int:
+    """Rows of a float32 split-TF32 spec: `rows` rounded up to whole 8-row mma tiles. The
+    tensor-core forms stage, multiply and merge whole tiles (tc_ntiles) and guard the rows of
+    S past R at run time, so a spec of 16 rows runs 9 rows with the work of a spec of 9: one
+    module serves every row count of a tile count, and a loop over token counts compiles one
+    spec a tile count, not one a row count."""
+    return -(-rows // 8) * 8
 
 
 def default_rows(small: int) -> int:
