@@ -43,16 +43,11 @@ def test_a_unit_keeps_its_entries_and_every_helper(spec):
     large = whole - HELPERS
     assert len(large) >= 3 and {"kgen_skinny_merge", "kgen_skinny_prescale"} <= helpers
     for name in sorted(large):
-        unit = spec.unit_entries(name)
-        assert name in unit and set(unit) <= large
-        assert entries(render(spec, entries=unit)) == set(unit) | helpers, name
-    # A wgmma form's entry comes with its twin: the plan asks for one, then may launch the other.
-    for name in (n for n in large if n.startswith("kgen_skinny_wg_")):
-        assert len(spec.unit_entries(name)) == 2
+        # A unit holds its one large entry (a wgmma form's imaged and _direct twins apart).
+        assert entries(render(spec, entries=(name,))) == {name} | helpers, name
     assert entries(render(spec, entries=())) == helpers
     # Equal arguments, equal text; the whole module's text is unchanged by the option.
-    assert render(spec, entries=list(spec.unit_entries(sorted(large)[0]))) == \
-        render(spec, entries=spec.unit_entries(sorted(large)[0]))
+    assert render(spec, entries=[sorted(large)[0]]) == render(spec, entries=(sorted(large)[0],))
     assert render(spec, entries=None) == render(spec)
 
 
@@ -75,7 +70,7 @@ def test_a_units_entry_compiles_as_it_does_in_the_whole_module():
                         (Skinny(rows=2), ("kgen_skinny_dot_v4", "kgen_skinny_axpy_v2"))):
         whole = kgen.compile(spec, arch="sm_90")
         for name in names:
-            unit = kernel_module._compile_spec(spec, render(spec, entries=spec.unit_entries(name)), "sm_90")
+            unit = kernel_module._compile_spec(spec, render(spec, entries=(name,)), "sm_90")
             assert set(unit.resources) == {name} | (set(whole.resources) & HELPERS)
             for field in ("registers", "spill_stores", "spill_loads", "shared_bytes"):
                 got, want = unit.resources[name].get(field), whole.resources[name].get(field)
@@ -95,8 +90,9 @@ class _FakeModule:
         return (id(self), name)
 
 
-@pytest.mark.nvcc
-def test_a_kernel_without_its_module_compiles_each_unit_once_on_first_use(monkeypatch):
+def _counted_compiles(monkeypatch) -> list[set[str]]:
+    """Units compile with nvcc and load into stand-in modules; the list gets each compiled unit's
+    entry points, in order."""
     compiles: list[set[str]] = []
     real = kernel_module._compile_spec
 
@@ -109,6 +105,12 @@ def test_a_kernel_without_its_module_compiles_each_unit_once_on_first_use(monkey
     monkeypatch.setattr(kernel_module, "_compile_spec", counted)
     monkeypatch.setattr(runtime, "Module", _FakeModule)
     monkeypatch.setattr(launch, "DriverModule", _FakeModule)
+    return compiles
+
+
+@pytest.mark.nvcc
+def test_a_kernel_without_its_module_compiles_each_unit_once_on_first_use(monkeypatch):
+    compiles = _counted_compiles(monkeypatch)
     spec = Skinny(rows=1)
     k = Kernel(spec, render(spec), None, "sm_90")
     assert compiles == [] and k.arch == "sm_90"
@@ -131,3 +133,40 @@ def test_a_kernel_without_its_module_compiles_each_unit_once_on_first_use(monkey
     eager = Kernel(spec, render(spec), kgen.compile(spec, arch="sm_90"))
     before = len(compiles)
     assert eager.handle("kgen_skinny_dot_v2")[1] == "kgen_skinny_dot_v2" and len(compiles) == before
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("order", ["col", "row"])
+def test_a_wgmma_plan_compiles_only_the_twin_it_launches(monkeypatch, order):
+    """The float32 wgmma forms have an imaged entry (S split once per call by an image launch)
+    and a _direct twin (each block splits its own chunks of S); the grid's column tiles decide
+    which runs, so the plan picks it before asking for its occupancy and compiles that one
+    alone: few column tiles the _direct entry, many the imaged one beside its image launch."""
+    import kgen.ops.skinny as skinny_module
+    from kgen.ops.skinny import wg_direct
+
+    compiles = _counted_compiles(monkeypatch)
+    monkeypatch.setattr(runtime, "device_limits", lambda: {"multiprocessors": 132})
+    monkeypatch.setattr(runtime, "device_index", lambda: 0)
+    monkeypatch.setattr(runtime, "resident_blocks", lambda fn, threads, shared: 2)
+
+    class _NamedLaunch:   # a launch's name and entry, without the driver
+        def __init__(self, fn, name, *args, **kwargs):
+            self.fn, self.name = fn, name
+
+    monkeypatch.setattr(skinny_module, "Launch", _NamedLaunch)
+    form = "wg_dot" if order == "col" else "wg_axpy"
+    for M, N, K, direct in ((40, 224, 1072, True), (40, 9000, 4096, False)):
+        spec = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}, "float32")
+        assert wg_direct(spec.column_tiles(form, 4, N), M, K) == direct
+        k = spec.kernel_class(spec, render(spec), None, "sm_90a")
+        compiles.clear()
+        # W.t() (B k-contiguous) for the dot form, B row-major for the axpy form; all 16-byte aligned.
+        b_strides = (1, K) if order == "col" else (N, 1)
+        plan = k._plan(M, K, (K, 1), K, N, b_strides, (M, N), (N, 1), 1 << 20, 1 << 30)
+        names = [launch_.name for _, launch_, _ in plan.launches]
+        twin = f"kgen_skinny_{form}_direct_v4" if direct else f"kgen_skinny_{form}_v4"
+        assert twin in names and ("image" in [kind for kind, _, _ in plan.launches]) != direct, names
+        assert len(compiles) == 1 and twin in compiles[0], compiles
+        other = f"kgen_skinny_{form}_v4" if direct else f"kgen_skinny_{form}_direct_v4"
+        assert other not in compiles[0] and plan.launches[-1][1].name in compiles[0] | {"kgen_skinny_merge"}

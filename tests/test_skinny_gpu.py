@@ -229,6 +229,18 @@ def test_random_wgmma_products_match_float64(data, wgmma_built):
     _check_random_product(data, spec, st.one_of(st.integers(1, 520), st.sampled_from([17, 128, 129, 256, 512])))
 
 
+@settings(max_examples=max(8, EXAMPLES // 4), deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_wgmma_kernels_compiling_entries_on_first_use_match_float64(data):
+    """The wgmma forms built entry by entry: the plan compiles only the twin it launches (the
+    imaged entry, or the _direct one for few column tiles, whose occupancy then sets the K
+    split), never the whole module."""
+    spec = data.draw(st.sampled_from(WGMMA_POOL), label="spec")
+    k = _built_by_entries(spec)
+    _check_random_product(data, spec, st.one_of(st.integers(1, 300), st.sampled_from([17, 128, 129, 256])), kernel=k)
+    assert k._compiled is None, "a call compiled the whole module"
+
+
 def _check_random_product(data, spec, small_sizes, kernel=None):
     torch = _torch()
     dtype = spec.dtype

@@ -24,7 +24,7 @@ class Kernel:
 
     Made with compiled=None (build() does so where spec.entry_units() is true and the whole
     module is not in the cache), the kernel compiles each entry point on its first use, in a
-    unit of its own (render(spec, entries=spec.unit_entries(name))), and `compiled` compiles the whole module
+    unit of its own (render(spec, entries=(name,))), and `compiled` compiles the whole module
     only when asked for.
     """
 
@@ -79,7 +79,7 @@ class Kernel:
         with self._unit_lock:
             unit = self._units.get(name)
             if unit is None:
-                source = render(self.spec, entries=self.spec.unit_entries(name))
+                source = render(self.spec, entries=(name,))
                 compiled = _compile_spec(self.spec, source, self._build_arch)
                 if name not in compiled.resources:
                     raise KeyError(f"{self.spec.kernel} has no entry point {name!r} "

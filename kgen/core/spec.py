@@ -173,11 +173,6 @@ class Spec:
         for one of them, not all. kernel.compiled still gives the whole module when asked."""
         return False
 
-    def unit_entries(self, entry: str) -> tuple[str, ...]:
-        """The entry points compiled in one unit with `entry` where entry_units() is true: those a
-        call may launch together or choose between after asking about `entry`."""
-        return (entry,)
-
     def dynamic_shared_bytes(self, entry: str) -> int:
         """Dynamic shared memory (bytes per block) that a launch of the entry point `entry`
         asks for. ptxas reports only static shared memory, so kgen adds this to its figure."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import threading
 from typing import Any, ClassVar
 
@@ -93,8 +92,6 @@ TC16_AXPY_MIN_SLAB_K = 32
 WG_STAGE_BYTES = 24 * 1024
 
 
-# A wgmma form's entry point: form, _direct or not, load width (Skinny.unit_entries).
-_WG_ENTRY = re.compile(r"kgen_skinny_wg_(dot|axpy)(_direct)?_v(\d+)")
 
 
 @register_family
@@ -625,14 +622,6 @@ class Skinny(Spec):
         tc_dot_v4 entry alone 1.2 s (docs/matmul.md, "First calls")."""
         return True
 
-    def unit_entries(self, entry: str) -> tuple[str, ...]:
-        """A wgmma form's entry with its twin (imaged and _direct): the launch plan asks for the
-        imaged one's occupancy before the grid decides which of the two runs."""
-        found = _WG_ENTRY.fullmatch(entry)
-        if found is None:
-            return (entry,)
-        form, width = found.group(1), found.group(3)
-        return (f"kgen_skinny_wg_{form}_v{width}", f"kgen_skinny_wg_{form}_direct_v{width}")
 
     def compile_options(self) -> tuple[str, ...]:
         """nvcc optimises the module's entry points in parallel (-split-compile=0: a thread per
@@ -698,6 +687,12 @@ class Skinny(Spec):
             return self.dot_cols(), 32 * self.vec, 2 * self.dot_step
         return self.axpy_cols(width), self.warps, 2 * self.warps * self.axpy_unroll
 
+    def column_tiles(self, form: str, width: int, NC: int, classes: int = 1) -> int:
+        """Column tiles (the grid's x) of NC large columns in `form` with loads `width` elements
+        wide; `classes` > 1: the phased dot form's, each tile of one class of columns. It does not
+        depend on the occupancy, so a plan can pick its entry point before asking for that."""
+        return classes * _ceil_div(_ceil_div(NC, classes), self.form_steps(form, width)[0])
+
     def geometry(self, form: str, width: int, R: int, NC: int, K: int, slots: int,
                  sms: int | None = None, classes: int = 1) -> dict[str, Any]:
         """Grid, K slabs and merge mode of one product in `form` ("dot", "axpy", "tc_dot" or
@@ -706,7 +701,7 @@ class Skinny(Spec):
         whole-K rule, DOT_WHOLE_K_SM_SHARE, is not applied). `classes` > 1: the phased dot
         form, whose column tiles each hold columns of one class (n modulo classes)."""
         cols, unit, least = self.form_steps(form, width)
-        col_tiles, row_tiles = classes * _ceil_div(_ceil_div(NC, classes), cols), -(-R // self.rows)
+        col_tiles, row_tiles = self.column_tiles(form, width, NC, classes), -(-R // self.rows)
         tiles = col_tiles * row_tiles
         # Slabs start on whole steps (aligned for any width) and keep each block a few steps deep.
         most = max(1, min(65535, K // least))
@@ -1742,6 +1737,13 @@ class SkinnyKernel(Kernel):
         name = f"kgen_skinny_{form}_v{width}" if not classes else f"kgen_skinny_{form}_phased_c{classes}"
         plan.form = form
         shared = spec.shared_for(form)
+        # The wgmma forms split S once per call into chunk images (a launch of its own) unless the
+        # grid has few column tiles: then each block splits its own chunks of S (the _direct
+        # entry). The column tiles decide, not the occupancy, so the entry that runs is known
+        # before its occupancy is asked for, and only that entry is compiled.
+        direct = form.startswith("wg_") and wg_direct(spec.column_tiles(form, width, NC), R, K)
+        if direct:
+            name = f"kgen_skinny_{form}_direct_v{width}"
         g = spec.geometry(form, width, R, NC, K, self._resident_slots(name, shared), self._sms, max(classes, 1))
         for dim, v in zip("xyz", g["grid"]):
             if v > (2**31 - 1 if dim == "x" else 65535):
@@ -1749,11 +1751,6 @@ class SkinnyKernel(Kernel):
         plan.splits, plan.mode = g["splits"], g["mode"]
         if g["mode"] == MODE_ATOMIC:
             plan.launches.append(prescale())
-        # The wgmma forms split S once per call into chunk images (a launch of its own) unless the
-        # grid has few column tiles: then each block splits its own chunks of S.
-        direct = form.startswith("wg_") and wg_direct(g["grid"][0], R, K)
-        if direct:
-            name = f"kgen_skinny_{form}_direct_v{width}"
         # The opt-in covers static shared memory too (the tile's ticket flag): ask for a little more.
         fn = self.handle(name, shared + 1024)
         # S is staged with 16-byte loads where its rows are contiguous and 16-byte aligned.
