@@ -92,8 +92,6 @@ TC16_AXPY_MIN_SLAB_K = 32
 WG_STAGE_BYTES = 24 * 1024
 
 
-
-
 @register_family
 @dataclasses.dataclass(frozen=True)
 class Skinny(Spec):
@@ -621,7 +619,6 @@ class Skinny(Spec):
         host, -split-compile=0: the float32 module of 16 rows (mma.sync forms) whole 5.5 s, its
         tc_dot_v4 entry alone 1.2 s (docs/matmul.md, "First calls")."""
         return True
-
 
     def compile_options(self) -> tuple[str, ...]:
         """nvcc optimises the module's entry points in parallel (-split-compile=0: a thread per
