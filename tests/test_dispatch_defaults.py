@@ -680,6 +680,58 @@ def test_float32_weight_products_of_3_to_6_rows_with_fewer_tiles_than_sms_take_4
         dispatch.forget()
 
 
+def test_16bit_one_row_weight_products_with_fewer_tiles_than_sms_take_4_columns_a_warp(monkeypatch):
+    """One row of a float16 or bfloat16 W.t() on the SIMT dot form (rows off a 16-byte
+    boundary, K of WIDE_DOT_MIN_K_16 or more: 8 columns a warp by default_warp_cols) streams 4
+    columns a warp where 8 would leave K whole on fewer column tiles than SMs
+    (Skinny.narrow_dot_suits, dispatch passing dot_sms for 16-bit k-contiguous operands too);
+    with more tiles, with K split (fewer tiles), at 2 rows, on the tensor-core forms, against a
+    row-major weight and with 16-byte rows (the wgmma kernel) the spec is left as it was."""
+    from kgen.ops.skinny import DOT_NARROW_WARP_COLS, WIDE_DOT_MIN_K_16, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+    sms = h200.limits["multiprocessors"]
+    assert sms == 132
+    monkeypatch.setattr(dispatch, "_this_device", lambda: h200)
+    dispatch.forget()
+    # Products of the measurement (seeds 47201, 47202, 47101): 74-127 tiles of 64 columns take 4;
+    # 152-192 tiles, and 56 or 20 with K split, keep 8.
+    for (M, N, K), cols in (((1, 5792, 14716), 4), ((1, 5198, 12093), 4), ((1, 8109, 6229), 4),
+                            ((1, 4718, 13378), 4), ((1, 7766, 8041), 4), ((1, 9710, 6681), 8),
+                            ((1, 11833, 10252), 8), ((1, 3354, 15297), 8), ((1, 1248, 7836), 8)):
+        A = np.zeros((M, K), np.float16)
+        W = np.zeros((N, K), np.float16)
+        got = dispatch.call_spec(A, W.T, device=h200, db=False)
+        assert isinstance(got, Skinny) and not got.tensor_cores and got.rows == 1, ((M, N, K), got.to_json())
+        assert got.warp_cols == cols, ((M, N, K), got.to_json())
+        assert dispatch.call_spec(W, A.T, device=h200, db=False).warp_cols == cols, (M, N, K)
+        # 16-byte rows: the wgmma kernel, whatever the tiles
+        even = np.zeros((N, K - K % 8), np.float16)
+        assert not isinstance(dispatch.call_spec(A[:, :K - K % 8], even.T, device=h200, db=False), Skinny)
+    # The thresholds: 66-131 tiles of 64 columns narrow; 65 and 132 do not.
+    for dtype in ("float16", "bfloat16"):
+        p = {"M": 1, "N": 64 * 131, "K": WIDE_DOT_MIN_K_16 + 1}
+        spec = Skinny.simt_default_spec(p, dtype)
+        assert spec.warp_cols == 8 and spec.dot_cols() == 64
+        assert spec.narrow_dot_suits(p, sms) and not spec.narrow_dot_suits({**p, "N": 64 * 132}, sms)
+        assert spec.narrow_dot_suits({**p, "N": 64 * 66}, sms) and not spec.narrow_dot_suits({**p, "N": 64 * 65}, sms)
+        assert spec.for_layouts(p, dot_sms=sms).warp_cols == DOT_NARROW_WARP_COLS
+        assert spec.for_layouts(p, axpy_sms=sms).warp_cols == 8
+        for other in (spec.replace(k_split=3), spec.replace(merge="cluster", k_split=2),
+                      Skinny.default_spec({**p, "M": 2}, dtype), Skinny.simt_default_spec({**p, "M": 2}, dtype),
+                      Skinny.default_spec({**p, "M": 8}, dtype), spec.replace(warp_cols=6)):
+            assert not other.narrow_dot_suits(p, sms), other.to_json()
+        # a shorter K gives 4 columns already
+        assert Skinny.simt_default_spec({**p, "K": WIDE_DOT_MIN_K_16 - 8}, dtype).warp_cols == 4
+    # A row-major weight runs the axpy form and gets no dot_sms.
+    A, B = np.zeros((1, 7001), np.float16), np.zeros((7001, 5792), np.float16)
+    assert "dot_sms" not in dispatch.call_overrides(A, B, Skinny, "float16", stand_in=True, device=h200)
+    assert dispatch.call_overrides(A, np.zeros((5792, 7001), np.float16).T, Skinny, "float16", stand_in=True,
+                                   device=h200)["dot_sms"] == sms
+    dispatch.forget()
+
+
 def test_float32_tensor_core_dot_form_reads_64_k_windows_from_64_mib_weights():
     """The float32 mma.sync tensor-core dot form (7-16 rows, B = W.t()) reads 64-k windows where
     the weight holds TC_LONG_WINDOW_MIN_BYTES or more (Skinny.long_window_dot_suits, dispatch

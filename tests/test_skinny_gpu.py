@@ -485,6 +485,41 @@ def test_row_major_float32_products_of_few_blocks_run_one_tile_a_warp_and_match_
     assert seen == {True, False}
 
 
+def test_16bit_one_row_products_take_the_narrow_dot_rule_and_match_float64():
+    """kgen.matmul on this GPU: one row against a float16 or bfloat16 W.t() whose rows are off a
+    16-byte boundary and K of WIDE_DOT_MIN_K_16 or more runs the SIMT dot form with 4 columns a
+    warp where 8 would leave K whole on fewer tiles than SMs (Skinny.narrow_dot_suits with this
+    GPU's SM count), 8 elsewhere; every result matches float64 on a NaN-poisoned output, again on
+    a second call."""
+    from kgen.ops.skinny import DOT_NARROW_WARP_COLS, WIDE_DOT_MIN_K_16
+    from kgen.tune import dispatch
+
+    torch = _torch()
+    sms = dispatch._sm_count()
+    assert sms and sms > 0
+    seen = set()
+    for dtype, N, K in (("bfloat16", 64 * sms - 70, 12093), ("float16", 40 * sms + 3, 6229),
+                        ("bfloat16", 80 * sms + 5, 6681), ("float16", 3354, 15297), ("bfloat16", 1248, 7836)):
+        assert K % 8 and K >= WIDE_DOT_MIN_K_16
+        tdt = getattr(torch, dtype)
+        A = torch.randn(1, K, device="cuda").to(tdt)
+        B = torch.randn(N, K, device="cuda").to(tdt).t()
+        spec = dispatch.call_spec(A, B)
+        p = {"M": 1, "N": N, "K": K}
+        base = Skinny.simt_default_spec(p, dtype)
+        assert isinstance(spec, Skinny) and not spec.tensor_cores and base.warp_cols == 8, (N, K, spec)
+        want = base.narrow_dot_suits(p, sms)
+        assert spec.warp_cols == (DOT_NARROW_WARP_COLS if want else 8), (dtype, N, K, spec.to_json())
+        seen.add(want)
+        ref = A.double() @ B.double()
+        for _ in range(2):
+            out = torch.full((1, N), float("nan"), device="cuda", dtype=tdt)
+            kgen.matmul(A, B, out=out)
+            err = float((out.double() - ref).norm() / ref.norm())
+            assert err <= tolerance(dtype, K), (dtype, N, K, err)
+    assert seen == {True, False}
+
+
 def test_float32_few_row_products_take_the_narrow_dot_and_one_wave_axpy_rules_and_match_float64():
     """kgen.matmul on this GPU: float32 W.t() products of 3-6 rows whose 8-column tiles would
     leave K whole on fewer tiles than SMs stream 4 columns a warp (Skinny.narrow_dot_suits with

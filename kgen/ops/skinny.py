@@ -912,14 +912,16 @@ class Skinny(Spec):
         return _ceil_div(large, self.dot_cols()) * _ceil_div(small, self.rows)
 
     def narrow_dot_suits(self, problem, sms: int) -> bool:
-        """Whether this float32 SIMT spec of DOT_FEW_TILES_MIN_ROWS to SIMT_F32_ROWS rows and 8
-        columns a warp, run on a k-contiguous large operand (the dot form, B = W.t()) on a GPU of
-        `sms` SMs, should stream DOT_NARROW_WARP_COLS columns a warp instead: its K split left to
-        the launch (k_split=0, not a cluster), and its 8-column tiles fewer than the SMs but
-        enough that K stays whole (DOT_WHOLE_K_SM_SHARE of the SMs or more, K too short for
-        dot_few_tile_slabs to cut it)."""
-        if not (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0 and self.merge != "cluster"
-                and self.warp_cols == 8 and DOT_FEW_TILES_MIN_ROWS <= self.rows <= SIMT_F32_ROWS):
+        """Whether this SIMT spec of 8 columns a warp, a float32 one of DOT_FEW_TILES_MIN_ROWS to
+        SIMT_F32_ROWS rows or a float16/bfloat16 one of one row, run on a k-contiguous large
+        operand (the dot form, B = W.t()) on a GPU of `sms` SMs, should stream
+        DOT_NARROW_WARP_COLS columns a warp instead: its K split left to the launch (k_split=0,
+        not a cluster), and its 8-column tiles fewer than the SMs but enough that K stays whole
+        (DOT_WHOLE_K_SM_SHARE of the SMs or more, K too short for dot_few_tile_slabs to cut it)."""
+        rows_suit = (DOT_FEW_TILES_MIN_ROWS <= self.rows <= SIMT_F32_ROWS if self.dtype == "float32"
+                     else self.rows == 1 and self.dtype in ("float16", "bfloat16"))
+        if not (rows_suit and not self.tensor_cores and self.k_split == 0 and self.merge != "cluster"
+                and self.warp_cols == 8):
             return False
         p = self.normalize_problem(problem)
         tiles = self.dot_tiles(p)
@@ -1311,6 +1313,15 @@ DOT_FEW_TILE_WAVES = 1
 # 18003, 18013; 91-128 tiles, K 1280-3136), where 8 columns split K instead (fewer tiles, or a
 # longer K) 4 ran 0.92-1.10x, so those keep 8; held out (seed 18033, eight products of 3-6 rows
 # drawn where the rule applies) 1.138x (1.12-1.19x).
+# The same holds for one row of a float16 or bfloat16 weight, which default_warp_cols gives 8
+# columns a warp from K of WIDE_DOT_MIN_K_16 (they reach the SIMT dot form where the wgmma kernel
+# does not take them: rows off a 16-byte boundary). Device time on an H200, W.t() with K of
+# 6144-16384, N and K of any length (docs/bench/research/decode_variants.py VARIANTS=warp_cols=4;
+# docs/matmul.md, "One row of a 16-bit weight: 8 columns a warp from K of 6144"): seen first on
+# four products of 104-128 tiles (seeds 47002, 47101, 47102: 1.14-1.23x), where the eight of 8
+# columns with more tiles than SMs, or with K split, ran 0.71-0.94x with 4; held out (seeds 47201,
+# 47202: eleven products drawn where the rule applies) bfloat16 1.258x (1.15-1.33x), float16
+# 1.231x (1.18-1.39x).
 DOT_NARROW_WARP_COLS = 4
 # float32 SIMT axpy form (a row-major large operand) of up to 16 accumulator registers a thread
 # (1-4 rows): K split for one wave of resident blocks rather than two (Skinny.one_wave_axpy_suits;
@@ -1407,8 +1418,9 @@ def wave_fitted_splits(K: int, unit: int, tiles: int, slots: int, want: int, mos
 def default_warp_cols(rows: int, dtype: str, K: int = 0) -> int:
     """Columns a warp of the dot form streams by default. 1-2 rows: 4 (8 was 13% slower in
     bfloat16 at 1x4096x4096 on an H100), except 16-bit products of one row with K of at least
-    WIDE_DOT_MIN_K_16: 8; more rows: as many as ~64 accumulator registers allow, up to 8, so
-    that the small operand staged per block serves more of the large one."""
+    WIDE_DOT_MIN_K_16: 8 (dispatch takes it back to 4 where 8 would leave K whole on fewer
+    tiles than SMs: Skinny.narrow_dot_suits); more rows: as many as ~64 accumulator registers
+    allow, up to 8, so that the small operand staged per block serves more of the large one."""
     if rows == 1 and dtype in ("float16", "bfloat16") and K >= WIDE_DOT_MIN_K_16:
         return 8
     return 4 if rows <= 2 else max(1, min(8, 64 // (rows * (ACC_BYTES[dtype] // 4))))

@@ -450,10 +450,10 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # Hopper: the wgmma forms (not a device-free default: the rule and tables hold the
         # mma.sync forms, which run on every GPU); below their rows, against wide W.t() too.
         overrides["instruction"] = "wgmma"
-    if family.kernel == "skinny" and dtype == "float32":
+    if family.kernel == "skinny" and (dtype == "float32" or k_contiguous and dtype in ("float16", "bfloat16")):
         # A row-major large operand: the float32 tensor-core axpy form counts its blocks
         # against the SMs (Skinny.one_tile_axpy_suits); a k-contiguous one: the SIMT dot form
-        # counts its column tiles (Skinny.one_wave_dot_suits).
+        # counts its column tiles (Skinny.narrow_dot_suits, one_wave_dot_suits), 16-bit too.
         sms = device.limits.get("multiprocessors") if device is not None else _sm_count()
         if sms:
             overrides["dot_sms" if k_contiguous else "axpy_sms"] = sms
