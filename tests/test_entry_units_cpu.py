@@ -170,3 +170,46 @@ def test_a_wgmma_plan_compiles_only_the_twin_it_launches(monkeypatch, order):
         assert len(compiles) == 1 and twin in compiles[0], compiles
         other = f"kgen_skinny_{form}_v4" if direct else f"kgen_skinny_{form}_direct_v4"
         assert other not in compiles[0] and plan.launches[-1][1].name in compiles[0] | {"kgen_skinny_merge"}
+
+
+@pytest.mark.nvcc
+def test_a_row_major_16bit_weight_off_a_boundary_plans_the_shift_entry(monkeypatch):
+    """The SIMT axpy form on a row-major float16/bfloat16 weight whose rows lie off a 16-byte
+    boundary (a pitch of no multiple of 8, or the weight's start off a boundary) launches the
+    _shift entry, with the columns a block of the widest loads, compiled alone with at most 8
+    bytes of spill at 1-2 rows; aligned rows keep the widest entry, and float32 keeps its narrower
+    loads."""
+    import kgen.ops.skinny as skinny_module
+
+    compiles = _counted_compiles(monkeypatch)
+    monkeypatch.setattr(runtime, "device_limits", lambda: {"multiprocessors": 132})
+    monkeypatch.setattr(runtime, "device_index", lambda: 0)
+    monkeypatch.setattr(runtime, "resident_blocks", lambda fn, threads, shared: 3)
+
+    class _NamedLaunch:   # a launch's name, grid and entry, without the driver
+        def __init__(self, fn, name, grid, *args, **kwargs):
+            self.fn, self.name, self.grid = fn, name, grid
+
+    monkeypatch.setattr(skinny_module, "Launch", _NamedLaunch)
+    for dtype, M in (("bfloat16", 1), ("float16", 2)):
+        spec = Skinny.simt_default_spec({"M": M, "N": 7001, "K": 3001}, dtype)
+        assert spec.axpy_shifts and spec.axpy_vec == 8 and spec.axpy_shift_min_blocks == 3
+        assert f"__launch_bounds__(THREADS, {spec.axpy_shift_min_blocks})\nkgen_skinny_axpy_shift(" in render(spec)
+        k = spec.kernel_class(spec, render(spec), None, "sm_90a")
+        cols = 32 * 8 * spec.axpy_lanes(8)
+        for N, pitch, pb, name in ((7001, 7001, 1 << 30, "kgen_skinny_axpy_shift"),
+                                   (7000, 7003, 1 << 30, "kgen_skinny_axpy_shift"),
+                                   (7000, 7000, (1 << 30) + 6, "kgen_skinny_axpy_shift"),
+                                   (7000, 7000, 1 << 30, "kgen_skinny_axpy_v8")):
+            compiles.clear()
+            plan = k._plan(M, 3001, (3001, 1), 3001, N, (pitch, 1), (M, N), (N, 1), 1 << 20, pb)
+            main = next(launch_ for kind, launch_, _ in plan.launches if kind == "main")
+            assert main.name == name and main.grid[0] == -(-N // cols), (dtype, N, pitch, pb, main.name, main.grid)
+        shift = kernel_module._compile_spec(spec, render(spec, entries=("kgen_skinny_axpy_shift",)), "sm_90a")
+        # (at 2 rows ptxas keeps 8 bytes on the stack at 80 registers; 64 spilled 80-92)
+        assert shift.resources["kgen_skinny_axpy_shift"]["spill_stores"] <= (0 if M == 1 else 8), shift.resources
+    spec = Skinny.simt_default_spec({"M": 2, "N": 7001, "K": 3001}, "float32")
+    assert not spec.axpy_shifts and "kgen_skinny_axpy_shift(" not in render(spec)
+    k = spec.kernel_class(spec, render(spec), None, "sm_90a")
+    plan = k._plan(2, 3001, (3001, 1), 3001, 7001, (7001, 1), (2, 7001), (7001, 1), 1 << 20, 1 << 30)
+    assert [launch_.name for kind, launch_, _ in plan.launches if kind == "main"] == ["kgen_skinny_axpy_v1"]

@@ -347,6 +347,51 @@ def test_phased_dot_form_matches_float64_at_every_offset(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_axpy_shift_entry_matches_float64_at_every_row_offset(dtype):
+    # A row-major weight K x N whose rows lie off a 16-byte boundary (a pitch of every residue
+    # modulo the widest load, the weight 0..V-1 elements into a buffer of NaN): the SIMT axpy
+    # form's _shift entry reads whole granules and shifts them across lanes. Blocks whose last
+    # granule would cross N read element by element; products of more rows than the spec's, K
+    # slabs merged by every strategy, fewer columns than a block, N just past one block.
+    torch = _torch()
+    tdt = getattr(torch, dtype)
+    half = dtype in ("float16", "bfloat16")
+    base = Skinny.simt_default_spec({"M": 2, "N": 4096, "K": 4096}, dtype)
+    assert not base.tensor_cores and base.axpy_shifts
+    V = base.axpy_vec
+    CB = 32 * V * base.axpy_lanes(V)
+    merges = [dict(), dict(k_split=3, merge="two_pass"), dict(k_split=5, merge="single_pass"),
+              dict(k_split=4, merge="cluster"), dict(rows=1), dict(rows=4, lane_vectors=2)]
+    merges += [] if half else [dict(k_split=3, merge="atomic")]
+    cases = [(1, 4 * CB + 1, 300, 0, 1), (2, CB + V + 1, 257, 1, 0), (2, CB + 3, 1001, 2, 2), (3, 7, 129, 3, 0),
+             (1, 3 * CB - 1, 2, 1, 5), (4, 2 * CB + V, 77, 5, 3), (5, 1000, 65, 7, 6), (2, 641, 4099, 0, 7)]
+    for rows, N, K, offset, pad in cases:
+        offset %= V
+        pad %= V
+        for merge in merges:
+            spec = base.replace(**merge)
+            if not spec.axpy_shifts:
+                continue
+            k = kgen.build(spec)
+            k._plans.clear()
+            buf = torch.full((offset + K * (N + pad) + 8,), float("nan"), device="cuda", dtype=tdt)
+            W = torch.as_strided(buf, (K, N), (N + pad, 1), offset)
+            W.copy_(torch.randn(K, N, device="cuda").to(tdt))
+            A = torch.randn(rows, K, device="cuda").to(tdt)
+            C = torch.full((rows, N), float("nan"), device="cuda", dtype=tdt)
+            k(A, W, out=C)
+            torch.cuda.synchronize()
+            plan = next(iter(k._plans.values()))
+            main = next(launch for kind, launch, _ in plan.launches if kind == "main")
+            where = f"{dtype} {rows}x{N}x{K} offset {offset} pad {pad} {merge}"
+            aligned = (N + pad) % V == 0 and offset % V == 0
+            assert main.name == (f"kgen_skinny_axpy_v{V}" if aligned else "kgen_skinny_axpy_shift"), (main.name, where)
+            ref = A.double() @ W.double()
+            err = float((C.double() - ref).norm() / ref.norm())
+            assert math.isfinite(err) and err <= tolerance(dtype, K), f"relative error {err:.3g}: {where}"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_granule_reads_of_odd_pitch_weights_match_float64(dtype):
     # The 16-bit tensor-core dot form reads rows 2 bytes off a 4-byte boundary as whole
     # granules and picks each lane's values out of its own and the next lane's: every offset

@@ -502,6 +502,26 @@ class Skinny(Spec):
             w //= 2
         return w
 
+    @property
+    def axpy_shifts(self) -> bool:
+        """Whether the SIMT axpy form has a _shift entry: a float16 or bfloat16 spec whose widest
+        load is a whole 16-byte granule, so that rows off a 16-byte boundary are read as aligned
+        granules and shifted across lanes (the template's shift_granules) rather than by the
+        2- or 4-byte loads the alignment allows. Device time on an H200, row-major weights of 16 MB
+        or more off a boundary (docs/matmul.md, "Row-major 16-bit weights off a 16-byte boundary"):
+        1.02-1.23x the narrow entries on six 16-bit products; float32, whose narrow entries load
+        4 or 8 bytes, ran level (0.93-1.10x over nine), so float32 and float64 keep them."""
+        return self.dtype in ("float16", "bfloat16") and self.axpy_vec * ITEMSIZE[self.dtype] == 16
+
+    @property
+    def axpy_shift_min_blocks(self) -> int:
+        """Blocks per SM ptxas must fit for the _shift entry: axpy_min_blocks, but at most
+        AXPY_SHIFT_MIN_BLOCKS. Each row in flight holds lane 0's granule past the warp's last
+        besides its own, and at the 64 registers of four blocks ptxas spilled them (12-92 bytes
+        at 1-2 rows; 8 at 2 rows with three blocks): the entry ran 0.93-1.17x where three
+        blocks ran 1.02-1.23x."""
+        return min(self.axpy_min_blocks, AXPY_SHIFT_MIN_BLOCKS)
+
     def axpy_widths(self) -> list[int]:
         return [w for w in self.widths() if w <= self.axpy_vec]
 
@@ -652,7 +672,8 @@ class Skinny(Spec):
             dot_chunk=self.dot_chunk, axpy_chunk=self.axpy_chunk, red_rows=self.red_rows,
             dot_widths=self.widths(), axpy_widths=self.axpy_widths(),
             dot_loads={w: self.dot_loads(w) for w in self.widths()},
-            axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()},
+            axpy_lanes={w: self.axpy_lanes(w) for w in self.axpy_widths()}, axpy_shift=self.axpy_shifts,
+            axpy_shift_min_blocks=self.axpy_shift_min_blocks,
             scatter_levels=levels, scatter_kept=kept, scatter_dup_mask=dup,
             atomic_ok=self.dtype in ("float32", "float64"), stage_vec=16 // ITEMSIZE[self.dtype],
             tc_ntiles=self.tc_ntiles, tc_chunk=self.tc_chunk, tc_dot_ring=self.tc_dot_ring, tc_window=self.tc_window,
@@ -1323,6 +1344,9 @@ DOT_FEW_TILE_WAVES = 1
 # 47202: eleven products drawn where the rule applies) bfloat16 1.258x (1.15-1.33x), float16
 # 1.231x (1.18-1.39x).
 DOT_NARROW_WARP_COLS = 4
+# Blocks per SM the SIMT axpy form's _shift entry asks ptxas to fit at most (80 registers a thread):
+# Skinny.axpy_shift_min_blocks.
+AXPY_SHIFT_MIN_BLOCKS = 3
 # float32 SIMT axpy form (a row-major large operand) of up to 16 accumulator registers a thread
 # (1-4 rows): K split for one wave of resident blocks rather than two (Skinny.one_wave_axpy_suits;
 # dispatch passes axpy_sms). Device time on an H200 (simt_f32_variants.py; docs/matmul.md, the
@@ -1720,6 +1744,12 @@ class SkinnyKernel(Kernel):
             if pl % (w * item) == 0 and ldl % w == 0:
                 width = w
                 break
+        # A row-major L whose rows lie off a 16-byte boundary (the pitch, or L's start): the SIMT
+        # axpy form reads whole granules and shifts them (the _shift entry) rather than taking
+        # the narrower loads the alignment allows.
+        shift = (form == "axpy" and not tc and spec.axpy_shifts and width < spec.axpy_vec and pl % item == 0)
+        if shift:
+            width = spec.axpy_vec
         classes = 0
         if form == "dot" and phased_dot(spec, width) and pl % item == 0:
             # The phased entry: columns grouped by their offset from a 16-byte boundary (one
@@ -1743,7 +1773,8 @@ class SkinnyKernel(Kernel):
             return plan
         if tc:
             form = spec.tc_form(form)
-        name = f"kgen_skinny_{form}_v{width}" if not classes else f"kgen_skinny_{form}_phased_c{classes}"
+        name = (f"kgen_skinny_{form}_phased_c{classes}" if classes else "kgen_skinny_axpy_shift" if shift
+                else f"kgen_skinny_{form}_v{width}")
         plan.form = form
         shared = spec.shared_for(form)
         # The wgmma forms split S once per call into chunk images (a launch of its own) unless the
