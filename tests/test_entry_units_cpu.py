@@ -174,11 +174,11 @@ def test_a_wgmma_plan_compiles_only_the_twin_it_launches(monkeypatch, order):
 
 @pytest.mark.nvcc
 def test_a_row_major_16bit_weight_off_a_boundary_plans_the_shift_entry(monkeypatch):
-    """The SIMT axpy form on a row-major float16/bfloat16 weight whose rows lie off a 16-byte
-    boundary (a pitch of no multiple of 8, or the weight's start off a boundary) launches the
-    _shift entry, with the columns a block of the widest loads, compiled alone with at most 8
-    bytes of spill at 1-2 rows; aligned rows keep the widest entry, and float32 keeps its narrower
-    loads."""
+    """The SIMT axpy form on a row-major float16/bfloat16 weight whose rows allow only 2- or
+    4-byte loads (a pitch of no multiple of 4, or the weight's start 2 or 6 bytes off a
+    boundary) launches the _shift entry, with the columns a block of the widest loads, compiled
+    alone with at most 8 bytes of spill at 1-2 rows; rows 8 bytes off keep the 8-byte loads,
+    aligned rows the widest entry, and float32 keeps its narrower loads."""
     import kgen.ops.skinny as skinny_module
 
     compiles = _counted_compiles(monkeypatch)
@@ -200,11 +200,15 @@ def test_a_row_major_16bit_weight_off_a_boundary_plans_the_shift_entry(monkeypat
         for N, pitch, pb, name in ((7001, 7001, 1 << 30, "kgen_skinny_axpy_shift"),
                                    (7000, 7003, 1 << 30, "kgen_skinny_axpy_shift"),
                                    (7000, 7000, (1 << 30) + 6, "kgen_skinny_axpy_shift"),
+                                   (7000, 7002, 1 << 30, "kgen_skinny_axpy_shift"),
+                                   (7000, 7004, 1 << 30, "kgen_skinny_axpy_v4"),
+                                   (7000, 7000, (1 << 30) + 8, "kgen_skinny_axpy_v4"),
                                    (7000, 7000, 1 << 30, "kgen_skinny_axpy_v8")):
             compiles.clear()
             plan = k._plan(M, 3001, (3001, 1), 3001, N, (pitch, 1), (M, N), (N, 1), 1 << 20, pb)
             main = next(launch_ for kind, launch_, _ in plan.launches if kind == "main")
-            assert main.name == name and main.grid[0] == -(-N // cols), (dtype, N, pitch, pb, main.name, main.grid)
+            assert main.name == name, (dtype, N, pitch, pb, main.name)
+            assert main.grid[0] == -(-N // cols) or not name.endswith(("shift", "v8")), (name, main.grid)
         shift = kernel_module._compile_spec(spec, render(spec, entries=("kgen_skinny_axpy_shift",)), "sm_90a")
         # (at 2 rows ptxas keeps 8 bytes on the stack at 80 registers; 64 spilled 80-92)
         assert shift.resources["kgen_skinny_axpy_shift"]["spill_stores"] <= (0 if M == 1 else 8), shift.resources

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import kgen
 from kgen.ops.matmul import DEFAULT_F32, SPLIT_F32, Matmul
 from kgen.ops.reduce import STRATEGIES, Reduce
-from kgen.ops.skinny import ITEMSIZE, Skinny, phased_dot
+from kgen.ops.skinny import AXPY_SHIFT_MAX_LOAD_BYTES, ITEMSIZE, Skinny, phased_dot
 from kgen.ops.skinny import _form as skinny_form
 from kgen.ops.tensorcore import A_PITCH_BYTES, A_PITCH_MIN_B_BYTES, A_PITCH_MIN_ROWS, TensorMatmul
 from test_reduce_gpu import KINDS as ROUNDING_KINDS
@@ -603,6 +603,12 @@ def skinny_plan(spec: Skinny, case: dict, sms: int = 132) -> dict:
     widths = spec.widths() if form == "dot" or tc else spec.axpy_widths()
     width = next((w for w in widths if off % w == 0 and ldl % w == 0), 1)
     classes, heads = 0, [0]
+    # Rows of 2- or 4-byte loads of a 16-bit row-major L: the _shift entry, whose block is the
+    # widest loads' columns.
+    shift = (form == "axpy" and not tc and spec.axpy_shifts
+             and width * ITEMSIZE[spec.dtype] <= AXPY_SHIFT_MAX_LOAD_BYTES)
+    if shift:
+        width = spec.axpy_vec
     if form == "dot" and phased_dot(spec, width):
         # The phased entry: class g's columns start (off + g ldl) mod vec elements past a
         # boundary, and its slabs start past a head that reaches the next one.
@@ -613,7 +619,7 @@ def skinny_plan(spec: Skinny, case: dict, sms: int = 132) -> dict:
         form = "tc_" + form
     g = spec.geometry(form, width, R, NC, K, case["slots"], sms, max(classes, 1))
     return dict(swap=swap, R=R, NC=NC, form=form, width=width, splits=g["splits"], ks=g["ks"], classes=classes,
-                heads=heads)
+                heads=heads, shift=shift)
 
 
 def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> bool:
@@ -630,6 +636,9 @@ def skinny_triggers(fault: str, spec: Skinny, case: dict, sms: int = 132) -> boo
             return case["K"] % (4 if spec.dtype == "float32" else 8) != 0
         if plan["form"] == "tc_axpy":
             return plan["NC"] % spec.tc_axpy_tiles != 0
+        if plan["shift"]:
+            # The _shift entry reads its last column tile element by element (whatever NC).
+            return True
         width = plan["width"]
         if plan["classes"]:
             return any(h < case["K"] and (case["K"] - h) % width != 0 for h in plan["heads"])
@@ -654,6 +663,7 @@ def skinny_kernel_for(spec: Skinny, case: dict, build):
                                           ("tc_dot", spec.widths()), ("tc_axpy", spec.widths())) for w in widths}
     kernel._slots.update({f"kgen_skinny_{form}_phased_c{c}": case["slots"] for form in ("dot", "tc_dot")
                           for c in spec.widths()})
+    kernel._slots["kgen_skinny_axpy_shift"] = case["slots"]
     return kernel
 
 

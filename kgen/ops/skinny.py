@@ -1347,6 +1347,12 @@ DOT_NARROW_WARP_COLS = 4
 # Blocks per SM the SIMT axpy form's _shift entry asks ptxas to fit at most (80 registers a thread):
 # Skinny.axpy_shift_min_blocks.
 AXPY_SHIFT_MIN_BLOCKS = 3
+# The widest loads (bytes) a row-major 16-bit L may allow for the _shift entry to take it. Device
+# time on an H200 (docs/matmul.md, "Row-major 16-bit weights off a 16-byte boundary"): against 2-
+# and 4-byte loads 1.02-1.23x (six fitted) and 1.03-1.46x (ten held out); against 8-byte loads
+# (N = 4 mod 8) 0.86-1.19x over five, slower on the smallest weight, where the last column tile,
+# read element by element, is a seventh of the columns.
+AXPY_SHIFT_MAX_LOAD_BYTES = 4
 # float32 SIMT axpy form (a row-major large operand) of up to 16 accumulator registers a thread
 # (1-4 rows): K split for one wave of resident blocks rather than two (Skinny.one_wave_axpy_suits;
 # dispatch passes axpy_sms). Device time on an H200 (simt_f32_variants.py; docs/matmul.md, the
@@ -1744,10 +1750,11 @@ class SkinnyKernel(Kernel):
             if pl % (w * item) == 0 and ldl % w == 0:
                 width = w
                 break
-        # A row-major L whose rows lie off a 16-byte boundary (the pitch, or L's start): the SIMT
-        # axpy form reads whole granules and shifts them (the _shift entry) rather than taking
-        # the narrower loads the alignment allows.
-        shift = (form == "axpy" and not tc and spec.axpy_shifts and width < spec.axpy_vec and pl % item == 0)
+        # A row-major L whose rows allow only 2- or 4-byte loads (the pitch, or L's start): the
+        # SIMT axpy form reads whole granules and shifts them (the _shift entry). Rows 8 bytes
+        # off a boundary keep their 8-byte loads (AXPY_SHIFT_MAX_LOAD_BYTES).
+        shift = (form == "axpy" and not tc and spec.axpy_shifts and width * item <= AXPY_SHIFT_MAX_LOAD_BYTES
+                 and pl % item == 0)
         if shift:
             width = spec.axpy_vec
         classes = 0
