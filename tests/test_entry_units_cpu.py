@@ -108,6 +108,22 @@ def _counted_compiles(monkeypatch) -> list[set[str]]:
     return compiles
 
 
+class _NamedLaunch:
+    """Stands in for kgen.core.launch.Launch without the driver: the entry, its name and grid."""
+
+    def __init__(self, fn, name, grid, *args, **kwargs):
+        self.fn, self.name, self.grid = fn, name, grid
+
+
+def _planning_device(monkeypatch, skinny_module, blocks: int) -> None:
+    """A stand-in GPU of 132 SMs that runs `blocks` blocks of any entry at once, and launches
+    recorded by name (a plan without the driver)."""
+    monkeypatch.setattr(runtime, "device_limits", lambda: {"multiprocessors": 132})
+    monkeypatch.setattr(runtime, "device_index", lambda: 0)
+    monkeypatch.setattr(runtime, "resident_blocks", lambda fn, threads, shared: blocks)
+    monkeypatch.setattr(skinny_module, "Launch", _NamedLaunch)
+
+
 @pytest.mark.nvcc
 def test_a_kernel_without_its_module_compiles_each_unit_once_on_first_use(monkeypatch):
     compiles = _counted_compiles(monkeypatch)
@@ -146,15 +162,7 @@ def test_a_wgmma_plan_compiles_only_the_twin_it_launches(monkeypatch, order):
     from kgen.ops.skinny import wg_direct
 
     compiles = _counted_compiles(monkeypatch)
-    monkeypatch.setattr(runtime, "device_limits", lambda: {"multiprocessors": 132})
-    monkeypatch.setattr(runtime, "device_index", lambda: 0)
-    monkeypatch.setattr(runtime, "resident_blocks", lambda fn, threads, shared: 2)
-
-    class _NamedLaunch:   # a launch's name and entry, without the driver
-        def __init__(self, fn, name, *args, **kwargs):
-            self.fn, self.name = fn, name
-
-    monkeypatch.setattr(skinny_module, "Launch", _NamedLaunch)
+    _planning_device(monkeypatch, skinny_module, blocks=2)
     form = "wg_dot" if order == "col" else "wg_axpy"
     for M, N, K, direct in ((40, 224, 1072, True), (40, 9000, 4096, False)):
         spec = Skinny.wgmma_default_spec({"M": M, "N": N, "K": K}, "float32")
@@ -182,15 +190,7 @@ def test_a_row_major_16bit_weight_off_a_boundary_plans_the_shift_entry(monkeypat
     import kgen.ops.skinny as skinny_module
 
     compiles = _counted_compiles(monkeypatch)
-    monkeypatch.setattr(runtime, "device_limits", lambda: {"multiprocessors": 132})
-    monkeypatch.setattr(runtime, "device_index", lambda: 0)
-    monkeypatch.setattr(runtime, "resident_blocks", lambda fn, threads, shared: 3)
-
-    class _NamedLaunch:   # a launch's name, grid and entry, without the driver
-        def __init__(self, fn, name, grid, *args, **kwargs):
-            self.fn, self.name, self.grid = fn, name, grid
-
-    monkeypatch.setattr(skinny_module, "Launch", _NamedLaunch)
+    _planning_device(monkeypatch, skinny_module, blocks=3)
     for dtype, M in (("bfloat16", 1), ("float16", 2)):
         spec = Skinny.simt_default_spec({"M": M, "N": 7001, "K": 3001}, dtype)
         assert spec.axpy_shifts and spec.axpy_vec == 8 and spec.axpy_shift_min_blocks == 3
