@@ -1350,8 +1350,8 @@ AXPY_SHIFT_MIN_BLOCKS = 3
 # The widest loads (bytes) a row-major 16-bit L may allow for the _shift entry to take it. Device
 # time on an H200 (docs/matmul.md, "Row-major 16-bit weights off a 16-byte boundary"): against 2-
 # and 4-byte loads 1.02-1.23x (six fitted) and 1.03-1.46x (ten held out); against 8-byte loads
-# (N = 4 mod 8) 0.86-1.19x over five, slower on the smallest weight, where the last column tile,
-# read element by element, is a seventh of the columns.
+# (N = 4 mod 8) 0.86-1.19x over five, slower on the smallest weight. Reading the last column
+# tile as whole granules too did not change that (1.019x over six more such rows, 0.96-1.13x).
 AXPY_SHIFT_MAX_LOAD_BYTES = 4
 # float32 SIMT axpy form (a row-major large operand) of up to 16 accumulator registers a thread
 # (1-4 rows): K split for one wave of resident blocks rather than two (Skinny.one_wave_axpy_suits;
