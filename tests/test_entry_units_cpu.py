@@ -86,7 +86,7 @@ class _FakeModule:
         self.cubin = cubin
         _FakeModule.loaded.append(cubin)
 
-    def function(self, name: str, dynamic_shared: int = 0):
+    def function(self, name: str, dynamic_shared: int = 0, carveout: int | None = None):
         return (id(self), name)
 
 

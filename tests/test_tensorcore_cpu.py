@@ -1018,6 +1018,28 @@ def test_wgmma_kernel_waits_for_the_kernel_before_it_before_touching_memory(fiel
         assert "flags & OVERLAPPED" in body[guard:prefetches[0]]
 
 
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+def test_row_set_copies_wait_for_the_kernel_before_them_first(layout_b):
+    """The row sets' A copies launch programmatically (PROGRAMMATIC_COPIES), so each may start
+    while the kernel before it runs: its first statement is copy_await_inputs, which waits before
+    it lets the product kernel launch, and no other copy entry waits (those launch plainly)."""
+    from kgen.ops.tensorcore import PROGRAMMATIC_COPIES
+
+    base = TensorMatmul.swap_spec({"M": 8, "N": 3001, "K": 2051}, "bfloat16")
+    spec = base.replace(layout_b=layout_b, b_phased=layout_b == "row", b_classes=layout_b == "col")
+    src = kgen.render(spec)
+    entry = "kgen_tc_phase_a" if layout_b == "row" else "kgen_tc_class_a"
+    assert entry in PROGRAMMATIC_COPIES
+    helper = src[src.index("void copy_await_inputs()"):]
+    helper = helper[:helper.index("\n}\n")]
+    assert helper.index("griddepcontrol.wait;") < helper.index("griddepcontrol.launch_dependents;")
+    body = src[src.index(entry + "("):]
+    body = body[body.index("{") + 1:]
+    assert body.split(";")[0].strip() == "copy_await_inputs()", body[:200]
+    waiting = {m.group(1) for m in re.finditer(r"\b(kgen_tc_\w+)\([^)]*\)\s*\{\s*copy_await_inputs\(\)", src)}
+    assert waiting == {entry}
+
+
 def test_programmatic_launches_where_the_grid_fills_the_sms_or_slices_are_short():
     from kgen.ops.tensorcore import PROGRAMMATIC_MAX_SLICE_K
 

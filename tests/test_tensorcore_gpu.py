@@ -6,6 +6,7 @@ of the inputs as rounded to their type; the bounds come from the input precision
 from __future__ import annotations
 
 import concurrent.futures as cf
+import ctypes
 import itertools
 import os
 
@@ -655,27 +656,36 @@ def test_repeat_calls_reuse_the_plan_and_follow_the_stream():
     _check(spec, A, B, C, None, 1.0, 0.0, "side stream")
 
 
-@pytest.mark.parametrize("M,dtype,family", [(4, "bfloat16", "TensorMatmul"), (100, "bfloat16", "TensorMatmul"),
-                                            (2048, "bfloat16", "TensorMatmul"), (4, "float32", "Skinny"),
-                                            (12, "float32", "Skinny")])
-def test_chained_products_wait_for_the_kernel_before_them(M, dtype, family):
+@pytest.mark.parametrize("M,dtype,family,weights", [(4, "bfloat16", "TensorMatmul", "col"),
+                                                    (100, "bfloat16", "TensorMatmul", "col"),
+                                                    (2048, "bfloat16", "TensorMatmul", "col"),
+                                                    (4, "float32", "Skinny", "col"), (12, "float32", "Skinny", "col"),
+                                                    (8, "bfloat16", "b_phased", "row odd pitch"),
+                                                    (12, "float16", "b_classes", "col odd pitch"),
+                                                    (8, "float16", "Skinny", "col odd pitch")])
+def test_chained_products_wait_for_the_kernel_before_them(M, dtype, family, weights):
     """Layers back to back: each product reads the output the call before it wrote, with no
     synchronisation between them. On sm_90 the wgmma kernel may start while the kernel before
     it finishes (programmatic launches); were a load issued before its griddepcontrol.wait, it
     would read the NaN the output held before. The float32 chains run the skinny family's
-    kernels between plain launches. Also replayed from a CUDA graph on new inputs."""
+    kernels between plain launches. Weights of an odd pitch take the row sets, whose A copy
+    launches programmatically before the product kernel (b_phased: B stored K x N, b_classes:
+    W.t()), and at 8 rows of W.t() the skinny tensor-core form and its merge kernel. Also
+    replayed from a CUDA graph on new inputs."""
     torch = _torch()
     if not _hopper():
         pytest.skip("programmatic launches: sm_90 GPUs")
-    K, layers, dt = 2048, 6, getattr(torch, dtype)
-    Ws = [(torch.randn(K, K, device="cuda") / K ** 0.5).to(dt) for _ in range(layers)]
+    K, layers, dt = (4096 if family == "b_classes" else 2048), 6, getattr(torch, dtype)
+    pad = 3 if "odd pitch" in weights else 0
+    Ws = [(torch.randn(K, K + pad, device="cuda") / K ** 0.5).to(dt)[:, :K] for _ in range(layers)]
+    row = weights.startswith("row")
     X = torch.randn(M, K, device="cuda").to(dt)
     Ys = [torch.full((M, K), float("nan"), device="cuda", dtype=dt) for _ in range(layers)]
 
     def chain():
         x = X
         for W, Y in zip(Ws, Ys):
-            kgen.matmul(x, W.t(), out=Y)
+            kgen.matmul(x, W if row else W.t(), out=Y)
             x = Y
         return Ys[-1]
 
@@ -683,9 +693,9 @@ def test_chained_products_wait_for_the_kernel_before_them(M, dtype, family):
         torch.cuda.synchronize()
         x = X
         for i, (W, Y) in enumerate(zip(Ws, Ys)):
-            ref = x.double() @ W.t().double()
+            ref = x.double() @ (W if row else W.t()).double()
             err = float((Y.double() - ref).norm() / ref.norm())
-            bound = 1e-2 if dtype == "bfloat16" else 1e-4
+            bound = {"bfloat16": 1e-2, "float16": 2e-3}.get(dtype, 1e-4)   # output rounding
             assert err < bound, f"{what}, {M} rows, layer {i}: relative error {err:.2e}"
             x = Y
 
@@ -694,9 +704,22 @@ def test_chained_products_wait_for_the_kernel_before_them(M, dtype, family):
             Y.fill_(float("nan"))
         chain()
         check("eager")
-    kernel = dispatch_kernel(torch, X, Ws[0])
-    assert type(kernel.spec).__name__ == family, f"{M} rows: {kernel.spec.to_json()}"
-    assert family != "TensorMatmul" or kernel.spec.wgmma, kernel.spec.to_json()
+    kernel = dispatch_kernel(torch, X, Ws[0].t() if row else Ws[0])
+    if family.startswith("b_"):
+        assert getattr(kernel.spec, family, False), f"{M} rows: {kernel.spec.to_json()}"
+    else:
+        assert type(kernel.spec).__name__ == family, f"{M} rows: {kernel.spec.to_json()}"
+    assert family == "Skinny" or kernel.spec.wgmma, kernel.spec.to_json()
+    if family.startswith("b_"):
+        # The A copy launches programmatically, asking for the most shared memory an SM has.
+        from kgen.core.launch import _libcuda
+        from kgen.ops.tensorcore import PROGRAMMATIC_COPIES
+
+        copy = next(iter(kernel._plans.values()))[0][0]
+        assert copy.name in PROGRAMMATIC_COPIES and copy.programmatic, copy.name
+        carveout = ctypes.c_int()
+        assert _libcuda().cuFuncGetAttribute(ctypes.byref(carveout), 9, copy._fn_arg) == 0
+        assert carveout.value == 100, carveout.value
     # (With KGEN_PDL=0 the same chains run on plain launches.)
     graph = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()

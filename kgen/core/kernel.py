@@ -117,9 +117,10 @@ class Kernel:
     def release(self) -> None:
         """Free device workspaces the kernel keeps between calls (none by default)."""
 
-    def handle(self, name: str, dynamic_shared: int = 0) -> int:
-        """The CUfunction `name` for kgen.core.launch.Launch (the thin launch path)."""
-        return self._unit(name).driver().function(name, dynamic_shared)
+    def handle(self, name: str, dynamic_shared: int = 0, carveout: int | None = None) -> int:
+        """The CUfunction `name` for kgen.core.launch.Launch (the thin launch path); `carveout`:
+        its preferred share of the SM's memory as shared memory, in percent (set on first use)."""
+        return self._unit(name).driver().function(name, dynamic_shared, carveout)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Launch on the inputs (numpy or device arrays) and return the result. The tuner's

@@ -124,6 +124,7 @@ def _check(code: int, what: str) -> None:
 
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_PREFERRED_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent of the most)
 
 
 class DriverModule:
@@ -140,14 +141,19 @@ class DriverModule:
         self._functions: dict[str, int] = {}
         self._shared: dict[str, int] = {}
 
-    def function(self, name: str, dynamic_shared: int = 0) -> int:
-        """The CUfunction `name`, opted in to `dynamic_shared` bytes of shared memory."""
+    def function(self, name: str, dynamic_shared: int = 0, carveout: int | None = None) -> int:
+        """The CUfunction `name`, opted in to `dynamic_shared` bytes of shared memory, and with
+        `carveout` (0-100: percent of the most shared memory an SM has) as its preferred split
+        of the SM's memory between L1 and shared memory where given."""
         fn = self._functions.get(name)
         if fn is None:
             out = ctypes.c_void_p()
             _check(self._lib.cuModuleGetFunction(ctypes.byref(out), self._handle, name.encode()),
                    f"looking up kernel {name}")
             fn = self._functions[name] = int(out.value or 0)
+            if carveout is not None:
+                _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _PREFERRED_CARVEOUT, int(carveout)),
+                       f"setting the shared memory carveout of {name} to {carveout}%")
         if dynamic_shared > 48 * 1024 and self._shared.get(name, 0) < dynamic_shared:
             # Past 48 KiB a kernel must opt in to dynamic shared memory.
             _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _MAX_DYNAMIC_SHARED, int(dynamic_shared)),

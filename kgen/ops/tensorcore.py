@@ -374,6 +374,9 @@ SMALL_PRODUCT_MACS = 1 << 24
 PROGRAMMATIC_MAX_SLICE_K = 3072
 # l2_prefetch: KiB of B's first k tiles each block asks L2 for ahead of griddepcontrol.wait.
 TMA_PREFETCH_KIB = (0, 8, 16, 32, 64)
+# The operand copies that wait for the kernels before them (copy_await_inputs) and so launch
+# programmatically, letting the product kernel launch as they start.
+PROGRAMMATIC_COPIES = ("kgen_tc_phase_a", "kgen_tc_class_a")
 # The flag (kgen_tc_wgmma's flags argument) that tells the kernel its launch is programmatic.
 OVERLAPPED = 4
 # with_l2_prefetch's size. Not a default: device time of calls back to back on an H200
@@ -2310,8 +2313,14 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
 
     def _copy_step(self, operand: str, entry: str, grid: tuple, elements: int, fmt: str, args: tuple) -> tuple:
         """(launch, destination buffer, arguments after the two pointers) of a copy of an
-        operand into this kernel's workspace before the product (repack, transpose or split)."""
-        go = Launch(self.handle(entry), entry, grid, (256, 1, 1), 0, fmt)
+        operand into this kernel's workspace before the product (repack, transpose or split).
+        The row sets' A copies wait for the kernels before them themselves (copy_await_inputs)
+        and launch programmatically; the product kernel's blocks then take SMs beside theirs,
+        so they ask for an SM's most shared memory (as the product kernel needs it): an SM
+        that runs a copy block in a smaller carveout takes no product block until it is idle."""
+        early = entry in PROGRAMMATIC_COPIES
+        go = Launch(self.handle(entry, carveout=100 if early else None), entry, grid, (256, 1, 1), 0, fmt,
+                    programmatic=early and programmatic_launches())
         return go, self._buffer(operand, elements * self._item), args
 
     def _repack_step(self, operand: str, rows: int, cols: int, ld: int, pitch: int = 16) -> tuple[tuple, int]:
