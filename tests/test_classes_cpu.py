@@ -12,7 +12,7 @@ import pytest
 import kgen
 from kgen.ops.skinny import Skinny
 from kgen.ops.tensorcore import CLASSES_MIN_B_BYTES, CLASSES_ROWS, TensorMatmul, phase_maps
-from test_tensorcore_cpu import _planning_kernel
+from test_tensorcore_cpu import _copy_launches_early, _planning_kernel
 
 BASE = dict(instruction="wgmma", swap_ab=True, layout_b="col", b_classes=True)
 
@@ -248,6 +248,7 @@ def test_b_classes_plans_copy_a_once_a_set_and_read_w_by_the_sets_maps(monkeypat
     plan, kernel = _planned(monkeypatch, spec, M, N, K)
     copy_a, copy_b, main, args = plan[0], plan[1], plan[2], plan[3]
     assert copy_b is None and copy_a[0].name == "kgen_tc_class_a" and copy_a[0].fmt == "PPPqqqqqqq"
+    assert _copy_launches_early(kernel, copy_a[0])   # waits for the kernel before it itself
     assert copy_a[2] == (M, K, K, ldd, 16, 8, K)   # rows, K, lda, the copy's pitch, rows a set, sets, ldb
     assert main.name == "kgen_tc_wgmma" and main.fmt == f"128s{tc.PHASE_MAPS_BYTES}sP" + "q" * 8 + "iff"
     assert args[:4] == (M, N, K + 8, ldd)
@@ -262,6 +263,7 @@ def test_b_classes_plans_copy_a_once_a_set_and_read_w_by_the_sets_maps(monkeypat
     kernel._plans.clear()
     small = kernel._plan(M, 5, K, K, K, 5, False, False, True)
     assert small[1][0].name == "kgen_tc_repack" and small[0][2][5] == 1
+    assert not _copy_launches_early(kernel, small[1][0]) and _copy_launches_early(kernel, small[0][0])
     kernel._plans.clear()
     empty = kernel._plan(M, N, 0, 0, K, N, False, False, True)
     assert empty[0] is None and empty[1] is None

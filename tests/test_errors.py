@@ -326,7 +326,7 @@ def fake_gpu(monkeypatch):
     from kgen.core import kernel as kernel_mod
     from kgen.core import launch as launch_mod
 
-    monkeypatch.setattr(kernel_mod.Kernel, "handle", lambda self, name, dynamic_shared=0: 1)
+    monkeypatch.setattr(kernel_mod.Kernel, "handle", lambda self, name, dynamic_shared=0, carveout=None: 1)
     monkeypatch.setattr(launch_mod, "_libcuda", lambda: types.SimpleNamespace(
         # workspace tickets: a memset that succeeds
         cuLaunchKernel=None, cuLaunchKernelEx=None, cuMemsetD32Async=lambda *args: 0))

@@ -190,7 +190,7 @@ def test_skinny_plan_is_the_kernels(monkeypatch):
             bare = object.__new__(SkinnyKernel)
             bare.spec, bare._plans, bare._sms = spec, {}, 132
             bare._fmt_main = bare._fmt_merge = bare._fmt_prescale = "P"
-            bare.handle = lambda name, shared=0: 0
+            bare.handle = lambda name, shared=0, carveout=None: 0
             kernel = skinny_kernel_for(spec, case, lambda s, kernel=bare: kernel)
             M, N, K = case["M"], case["N"], case["K"]
             c_strides = (1, max(M, 1) + case["pad_c"]) if case["c_col"] else (max(N, 1) + case["pad_c"], 1)
@@ -213,7 +213,7 @@ def test_tensor_plan_is_the_kernels(monkeypatch):
         kernel.spec, kernel._plans, kernel._item, kernel._acc_item = spec, {}, item, 8 if item == 8 else 4
         kernel._sms = 132
         kernel._fmt = kernel._fmt_reduce = "P"
-        kernel.handle = lambda name, shared=0: 0
+        kernel.handle = lambda name, shared=0, carveout=None: 0
         kernel._buffer = lambda name, nbytes: 1 << 30
         for _ in range(25):
             case = tensor_case(spec, Chooser(rng=rng))

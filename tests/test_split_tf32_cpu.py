@@ -82,7 +82,7 @@ def _kernel(spec, monkeypatch):
     k._fmt = "PPP" + "q" * 8 + "iff"
     k._fmt_reduce = "PP" + "q" * 5 + "iff"
     k._buffers, k._retired, k._plans, k._torch_calls = {}, [], {}, {}
-    monkeypatch.setattr(k, "handle", lambda name, shared=0: 1, raising=False)
+    monkeypatch.setattr(k, "handle", lambda name, shared=0, carveout=None: 1, raising=False)
     addresses = iter(range(0x10000, 0x10000000, 0x100000))
     monkeypatch.setattr(k, "_buffer", lambda name, nbytes: next(addresses), raising=False)
     return k

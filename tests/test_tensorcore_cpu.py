@@ -1075,9 +1075,26 @@ def _planning_kernel(monkeypatch, spec):
     kernel = object.__new__(tc.TensorMatmulKernel)
     kernel.spec, kernel._plans, kernel._item, kernel._acc_item, kernel._sms = spec, {}, 2, 4, 132
     kernel._fmt, kernel._fmt_reduce = "PPP" + "q" * 8 + "iff", "P"
-    kernel.handle = lambda name, shared=0: 0
+    kernel.carveouts = {}   # entry -> the shared memory carveout its handle was asked for
+
+    def handle(name, shared=0, carveout=None):
+        kernel.carveouts[name] = carveout
+        return 0
+
+    kernel.handle = handle
     kernel._buffer = lambda name, nbytes: 1 << 30
     return kernel
+
+
+def _copy_launches_early(kernel, launch) -> bool:
+    """The copy `launch` is programmatic (where KGEN_PDL allows) and asked for the most shared
+    memory; a copy that is neither returns False; one of the two, an assertion error."""
+    from kgen.core.launch import programmatic_launches
+
+    early = kernel.carveouts[launch.name] == 100
+    assert launch.programmatic == (early and programmatic_launches()), (launch.name, kernel.carveouts)
+    assert early or kernel.carveouts[launch.name] is None
+    return early
 
 
 def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
@@ -1085,6 +1102,7 @@ def test_b_realign_plans_pass_b_by_pointer_and_never_copy_it(monkeypatch):
     kernel = _planning_kernel(monkeypatch, spec)
     plan = kernel._plan(26, 2245, 5606, 5606, 2245, 2245, False, False, True)
     assert plan[1] is None and plan[0][0].name == "kgen_tc_repack"     # A (K unaligned) copied, B not
+    assert not _copy_launches_early(kernel, plan[0][0])   # a plain launch: it does not wait itself
     assert plan[2].name == "kgen_tc_wgmma" and plan[2].fmt == "128sPP" + "q" * 8 + "iff"
     assert plan[7].b is None
     # The wgmma kernel waits for the kernels before it itself: launched programmatically, the
@@ -1493,7 +1511,7 @@ def test_b_phased_plans_copy_a_in_the_sets_order_and_never_b(monkeypatch):
     assert spec.b_phased and spec.tile[1] == 64
     kernel = _planning_kernel(monkeypatch, spec)
     plan = kernel._plan(34, 10212, 2038, 2038, 10212, 10212, False, False, True)
-    assert plan[1] is None and plan[0][0].name == "kgen_tc_phase_a"
+    assert plan[1] is None and plan[0][0].name == "kgen_tc_phase_a" and _copy_launches_early(kernel, plan[0][0])
     assert plan[0][2] == (34, 2038, 2038, 2048, 2, 1024)   # rows, K, lda, the copy's pitch, sets, k a set
     assert plan[2].name == "kgen_tc_wgmma" and plan[2].fmt == f"128s{tc.PHASE_MAPS_BYTES}sP" + "q" * 8 + "iff"
     assert plan[3][:5] == (34, 10212, 2048, 2048, 10212)  # the kernel's K: two sets of 1024
