@@ -119,7 +119,7 @@ class Kernel:
 
     def handle(self, name: str, dynamic_shared: int = 0, carveout: int | None = None) -> int:
         """The CUfunction `name` for kgen.core.launch.Launch (the thin launch path); `carveout`:
-        its preferred share of the SM's memory as shared memory, in percent (set on first use)."""
+        its preferred share of the SM's memory as shared memory, in percent."""
         return self._unit(name).driver().function(name, dynamic_shared, carveout)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

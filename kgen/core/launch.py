@@ -140,6 +140,7 @@ class DriverModule:
         self._handle = handle
         self._functions: dict[str, int] = {}
         self._shared: dict[str, int] = {}
+        self._carveouts: dict[str, int] = {}
 
     def function(self, name: str, dynamic_shared: int = 0, carveout: int | None = None) -> int:
         """The CUfunction `name`, opted in to `dynamic_shared` bytes of shared memory, and with
@@ -151,9 +152,10 @@ class DriverModule:
             _check(self._lib.cuModuleGetFunction(ctypes.byref(out), self._handle, name.encode()),
                    f"looking up kernel {name}")
             fn = self._functions[name] = int(out.value or 0)
-            if carveout is not None:
-                _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _PREFERRED_CARVEOUT, int(carveout)),
-                       f"setting the shared memory carveout of {name} to {carveout}%")
+        if carveout is not None and self._carveouts.get(name) != carveout:
+            _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _PREFERRED_CARVEOUT, int(carveout)),
+                   f"setting the shared memory carveout of {name} to {carveout}%")
+            self._carveouts[name] = carveout
         if dynamic_shared > 48 * 1024 and self._shared.get(name, 0) < dynamic_shared:
             # Past 48 KiB a kernel must opt in to dynamic shared memory.
             _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _MAX_DYNAMIC_SHARED, int(dynamic_shared)),
