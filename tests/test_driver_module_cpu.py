@@ -16,7 +16,8 @@ class _Driver:
         return 0
 
     def cuFuncSetAttribute(self, fn, attribute, value):
-        self.attributes.append((fn.value, {8: "max dynamic shared", 9: "carveout"}[attribute], value))
+        names = {launch._MAX_DYNAMIC_SHARED: "max dynamic shared", launch._PREFERRED_CARVEOUT: "carveout"}
+        self.attributes.append((fn.value, names[attribute], value))
         return 0
 
 

@@ -1089,9 +1089,9 @@ def _planning_kernel(monkeypatch, spec):
 def _copy_launches_early(kernel, launch) -> bool:
     """The copy `launch` is programmatic (where KGEN_PDL allows) and asked for the most shared
     memory; a copy that is neither returns False; one of the two, an assertion error."""
-    from kgen.core.launch import programmatic_launches
+    from kgen.core.launch import MOST_SHARED, programmatic_launches
 
-    early = kernel.carveouts[launch.name] == 100
+    early = kernel.carveouts[launch.name] == MOST_SHARED
     assert launch.programmatic == (early and programmatic_launches()), (launch.name, kernel.carveouts)
     assert early or kernel.carveouts[launch.name] is None
     return early

@@ -712,14 +712,14 @@ def test_chained_products_wait_for_the_kernel_before_them(M, dtype, family, weig
     assert family == "Skinny" or kernel.spec.wgmma, kernel.spec.to_json()
     if family.startswith("b_"):
         # The A copy launches programmatically, asking for the most shared memory an SM has.
-        from kgen.core.launch import _libcuda
+        from kgen.core.launch import _PREFERRED_CARVEOUT, MOST_SHARED, _libcuda
         from kgen.ops.tensorcore import PROGRAMMATIC_COPIES
 
         copy = next(iter(kernel._plans.values()))[0][0]
         assert copy.name in PROGRAMMATIC_COPIES and copy.programmatic, copy.name
         carveout = ctypes.c_int()
-        assert _libcuda().cuFuncGetAttribute(ctypes.byref(carveout), 9, copy._fn_arg) == 0
-        assert carveout.value == 100, carveout.value
+        assert _libcuda().cuFuncGetAttribute(ctypes.byref(carveout), _PREFERRED_CARVEOUT, copy._fn_arg) == 0
+        assert carveout.value == MOST_SHARED, carveout.value
     # (With KGEN_PDL=0 the same chains run on plain launches.)
     graph = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()

@@ -125,6 +125,7 @@ def _check(code: int, what: str) -> None:
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _PREFERRED_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent of the most)
+MOST_SHARED = 100        # that attribute's value for the most shared memory (CU_SHAREDMEM_CARVEOUT_MAX_SHARED)
 
 
 class DriverModule:

@@ -22,7 +22,7 @@ import numpy as np
 from ..core import runtime
 from ..core.compiler import arch_number
 from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo, build
-from ..core.launch import Launch, LaunchError, ensure_context, programmatic_launches
+from ..core.launch import MOST_SHARED, Launch, LaunchError, ensure_context, programmatic_launches
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, fail, register_family
 from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work,
@@ -2319,7 +2319,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         so they ask for an SM's most shared memory, as the product kernel needs it (with the
         driver's own carveout two products ran 0.83x and 0.89x; docs/tensorcore.md)."""
         early = entry in PROGRAMMATIC_COPIES
-        go = Launch(self.handle(entry, carveout=100 if early else None), entry, grid, (256, 1, 1), 0, fmt,
+        go = Launch(self.handle(entry, carveout=MOST_SHARED if early else None), entry, grid, (256, 1, 1), 0, fmt,
                     programmatic=early and programmatic_launches())
         return go, self._buffer(operand, elements * self._item), args
 
