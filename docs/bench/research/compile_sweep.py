@@ -29,6 +29,14 @@ FAMILIES = [(Skinny, ["float32", "float16", "bfloat16", "float64"]),
             (TensorMatmul, ["float16", "bfloat16", "float32", "float64"]), (Matmul, ["float32", "float64"])]
 
 
+def stand_in_h200():
+    """Dispatch answering for an H200 (132 SMs, sm_90, the wgmma kernel) on a machine without a GPU."""
+    dev = DeviceInfo("NVIDIA H200", "sm_90", dict(arch_limits("sm_90"), multiprocessors=132, compute_capability=90))
+    dispatch._this_device = lambda: dev
+    dispatch._runs_wgmma = lambda: True
+    return dev
+
+
 def from_spaces(rng):
     family, dtypes = rng.choice(FAMILIES)
     dtype = rng.choice(dtypes)
@@ -55,9 +63,7 @@ def from_dispatch(rng, dev):
 
 def main():
     rng = random.Random(SEED)
-    dev = DeviceInfo("NVIDIA H200", "sm_90", dict(arch_limits("sm_90"), multiprocessors=132, compute_capability=90))
-    dispatch._this_device = lambda: dev
-    dispatch._runs_wgmma = lambda: True
+    dev = stand_in_h200()
     seen, failed, spilling = set(), 0, 0
     t0 = time.time()
     while time.time() - t0 < SECONDS:

@@ -18,7 +18,8 @@ import kgen
 import kgen.core.launch as launch
 from kgen.ops.skinny import Skinny, SkinnyKernel
 from kgen.tune import dispatch
-from kgen.tune.device import DeviceInfo, arch_limits
+
+from compile_sweep import stand_in_h200   # beside this script
 
 SEED = int(os.environ.get("SEED", "1"))
 SECONDS = float(os.environ.get("SECONDS", "600"))
@@ -42,9 +43,7 @@ def stand_in_kernel(spec):
 
 def main():
     launch._libcuda = lambda: _Driver()
-    dev = DeviceInfo("NVIDIA H200", "sm_90", dict(arch_limits("sm_90"), multiprocessors=132, compute_capability=90))
-    dispatch._this_device = lambda: dev
-    dispatch._runs_wgmma = lambda: True
+    dev = stand_in_h200()
     rng = random.Random(SEED)
 
     def side(lo, hi):
