@@ -1,25 +1,70 @@
-"""`kgen cache info|clear`: the compiled-kernel cache."""
+"""`kgen cache info|clear|fill`: the compiled-kernel cache."""
 from __future__ import annotations
 
 import argparse
+import sys
 
-from .common import CommandFailed
+from .common import CLIError, CommandFailed, count
+
+FILL_EXAMPLES = """examples:
+  kgen cache fill --weights 4096x4096,11008x4096,4096x11008 --rows 1-256 --dtype bfloat16
+  kgen cache fill --shape 7x4096x4096 --shape 300x1024x4096 --dtype float32,bfloat16
+  kgen cache fill --weights 5120x5120 --rows 1-64 --arch sm_90 --gpu "NVIDIA H200"   # no GPU here
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="show or clear the compiled-kernel cache",
-                       description="Show the compiled-kernel cache (folder, entries, size and its limit) or remove "
-                                   "its entries. The folder is KGEN_CACHE_DIR (default: the user cache folder); "
-                                   "KGEN_CACHE_MAX_MB bounds its size (default 2048): past it, the least recently "
-                                   "used kernels are removed.")
-    p.add_argument("action", choices=["info", "clear"], help="info: folder, entries, size; clear: remove the entries")
+    p = sub.add_parser("cache", help="show, clear or fill the compiled-kernel cache",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=FILL_EXAMPLES,
+                       description="Show the compiled-kernel cache (folder, entries, size and its limit), remove "
+                                   "its entries, or fill it ahead with what kgen.matmul runs for your products, so "
+                                   "that their first calls load kernels instead of waiting for nvcc. The folder is "
+                                   "KGEN_CACHE_DIR (default: the user cache folder); KGEN_CACHE_MAX_MB bounds its "
+                                   "size (default 2048): past it, the least recently used kernels are removed.")
+    p.add_argument("action", choices=["info", "clear", "fill"],
+                   help="info: folder, entries, size; clear: remove the entries; fill: compile ahead")
+    fill = p.add_argument_group("fill: the products (kgen.matmul(A, B) with A of M x K rows)")
+    fill.add_argument("--weights", action="append", default=[], metavar="NxK[,NxK...]",
+                      help="weights of N x K (a layer's output and input sides), each multiplied by every "
+                           "row count of --rows")
+    fill.add_argument("--rows", default="1-256", metavar="COUNTS",
+                      help="row counts (tokens in a batch) for --weights: a range and/or a list, e.g. 1-256 "
+                           "(the default) or 1,2,4,8-16")
+    fill.add_argument("--shape", action="append", default=[], metavar="MxNxK", help="one product (repeatable)")
+    fill.add_argument("--dtype", default="float32", metavar="DTYPE[,DTYPE...]",
+                      help="float32 (default), float64, float16, bfloat16, or several")
+    fill.add_argument("--row-major", action="store_true",
+                      help="B is a row-major K x N matrix (default: W.t() of an N x K weight, as torch.nn.Linear "
+                           "stores it)")
+    fill.add_argument("--allow-tf32", action="store_true", help="the calls pass allow_tf32=True")
+    dev = p.add_argument_group("fill: the GPU (default: this one)")
+    dev.add_argument("--arch", help="compile for this architecture (e.g. sm_90) without a GPU")
+    dev.add_argument("--gpu", metavar="NAME",
+                     help="with --arch: the GPU model's name as CUDA reports it (e.g. 'NVIDIA H200'), which picks "
+                          "its shipped and tuned entries")
+    dev.add_argument("--sms", type=count(1, "the GPU's multiprocessor count, at least 1"),
+                     help="with --arch: the GPU's multiprocessor count (default: the architecture's flagship)")
+    run_opts = p.add_argument_group("fill: the run")
+    run_opts.add_argument("--workers", type=count(0, "0 (compile in this process) or more compile processes"),
+                          help="nvcc processes at a time (default: one fewer than the CPU count, at least 1)")
+    run_opts.add_argument("--db", metavar="FILE", help="the tuning database the calls read (default: KGEN_TUNE_DB "
+                                                      "or the user's)")
+    run_opts.add_argument("--dry-run", action="store_true", help="count the specs and what the cache holds; "
+                                                                "compile nothing")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..core.cache import CacheClearError, DiskCache, disabled
 
+    fill_options = (args.weights or args.shape or args.row_major or args.allow_tf32 or args.arch or args.gpu
+                    or args.sms or args.workers is not None or args.db or args.dry_run
+                    or args.rows != "1-256" or args.dtype != "float32")
+    if args.action != "fill" and fill_options:
+        raise CLIError(f"the product, GPU and run options go with 'kgen cache fill', not 'kgen cache {args.action}'")
     store = DiskCache()
+    if args.action == "fill":
+        return _fill(args, store)
     if args.action == "info":
         entries = store.entries()
         print(f"folder    {store.dir}{' (disk cache disabled by KGEN_NO_CACHE)' if disabled() else ''}")
@@ -34,3 +79,63 @@ def run(args: argparse.Namespace) -> int:
         raise CommandFailed(str(exc)) from None
     print(f"removed {removed} entries from {store.dir}")
     return 0
+
+
+def _fill(args: argparse.Namespace, store) -> int:
+    from ..core.cache import disabled
+    from ..tune import ahead
+
+    if disabled():
+        raise CLIError("the disk cache is disabled (KGEN_NO_CACHE): kernels compiled ahead would be lost; "
+                       "unset KGEN_NO_CACHE")
+    if not args.weights and not args.shape:
+        raise CLIError("name the products: --weights NxK (with --rows) and/or --shape MxNxK")
+    dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
+    for d in dtypes:
+        if d not in ahead.DTYPES:
+            raise CLIError(f"--dtype {d!r} is not allowed: one of {', '.join(ahead.DTYPES)}")
+    weight_t = not args.row_major
+    try:
+        weights = [ahead.parse_sides(w, "NK") for item in args.weights for w in item.split(",") if w.strip()]
+        rows = ahead.parse_rows(args.rows)
+        shapes = [ahead.parse_sides(s, "MNK") for s in args.shape]
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    products = ahead.layer_products(weights, rows, dtypes, weight_t, args.allow_tf32)
+    products += [ahead.Product(M, N, K, d, weight_t, args.allow_tf32) for d in dtypes for (M, N, K) in shapes]
+    device = _device(args)
+    done = [0]
+
+    def on_done(spec, why) -> None:
+        done[0] += 1
+        state = "compiled" if why is None else f"FAILED: {why}"
+        print(f"[{done[0]}] {spec.kernel} {spec.key[:12]} {state}", file=sys.stderr, flush=True)
+
+    report = ahead.compile_ahead(products, device=device, workers=args.workers, db=args.db, on_done=on_done,
+                                 dry_run=args.dry_run)
+    print(report.summary())
+    print(f"cache     {store.dir}")
+    if args.dry_run:
+        print(f"dry run: {len(report.specs) - report.cached} specs would be compiled")
+    if report.failed:
+        for spec, why in report.failed:
+            print(f"failed    {spec.to_json()}: {why}")
+        raise CommandFailed(f"{len(report.failed)} of {len(report.specs)} specs failed to compile (listed above)")
+    return 0
+
+
+def _device(args: argparse.Namespace):
+    from ..core import runtime
+    from ..tune import ahead
+
+    if args.arch:
+        return ahead.stand_in_device(args.arch, args.gpu, args.sms)
+    if args.gpu or args.sms:
+        raise CLIError("--gpu and --sms describe a GPU that is not here: give its --arch too")
+    ok, why = runtime.gpu_available()
+    if not ok:
+        raise CLIError(f"no GPU to fill the cache for ({why}): name one with --arch (e.g. --arch sm_90 --gpu "
+                       "'NVIDIA H200')")
+    from ..tune.device import cuda_device_info
+
+    return cuda_device_info()

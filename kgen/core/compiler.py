@@ -227,16 +227,17 @@ def compile_cuda(source: str, arch: str = DEFAULT_ARCH, options: tuple[str, ...]
 
 
 def is_cached(source: str, arch: str = DEFAULT_ARCH, options: tuple[str, ...] = (),
-              cache: DiskCache | None = None) -> bool:
+              cache: DiskCache | None = None, *, disk_only: bool = False) -> bool:
     """Whether compile_cuda would answer from the memory or disk cache (runs no nvcc; a
     missing toolchain or a disabled cache answers False). A cheap probe: one hash and one
-    stat, so a tuner can prefer candidates that cost no compile."""
+    stat, so a tuner can prefer candidates that cost no compile. disk_only: whether another
+    process would find it (the disk cache alone)."""
     try:
         key = cache_key(source, check_arch(arch), tuple(options), nvcc_version(find_nvcc()))
     except (ToolchainError, ValueError):
         return False
     with _memory_lock:
-        if key in _memory:
+        if key in _memory and not disk_only:
             return True
     if disabled():
         return False

@@ -224,11 +224,11 @@ def compile(spec: Spec, arch: str | None = None) -> Compiled:  # noqa: A001 - th
     return _compile_spec(spec, render(spec), arch or default_arch())
 
 
-def is_compiled(spec: Spec, arch: str | None = None) -> bool:
+def is_compiled(spec: Spec, arch: str | None = None, *, disk_only: bool = False) -> bool:
     """Whether compile(spec, arch) would find its cubin in the memory or disk cache (renders
-    the source, runs no nvcc)."""
+    the source, runs no nvcc); disk_only: in the disk cache, where another process finds it."""
     arch = arch or default_arch()
-    return is_cached(render(spec), spec.target_arch(arch), spec.compile_options())
+    return is_cached(render(spec), spec.target_arch(arch), spec.compile_options(), disk_only=disk_only)
 
 
 def _compile_spec(spec: Spec, source: str, arch: str) -> Compiled:

@@ -173,6 +173,11 @@ class Spec:
         for one of them, not all. kernel.compiled still gives the whole module when asked."""
         return False
 
+    def companion_specs(self) -> tuple["Spec", ...]:
+        """Other specs whose kernels a kernel of this spec builds when it launches (a second
+        launch of other tiles), so that compiling ahead (kgen.tune.ahead) builds them too."""
+        return ()
+
     def dynamic_shared_bytes(self, entry: str) -> int:
         """Dynamic shared memory (bytes per block) that a launch of the entry point `entry`
         asks for. ptxas reports only static shared memory, so kgen adds this to its figure."""

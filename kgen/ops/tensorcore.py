@@ -812,6 +812,10 @@ class TensorMatmul(Spec):
         steps = max(1, -(-K // BK))
         return max(tiles, min(sms, tiles * steps))
 
+    def companion_specs(self) -> tuple[Spec, ...]:
+        """wave_tail's second launch runs the tiles of tail_spec(), a kernel of its own."""
+        return (self.tail_spec(),) if self.wave_tail > 1 else ()
+
     def tail_spec(self) -> "TensorMatmul":
         """The spec of wave_tail's second launch: these tiles with K split wave_tail ways, merged
         in clusters."""

@@ -15,6 +15,8 @@ before the kernel's own launch. forget() drops the memos (autotune() calls it).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import threading
@@ -50,6 +52,9 @@ _lock = threading.Lock()
 _kernels: dict[tuple, Any] = {}
 _choices: dict[tuple, Choice] = {}
 _device: list = []
+# The device a stand-in answer is for (call_spec's device=): every rule that asks which GPU
+# this is (wgmma or not, its SM count) then answers for it, with or without a GPU here.
+_stand_in_device: contextvars.ContextVar = contextvars.ContextVar("kgen_dispatch_device", default=None)
 
 
 # Tuned entries further than this (in bucket coordinates, log2 of each dimension) from a
@@ -73,6 +78,9 @@ def forget() -> None:
 
 
 def _this_device():
+    stand_in = _stand_in_device.get()
+    if stand_in is not None:
+        return stand_in
     if not _device:
         from .device import cuda_device_info
 
@@ -477,14 +485,41 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
     return overrides
 
 
-def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any = None) -> Spec:
+def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any = None,
+              dtype: str | None = None) -> Spec:
     """The spec kgen.matmul(A, B, allow_tf32=...) runs for these operands (numpy arrays stand
     for device arrays of the same shapes and strides), with the tuning database `db` (None:
-    the default one, False: none) on `device` (an autotune.DeviceInfo; None: this GPU)."""
-    dtype, problem, _ = _product_of(A, B)
-    family = call_family(A, B, dtype, allow_tf32)
-    overrides = call_overrides(A, B, family, dtype, allow_tf32, stand_in=True, device=device)
-    return resolve_spec(family, problem, dtype, overrides, device=device, db=db)
+    the default one, False: none) on `device` (an autotune.DeviceInfo; None: this GPU; given,
+    no GPU is needed and every rule answers for it). `dtype`: the element type the arrays
+    stand for where numpy has none of that name (float16 arrays for "bfloat16")."""
+    with _as_device(device):
+        name, problem, _ = _product_of(A, B)
+        if dtype is not None:
+            dtype = _dtype_name(dtype, ("float32", "float64", "float16", "bfloat16"), "dtype")
+            if np.dtype(_STAND_IN_TYPES[dtype]).itemsize != np.dtype(_STAND_IN_TYPES[name]).itemsize:
+                raise ArrayError(f"dtype={dtype!r} but the arrays hold {name}, of another size; pass arrays of "
+                                 f"{_STAND_IN_TYPES[dtype]} for it")
+            name = dtype
+        family = call_family(A, B, name, allow_tf32)
+        overrides = call_overrides(A, B, family, name, allow_tf32, stand_in=True, device=device)
+        return resolve_spec(family, problem, name, overrides, device=device, db=db)
+
+
+# The numpy type that stands for each dtype's arrays in call_spec (bfloat16: float16, the same size).
+_STAND_IN_TYPES = {"float32": "float32", "float64": "float64", "float16": "float16", "bfloat16": "float16"}
+
+
+@contextlib.contextmanager
+def _as_device(device):
+    """Rules that ask which GPU this is answer for `device` (None: this GPU) inside."""
+    if device is None:
+        yield
+        return
+    token = _stand_in_device.set(device)
+    try:
+        yield
+    finally:
+        _stand_in_device.reset(token)
 
 
 def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Spec]:

@@ -1,0 +1,206 @@
+"""Compiling ahead: build the kernels kgen.matmul would launch for a list of products, so that
+their first calls load cubins from the cache (KGEN_CACHE_DIR) instead of waiting for nvcc.
+
+A first call of a new spec compiles what it launches: about a second a unit on a 16-CPU
+host, several on a small one. A model's layers multiplied by a batch of any number of
+tokens meet many specs (the tiles follow the rows: about 20-30 specs for 1-256 rows against
+one weight), so a server that sees a new token count pays that wait on a live request.
+compile_ahead asks dispatch which spec each product runs (call_spec, for this GPU or a named
+one, so a build machine without a GPU can fill the cache of the machines that will run),
+and compiles each distinct spec once, whole, in a pool of nvcc processes. A call loads a
+whole module it finds in the cache as it is (kgen.core.kernel.build).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..core.runtime import ArrayError
+from ..core.spec import Spec
+from .device import DeviceInfo, arch_limits
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+_STAND_IN = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": np.float16}
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """One kgen.matmul(A, B) as the caller will make it: A of M x K (rows of a batch of tokens,
+    folded), B of K x N; weight_t: B is W.t() of an N x K weight W (torch.nn.Linear's
+    storage), else a row-major K x N matrix. Both contiguous, as layers hold them."""
+
+    M: int
+    N: int
+    K: int
+    dtype: str = "float32"
+    weight_t: bool = True
+    allow_tf32: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("M", "N", "K"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"Product {name}={v!r} is not allowed: a whole number of at least 1")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"Product dtype={self.dtype!r} is not allowed: one of {list(DTYPES)}")
+
+    def label(self) -> str:
+        return (f"{self.dtype} {self.M}x{self.N}x{self.K} {'W.t()' if self.weight_t else 'row-major B'}"
+                + (" allow_tf32" if self.allow_tf32 else ""))
+
+    def stand_ins(self) -> tuple[np.ndarray, np.ndarray]:
+        """numpy arrays of the call's shapes and strides that own no memory (every element is
+        the same one), for dispatch.call_spec."""
+        t = _STAND_IN[self.dtype]
+        item = np.dtype(t).itemsize
+        cell = np.zeros(1, t)
+        A = np.lib.stride_tricks.as_strided(cell, (self.M, self.K), (self.K * item, item), writeable=False)
+        strides_b = (item, self.K * item) if self.weight_t else (self.N * item, item)
+        B = np.lib.stride_tricks.as_strided(cell, (self.K, self.N), strides_b, writeable=False)
+        return A, B
+
+
+def parse_rows(text: str) -> list[int]:
+    """Row counts from "1-256", "1,2,4,8" or "1-16,32,64-128": sorted, each once."""
+    rows: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ValueError(f"rows {text!r}: {part!r} is not a count or a range (e.g. 1-256 or 1,2,4-8)")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if lo < 1 or hi < lo:
+            raise ValueError(f"rows {text!r}: {part!r} is not allowed (counts of at least 1, ranges low-high)")
+        if hi - lo >= 1 << 16:
+            raise ValueError(f"rows {text!r}: {part!r} spans more than 65536 counts")
+        rows.update(range(lo, hi + 1))
+    return sorted(rows)
+
+
+def parse_sides(text: str, names: str) -> tuple[int, ...]:
+    """Sides from "4096x11008" (names "NK": a weight's N x K) or "7x4096x4096" ("MNK")."""
+    parts = text.lower().split("x")
+    if len(parts) != len(names) or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        example = "4096x11008" if len(names) == 2 else "16x4096x4096"
+        raise ValueError(f"{text!r} is not {'x'.join(names)} (positive whole numbers, e.g. {example})")
+    return tuple(int(p) for p in parts)
+
+
+def layer_products(weights: Iterable[tuple[int, ...]], rows: Iterable[int], dtypes: Sequence[str],
+                   weight_t: bool = True, allow_tf32: bool = False) -> list[Product]:
+    """Every product of `rows` rows against each weight (N x K): a model's layers against
+    batches of those token counts, in each dtype."""
+    rows = list(rows)
+    return [Product(M, N, K, dtype, weight_t, allow_tf32) for dtype in dtypes for (N, K) in weights for M in rows]
+
+
+def stand_in_device(arch: str, name: str | None = None, multiprocessors: int | None = None) -> DeviceInfo:
+    """A GPU of `arch` for a machine without one: the arch's limits (kgen.tune.device), with the
+    model's name (which picks its shipped tables and tuned entries) and SM count where given."""
+    from ..core.compiler import check_arch
+
+    arch = check_arch(arch)
+    limits = arch_limits(arch)
+    if multiprocessors is not None:
+        if multiprocessors < 1:
+            raise ValueError(f"multiprocessors={multiprocessors} is not allowed: at least 1")
+        limits["multiprocessors"] = multiprocessors
+    return DeviceInfo(name or f"a {arch} GPU", arch, limits)
+
+
+@dataclasses.dataclass
+class AheadReport:
+    """What compile_ahead did: the distinct specs the products run (companions included), how
+    many the cache held already, how many it compiled, and those that failed, with why."""
+
+    device: DeviceInfo
+    products: int
+    specs: list[Spec]
+    cached: int = 0
+    compiled: int = 0
+    failed: list[tuple[Spec, str]] = dataclasses.field(default_factory=list)
+    evicted: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        text = (f"{self.products} products on {self.device.name} ({self.device.arch}) run {len(self.specs)} "
+                f"specs: {self.cached} in the cache already, {self.compiled} compiled now")
+        if self.failed:
+            text += f", {len(self.failed)} failed"
+        text += f" ({self.seconds:.1f} s)"
+        if self.evicted:
+            text += (f"; {self.evicted} were removed again to keep the cache under its size limit: raise "
+                     "KGEN_CACHE_MAX_MB")
+        return text
+
+
+def specs_for(products: Iterable[Product], device: DeviceInfo, db: Any = None) -> list[Spec]:
+    """The distinct specs kgen.matmul runs for `products` on `device`, and the specs their
+    kernels build at launch (Spec.companion_specs), in the order first met. `db`: the tuning
+    database the calls will read (None: the default one, False: none)."""
+    from . import dispatch
+
+    seen: dict[str, Spec] = {}
+    for p in products:
+        A, B = p.stand_ins()
+        try:
+            spec = dispatch.call_spec(A, B, p.allow_tf32, device=device, db=db, dtype=p.dtype)
+        except ArrayError as exc:
+            raise ValueError(f"{p.label()}: {exc}") from None
+        for s in (spec, *spec.companion_specs()):
+            seen.setdefault(s.key, s)
+    return list(seen.values())
+
+
+def compile_ahead(products: Iterable[Product], *, device: DeviceInfo | None = None, workers: int | None = None,
+                  db: Any = None, on_done: Callable[[Spec, str | None], None] | None = None,
+                  dry_run: bool = False) -> AheadReport:
+    """Compile every spec kgen.matmul runs for `products` on `device` (None: this GPU) that
+    the cache does not hold, `workers` nvcc processes at a time (None: one fewer than the CPU
+    count, at least one; 0: in this process). on_done(spec, why it failed or None) follows
+    each compile. dry_run: find the specs and what the cache holds, compile nothing."""
+    from ..core.kernel import is_compiled
+    from .pool import CompilePool
+
+    t0 = time.perf_counter()
+    if device is None:
+        from . import dispatch
+
+        device = dispatch._this_device()
+    products = list(products)
+    specs = specs_for(products, device, db)
+    report = AheadReport(device, len(products), specs)
+    missing = [s for s in specs if not is_compiled(s, device.arch, disk_only=True)]
+    report.cached = len(specs) - len(missing)
+    if missing and not dry_run:
+        pool = CompilePool(device.arch, _workers(workers, len(missing)))
+        try:
+            for s in missing:
+                pool.submit(s)
+            for s in missing:
+                resources, why, _ = pool.result(s)
+                if why is None and resources is not None:
+                    report.compiled += 1
+                else:
+                    report.failed.append((s, why or "no cubin"))
+                if on_done is not None:
+                    on_done(s, why)
+        finally:
+            pool.shutdown()
+        # The cache removes its least recently used entries past KGEN_CACHE_MAX_MB: a fill larger
+        # than that keeps only part of what it compiled.
+        compiled = {s.key for s in missing} - {s.key for s, _ in report.failed}
+        report.evicted = sum(1 for s in specs if s.key in compiled and not is_compiled(s, device.arch, disk_only=True))
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _workers(asked: int | None, jobs: int) -> int:
+    """Compile processes: as asked, else one fewer than the CPU count (at least one), and never
+    more than there are specs to compile."""
+    n = max(1, (os.cpu_count() or 2) - 1) if asked is None else asked
+    return min(n, jobs) if n else 0
