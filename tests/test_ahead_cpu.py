@@ -242,3 +242,21 @@ def test_a_real_fill_leaves_the_cubin_a_first_call_loads(tmp_path, monkeypatch):
     monkeypatch.setattr(compiler, "_memory", {})          # a new process: the disk cache only
     assert is_compiled(spec, "sm_90")
     assert len([f for f in (tmp_path / "cache").rglob("*") if f.is_file() and f.stat().st_size > 1000]) == 1
+
+
+def test_select_remembers_a_choice_per_device_limits(monkeypatch):
+    """A named GPU with another SM count than its model's is asked afresh, not answered from
+    the memo of the first."""
+    looked = []
+    real = dispatch._lookup
+
+    def counted(cls, problem, dtype, dev, *rest):
+        looked.append(dev.limits["multiprocessors"])
+        return real(cls, problem, dtype, dev, *rest)
+
+    monkeypatch.setattr(dispatch, "_lookup", counted)
+    problem = {"M": 8, "N": 4096, "K": 4096}
+    small = ahead.stand_in_device("sm_90", "NVIDIA H200", 114)
+    for dev in (H200, H200, small, small):
+        dispatch.select("skinny", problem, "float32", device=dev, db=False)
+    assert looked == [132, 114]

@@ -111,7 +111,9 @@ def select(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "floa
     cls = _family(family)
     problem = cls.normalize_problem(problem)
     dev = device or _this_device()
-    memo = (cls.kernel, dtype, tuple(sorted(problem.items())), dev.name, dev.arch, str(db))
+    # The limits take part: a named GPU may be given with another SM count than its model's.
+    memo = (cls.kernel, dtype, tuple(sorted(problem.items())), dev.name, dev.arch,
+            tuple(sorted(dev.limits.items())), str(db))
     with _lock:
         hit = _choices.get(memo)
     if hit is not None:
