@@ -138,6 +138,20 @@ def test_compile_ahead_compiles_each_missing_spec_once(tmp_path, monkeypatch):
     assert f"run {len(specs)} specs: {len(specs)} in the cache already, 0 compiled now" in again.summary()
 
 
+def test_compile_ahead_in_threads_compiles_each_spec_once_and_reports_in_the_callers_thread(tmp_path, monkeypatch):
+    import threading
+
+    compiles = stand_in_nvcc(tmp_path, monkeypatch)
+    products = ahead.layer_products([(4096, 4096), (4096, 11008)], [1, 5, 9, 17, 33, 64, 130], ["bfloat16"])
+    specs = ahead.specs_for(products, H200, db=False)
+    threads = []
+    report = ahead.compile_ahead(products, device=H200, db=False, workers=3,
+                                 on_done=lambda spec, why: threads.append((threading.current_thread(), why)))
+    assert (report.compiled, report.failed) == (len(specs), []) and compiles() == len(specs)
+    assert threads == [(threading.main_thread(), None)] * len(specs)
+    assert all(is_compiled(s, "sm_90", disk_only=True) for s in specs)
+
+
 def test_compile_ahead_reports_a_spec_that_fails_and_compiles_the_rest(tmp_path, monkeypatch):
     stand_in_nvcc(tmp_path, monkeypatch)
     import kgen.core.kernel as kernel_mod

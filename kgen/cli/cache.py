@@ -45,8 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dev.add_argument("--sms", type=count(1, "the GPU's multiprocessor count, at least 1"),
                      help="with --arch: the GPU's multiprocessor count (default: the architecture's flagship)")
     run_opts = p.add_argument_group("fill: the run")
-    run_opts.add_argument("--workers", type=count(0, "0 (compile in this process) or more compile processes"),
-                          help="nvcc processes at a time (default: one fewer than the CPU count, at least 1)")
+    run_opts.add_argument("--workers", type=count(0, "0 (one compile after another) or more nvcc runs at a time"),
+                          help="nvcc runs at a time (default: one fewer than the CPU count, at least 1; 0: one "
+                               "after another)")
     run_opts.add_argument("--db", metavar="FILE", help="the tuning database the calls read (default: KGEN_TUNE_DB "
                                                       "or the user's)")
     run_opts.add_argument("--dry-run", action="store_true", help="count the specs and what the cache holds; "

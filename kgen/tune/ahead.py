@@ -7,11 +7,12 @@ tokens meet many specs (the tiles follow the rows: about 20-30 specs for 1-256 r
 one weight), so a server that sees a new token count pays that wait on a live request.
 compile_ahead asks dispatch which spec each product runs (call_spec, for this GPU or a named
 one, so a build machine without a GPU can fill the cache of the machines that will run),
-and compiles each distinct spec once, whole, in a pool of nvcc processes. A call loads a
+and compiles each distinct spec once, whole, several nvcc runs at a time. A call loads a
 whole module it finds in the cache as it is (kgen.core.kernel.build).
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import os
 import re
@@ -23,6 +24,7 @@ import numpy as np
 from ..core.runtime import ArrayError
 from ..core.spec import Spec
 from .device import DeviceInfo, arch_limits
+from .pool import compile_reason
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 _STAND_IN = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": np.float16}
@@ -160,11 +162,15 @@ def compile_ahead(products: Iterable[Product], *, device: DeviceInfo | None = No
                   db: Any = None, on_done: Callable[[Spec, str | None], None] | None = None,
                   dry_run: bool = False) -> AheadReport:
     """Compile every spec kgen.matmul runs for `products` on `device` (None: this GPU) that
-    the cache does not hold, `workers` nvcc processes at a time (None: one fewer than the CPU
-    count, at least one; 0: in this process). on_done(spec, why it failed or None) follows
-    each compile. dry_run: find the specs and what the cache holds, compile nothing."""
-    from ..core.kernel import is_compiled
-    from .pool import CompilePool
+    the disk cache does not hold, `workers` nvcc runs at a time (None: one fewer than the CPU
+    count, at least one; 0: one after another in this thread). on_done(spec, why it failed or
+    None) follows each compile, in this thread. dry_run: find the specs and what the cache
+    holds, compile nothing.
+
+    The compiles run in threads, each waiting on its nvcc process (rendering a spec takes a
+    few milliseconds of the seconds nvcc takes), so no Python process is started: a script
+    that calls this needs no `if __name__ == "__main__":` guard, nor a notebook any care."""
+    from ..core import kernel as kernel_mod
 
     t0 = time.perf_counter()
     if device is None:
@@ -174,27 +180,40 @@ def compile_ahead(products: Iterable[Product], *, device: DeviceInfo | None = No
     products = list(products)
     specs = specs_for(products, device, db)
     report = AheadReport(device, len(products), specs)
-    missing = [s for s in specs if not is_compiled(s, device.arch, disk_only=True)]
+    missing = [s for s in specs if not kernel_mod.is_compiled(s, device.arch, disk_only=True)]
     report.cached = len(specs) - len(missing)
     if missing and not dry_run:
-        pool = CompilePool(device.arch, _workers(workers, len(missing)))
-        try:
-            for s in missing:
-                pool.submit(s)
-            for s in missing:
-                resources, why, _ = pool.result(s)
-                if why is None and resources is not None:
-                    report.compiled += 1
-                else:
-                    report.failed.append((s, why or "no cubin"))
-                if on_done is not None:
-                    on_done(s, why)
-        finally:
-            pool.shutdown()
+        arch = device.arch
+
+        def build(spec: Spec) -> str | None:
+            try:
+                kernel_mod.compile(spec, arch)
+                return None
+            except Exception as exc:  # noqa: BLE001 - every failure is this spec's, reported with it
+                return compile_reason(exc)
+
+        def finished(spec: Spec, why: str | None) -> None:
+            if why is None:
+                report.compiled += 1
+            else:
+                report.failed.append((spec, why))
+            if on_done is not None:
+                on_done(spec, why)
+
+        n = _workers(workers, len(missing))
+        if n == 0:
+            for spec in missing:
+                finished(spec, build(spec))
+        else:
+            with cf.ThreadPoolExecutor(max_workers=n, thread_name_prefix="kgen-ahead") as pool:
+                futures = {pool.submit(build, spec): spec for spec in missing}
+                for fut in cf.as_completed(futures):
+                    finished(futures[fut], fut.result())
         # The cache removes its least recently used entries past KGEN_CACHE_MAX_MB: a fill larger
         # than that keeps only part of what it compiled.
         compiled = {s.key for s in missing} - {s.key for s, _ in report.failed}
-        report.evicted = sum(1 for s in specs if s.key in compiled and not is_compiled(s, device.arch, disk_only=True))
+        report.evicted = sum(1 for s in specs
+                             if s.key in compiled and not kernel_mod.is_compiled(s, arch, disk_only=True))
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -33,10 +33,10 @@ def _compile_worker(spec_json: str, arch: str, family_module: str) -> CompileOut
         compiled = kcompile(spec_from_json(spec_json), arch)
         return compiled.resources, None, time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 - every failure becomes this candidate's record
-        return None, _compile_reason(exc), time.perf_counter() - t0
+        return None, compile_reason(exc), time.perf_counter() - t0
 
 
-def _compile_reason(exc: BaseException) -> str:
+def compile_reason(exc: BaseException) -> str:
     """One line (at most 600 characters) saying why a candidate did not compile."""
     from ..core.compiler import CompileError
 
@@ -97,7 +97,7 @@ class CompilePool:
 
             return kcompile(spec, self.arch).resources, None, time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
-            return None, _compile_reason(exc), time.perf_counter() - t0
+            return None, compile_reason(exc), time.perf_counter() - t0
 
     def _give_up_pool(self, exc: BaseException) -> None:
         """A pool that cannot start or broke (a worker killed, a __main__ the children
