@@ -497,7 +497,8 @@ def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any 
     with _as_device(device):
         name, problem, _ = _product_of(A, B)
         if dtype is not None:
-            dtype = _dtype_name(dtype, ("float32", "float64", "float16", "bfloat16"), "dtype")
+            if dtype not in _STAND_IN_TYPES:
+                raise ArrayError(f"dtype={dtype!r} is not allowed: one of {', '.join(_STAND_IN_TYPES)}")
             if np.dtype(_STAND_IN_TYPES[dtype]).itemsize != np.dtype(_STAND_IN_TYPES[name]).itemsize:
                 raise ArrayError(f"dtype={dtype!r} but the arrays hold {name}, of another size; pass arrays of "
                                  f"{_STAND_IN_TYPES[dtype]} for it")
