@@ -234,6 +234,17 @@ def test_cli_fill_names_what_is_wrong(argv, message, capsys, tmp_path, monkeypat
     assert message in capsys.readouterr().err
 
 
+def test_cli_fill_without_a_gpu_builds_for_kgen_arch(tmp_path, monkeypatch, capsys):
+    compiles = stand_in_nvcc(tmp_path, monkeypatch)
+    monkeypatch.setenv("KGEN_ARCH", "sm_80")
+    from kgen.core import runtime
+
+    monkeypatch.setattr(runtime, "gpu_available", lambda: (False, "no GPU (a test)"))
+    assert _cli("cache", "fill", "--shape", "4x4096x4096", "--dtype", "bfloat16", "--workers", "0") == 0
+    out = capsys.readouterr().out
+    assert "on a sm_80 GPU (sm_80)" in out and compiles() == 1
+
+
 def test_cli_fill_refuses_a_disabled_cache(monkeypatch, capsys):
     monkeypatch.setenv("KGEN_NO_CACHE", "1")
     assert _cli("cache", "fill", "--shape", "4x64x64", "--arch", "sm_90") == 2

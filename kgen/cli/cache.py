@@ -126,6 +126,11 @@ def _fill(args: argparse.Namespace, store) -> int:
 
 
 def _device(args: argparse.Namespace):
+    """The GPU the cache is for: --arch (with --gpu, --sms) names one; else this machine's, built
+    for KGEN_ARCH where that is set, as kgen.matmul would build; else KGEN_ARCH's alone."""
+    import dataclasses
+    import os
+
     from ..core import runtime
     from ..tune import ahead
 
@@ -133,10 +138,15 @@ def _device(args: argparse.Namespace):
         return ahead.stand_in_device(args.arch, args.gpu, args.sms)
     if args.gpu or args.sms:
         raise CLIError("--gpu and --sms describe a GPU that is not here: give its --arch too")
+    env_arch = os.environ.get("KGEN_ARCH", "").strip()
     ok, why = runtime.gpu_available()
     if not ok:
+        if env_arch:
+            return ahead.stand_in_device(env_arch)
         raise CLIError(f"no GPU to fill the cache for ({why}): name one with --arch (e.g. --arch sm_90 --gpu "
                        "'NVIDIA H200')")
+    from ..core.kernel import default_arch
     from ..tune.device import cuda_device_info
 
-    return cuda_device_info()
+    here = cuda_device_info()
+    return dataclasses.replace(here, arch=default_arch()) if env_arch else here
