@@ -97,3 +97,16 @@ def test_build_without_pycuda_or_gpu_says_what_is_missing():
     with pytest.raises(kgen.NoGPUError) as info:
         kgen.build(kgen.Matmul())
     assert "pycuda" in str(info.value) or "device" in str(info.value) or "driver" in str(info.value)
+
+
+@pytest.mark.nvcc
+def test_a_compile_that_runs_nvcc_is_logged_and_a_cache_hit_is_not(fresh, caplog):
+    """A first call that waits for nvcc says so at INFO (kgen -v), naming the key and the time."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="kgen.core.compiler"):
+        first = compiler.compile_cuda(SRC, "sm_90")
+        compiler.clear_memory_cache()
+        compiler.compile_cuda(SRC, "sm_90")          # from the disk cache
+    runs = [r.getMessage() for r in caplog.records if r.name == "kgen.core.compiler"]
+    assert len(runs) == 1 and runs[0].startswith(f"nvcc compiled {first.key[:12]} for sm_90 in ")

@@ -8,16 +8,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from .. import __version__
 from .cache import DiskCache, disabled
+
+logger = logging.getLogger(__name__)
 
 # Bump when the cache entry's layout or meaning changes: old entries become misses.
 CACHE_SCHEMA = 1
@@ -265,6 +269,7 @@ def _load(store: DiskCache, key: str, arch: str) -> Compiled | None:
 
 
 def _run_nvcc(nvcc: str, source: str, arch: str, options: tuple[str, ...], key: str) -> Compiled:
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kgen-") as tmp:
         src = Path(tmp, "kernel.cu")
         out = Path(tmp, "kernel.cubin")
@@ -280,6 +285,9 @@ def _run_nvcc(nvcc: str, source: str, arch: str, options: tuple[str, ...], key: 
         if proc.returncode != 0 or not out.is_file():
             raise CompileError(f"nvcc failed with exit code {proc.returncode}", cmd, log, source)
         cubin = out.read_bytes()
+    # A call that waits for nvcc says so (kgen -v, or logging at INFO): where first calls wait,
+    # `kgen cache fill` compiles ahead.
+    logger.info("nvcc compiled %s for %s in %.1f s", key[:12], arch, time.perf_counter() - t0)
     return Compiled(cubin=cubin, arch=arch, key=key, resources=parse_ptxas(log), log=log, origin="nvcc")
 
 
