@@ -16,10 +16,10 @@ FILL_EXAMPLES = """examples:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="show, clear or fill the compiled-kernel cache",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=FILL_EXAMPLES,
-                       description="Show the compiled-kernel cache (folder, entries, size and its limit), remove "
-                                   "its entries, or fill it ahead with what kgen.matmul runs for your products, so "
-                                   "that their first calls load kernels instead of waiting for nvcc. The folder is "
-                                   "KGEN_CACHE_DIR (default: the user cache folder); KGEN_CACHE_MAX_MB bounds its "
+                       description="Show the compiled-kernel cache (folder, entries, size and its limit), remove\n"
+                                   "its entries, or fill it ahead with what kgen.matmul runs for your products, so\n"
+                                   "that their first calls load kernels instead of waiting for nvcc. The folder is\n"
+                                   "KGEN_CACHE_DIR (default: the user cache folder); KGEN_CACHE_MAX_MB bounds its\n"
                                    "size (default 2048): past it, the least recently used kernels are removed.")
     p.add_argument("action", choices=["info", "clear", "fill"],
                    help="info: folder, entries, size; clear: remove the entries; fill: compile ahead")
