@@ -613,3 +613,26 @@ def test_guided_search_starts_from_the_shipped_models_guesses(db, monkeypatch):
     # The start batch (compiled in a pool, so timed in any order) holds the top guess.
     assert best.key in runner.launched[:GUIDED_BATCH * GUIDED_START_BATCHES]
     assert result.best.key == best.key
+
+
+def test_a_script_that_tunes_without_a_main_guard_tunes_once_and_is_told_why(tmp_path, monkeypatch):
+    """Spawned compile workers import the caller's script again. A worker that reaches the
+    script's top-level tuning call stops with a message naming the fix, and the tuning runs
+    once, in the main process (not a second whole search inside the worker)."""
+    import subprocess
+    import sys
+
+    from stand_ins import stand_in_nvcc
+
+    stand_in_nvcc(tmp_path, monkeypatch)
+    script = tmp_path / "tune_at_top_level.py"
+    script.write_text(
+        "import os, kgen\n"
+        "print('top level', flush=True)\n"
+        "kgen.autotune(kgen.Reduce, problem={'n': 1 << 20, 'op': 'dot'}, dry_run=True, arch='sm_90',\n"
+        "              max_configs=2, workers=1, strategy='exhaustive')\n"
+        "print('tuned', flush=True)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("tuned") == 1
+    assert 'Put the code that tunes under `if __name__ == "__main__":`' in proc.stderr

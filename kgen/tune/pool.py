@@ -51,6 +51,21 @@ def compile_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line(exc)}"
 
 
+# Why a worker stops: spawned workers import the caller's script (as multiprocessing does), and
+# one whose top level tunes would start a second search of its own.
+MAIN_GUARD = ("kgen's compile worker imported your script (__main__) and reached a tuning call at its top level. "
+              "Put the code that tunes under `if __name__ == \"__main__\":` (compile workers are started as "
+              "multiprocessing's spawn starts them); the tuning goes on in the main process")
+
+
+def _main_is_a_file() -> bool:
+    """Whether the main module is a file (a script, or a module run with -m), which spawned
+    workers import again; the interactive interpreter or `python -c` has none."""
+    import sys
+
+    return bool(getattr(sys.modules.get("__main__"), "__file__", None))
+
+
 class CompilePool:
     """Hands out compile futures, one per spec: a pool of `workers` processes, or
     in-process when `workers` is 0 or a `compiler` function replaces nvcc (tests)."""
@@ -83,6 +98,10 @@ class CompilePool:
                 fut = self._pool.submit(_compile_worker, spec.to_json(), self.arch, type(spec).__module__)
                 fut.add_done_callback(self._finished)
             except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, or no processes allowed here
+                if getattr(multiprocessing.current_process(), "_inheriting", False):
+                    # This is a pool worker of the caller's own pool, importing a script that tunes
+                    # at its top level: tuning here too would run the whole search twice.
+                    raise RuntimeError(MAIN_GUARD) from None
                 self._give_up_pool(exc)
                 return self.submit(spec)
         self.futures[spec.key] = fut
@@ -102,7 +121,9 @@ class CompilePool:
     def _give_up_pool(self, exc: BaseException) -> None:
         """A pool that cannot start or broke (a worker killed, a __main__ the children
         cannot import): compile the rest in this process, slower but complete."""
-        logger.warning("the compile pool failed (%s); compiling in this process", first_line(exc))
+        logger.warning("the compile pool failed (%s); compiling in this process%s", first_line(exc),
+                       "" if not _main_is_a_file() else
+                       " (if your script tunes at its top level, put that under `if __name__ == \"__main__\":`)")
         self.workers = 0
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
