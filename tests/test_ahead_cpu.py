@@ -98,6 +98,22 @@ def test_rows_and_sides_parse_as_written():
             ahead.parse_sides(text, names)
 
 
+def test_config_weights_are_a_decoders_projections_each_once():
+    config = {"hidden_size": 3072, "num_attention_heads": 24, "num_key_value_heads": 8,
+              "intermediate_size": 8192, "vocab_size": 50000}
+    assert ahead.config_weights(config) == [(3072, 3072), (1024, 3072), (8192, 3072), (3072, 8192), (50000, 3072)]
+    assert ahead.config_weights(config, lm_head=False)[-1] == (3072, 8192)
+    # head_dim given apart from hidden_size / heads; no key-value heads: as many as the queries'.
+    wide = {"hidden_size": 2048, "num_attention_heads": 16, "head_dim": 256, "intermediate_size": 6000}
+    assert ahead.config_weights(wide) == [(4096, 2048), (2048, 4096), (6000, 2048), (2048, 6000)]
+    with pytest.raises(ValueError, match="'intermediate_size'"):
+        ahead.config_weights({"hidden_size": 64, "num_attention_heads": 4})
+    with pytest.raises(ValueError, match="'num_attention_heads' is 0"):
+        ahead.config_weights({"hidden_size": 64, "num_attention_heads": 0, "intermediate_size": 128})
+    with pytest.raises(ValueError, match="'head_dim'"):     # 100 / 3 is no whole head
+        ahead.config_weights({"hidden_size": 100, "num_attention_heads": 3, "intermediate_size": 128})
+
+
 def test_specs_for_are_the_distinct_specs_the_calls_run():
     products = ahead.layer_products([(4096, 4096), (11008, 4096)], range(1, 65), ["bfloat16", "float32"])
     assert len(products) == 256
@@ -232,6 +248,27 @@ def test_cli_fill_names_what_is_wrong(argv, message, capsys, tmp_path, monkeypat
     monkeypatch.setenv("KGEN_CACHE_DIR", str(tmp_path / "cache"))
     assert _cli(*argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_fill_reads_a_models_config(tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.setenv("KGEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KGEN_TUNE_DB", str(tmp_path / "empty.db"))
+    text = {"hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 4, "intermediate_size": 4000}
+    (tmp_path / "config.json").write_text(json.dumps(text))
+    (tmp_path / "vision.json").write_text(json.dumps({"model_type": "vl", "text_config": text}))
+    for name in ("config.json", "vision.json"):
+        assert _cli("cache", "fill", "--config", str(tmp_path / name), "--weights", "1536x1536", "--rows", "1-3",
+                    "--arch", "sm_90", "--dry-run") == 0
+        # 1536x1536 (also q and o), 512x1536, 4000x1536, 1536x4000: four weights, three row counts.
+        assert "12 products on a sm_90 GPU" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for name, message in (("bad.json", "is not JSON"), ("list.json", "holds a JSON list"),
+                          ("missing.json", "cannot read --config")):
+        assert _cli("cache", "fill", "--config", str(tmp_path / name), "--arch", "sm_90") == 2
+        assert message in capsys.readouterr().err
 
 
 def test_cli_fill_without_a_gpu_builds_for_kgen_arch(tmp_path, monkeypatch, capsys):

@@ -8,6 +8,7 @@ from .common import CLIError, CommandFailed, count
 
 FILL_EXAMPLES = """examples:
   kgen cache fill --weights 4096x4096,11008x4096,4096x11008 --rows 1-256 --dtype bfloat16
+  kgen cache fill --config path/to/config.json --rows 1-128 --dtype bfloat16
   kgen cache fill --shape 7x4096x4096 --shape 300x1024x4096 --dtype float32,bfloat16
   kgen cache fill --weights 5120x5120 --rows 1-64 --arch sm_90 --gpu "NVIDIA H200"   # no GPU here
 """
@@ -27,8 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     fill.add_argument("--weights", action="append", default=[], metavar="NxK[,NxK...]",
                       help="weights of N x K (a layer's output and input sides), each multiplied by every "
                            "row count of --rows")
+    fill.add_argument("--config", metavar="FILE",
+                      help="a decoder's config.json (as Hugging Face transformers writes it): the weights of its "
+                           "attention and MLP projections and its output head, each multiplied by every row count "
+                           "of --rows")
     fill.add_argument("--rows", default="1-256", metavar="COUNTS",
-                      help="row counts (tokens in a batch) for --weights: a range and/or a list, e.g. 1-256 "
+                      help="row counts (tokens in a batch) for --weights and --config: a range and/or a list, "
+                           "e.g. 1-256 "
                            "(the default) or 1,2,4,8-16")
     fill.add_argument("--shape", action="append", default=[], metavar="MxNxK", help="one product (repeatable)")
     fill.add_argument("--dtype", default="float32", metavar="DTYPE[,DTYPE...]",
@@ -58,8 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..core.cache import CacheClearError, DiskCache, disabled
 
-    fill_options = (args.weights or args.shape or args.row_major or args.allow_tf32 or args.arch or args.gpu
-                    or args.sms or args.workers is not None or args.db or args.dry_run
+    fill_options = (args.weights or args.config or args.shape or args.row_major or args.allow_tf32 or args.arch
+                    or args.gpu or args.sms or args.workers is not None or args.db or args.dry_run
                     or args.rows != "1-256" or args.dtype != "float32")
     if args.action != "fill" and fill_options:
         raise CLIError(f"the product, GPU and run options go with 'kgen cache fill', not 'kgen cache {args.action}'")
@@ -89,8 +95,8 @@ def _fill(args: argparse.Namespace, store) -> int:
     if disabled():
         raise CLIError("the disk cache is disabled (KGEN_NO_CACHE): kernels compiled ahead would be lost; "
                        "unset KGEN_NO_CACHE")
-    if not args.weights and not args.shape:
-        raise CLIError("name the products: --weights NxK (with --rows) and/or --shape MxNxK")
+    if not args.weights and not args.shape and not args.config:
+        raise CLIError("name the products: --weights NxK or --config FILE (with --rows), and/or --shape MxNxK")
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
     for d in dtypes:
         if d not in ahead.DTYPES:
@@ -100,6 +106,8 @@ def _fill(args: argparse.Namespace, store) -> int:
         weights = [ahead.parse_sides(w, "NK") for item in args.weights for w in item.split(",") if w.strip()]
         rows = ahead.parse_rows(args.rows)
         shapes = [ahead.parse_sides(s, "MNK") for s in args.shape]
+        if args.config:
+            weights += [w for w in ahead.config_weights(_read_config(args.config)) if w not in weights]
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     products = ahead.layer_products(weights, rows, dtypes, weight_t, args.allow_tf32)
@@ -123,6 +131,22 @@ def _fill(args: argparse.Namespace, store) -> int:
             print(f"failed    {spec.to_json()}: {why}")
         raise CommandFailed(f"{len(report.failed)} of {len(report.specs)} specs failed to compile (listed above)")
     return 0
+
+
+def _read_config(path: str) -> dict:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = json.load(fh)
+    except OSError as exc:
+        raise CLIError(f"cannot read --config {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CLIError(f"--config {path} is not JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise CLIError(f"--config {path} holds a JSON {type(config).__name__}, not an object of a model's settings")
+    # A multimodal model's config keeps its language model's settings under text_config.
+    return config.get("text_config", config) if "hidden_size" not in config else config
 
 
 def _device(args: argparse.Namespace):

@@ -100,6 +100,34 @@ def layer_products(weights: Iterable[tuple[int, ...]], rows: Iterable[int], dtyp
     return [Product(M, N, K, dtype, weight_t, allow_tf32) for dtype in dtypes for (N, K) in weights for M in rows]
 
 
+def config_weights(config: dict[str, Any], lm_head: bool = True) -> list[tuple[int, int]]:
+    """The N x K weights of a decoder's linear layers, from its config as Hugging Face
+    transformers writes it (config.json: hidden_size, intermediate_size, num_attention_heads,
+    and where given num_key_value_heads, head_dim, vocab_size): the attention's query, key,
+    value and output projections, the MLP's gate, up and down projections, and the output head
+    (lm_head, where vocab_size is given). Each once, in that order."""
+    def size(key: str, default: int | None = None) -> int:
+        value = config.get(key, default)
+        if value is None:
+            raise ValueError(f"the config has no {key!r}; a decoder's config names hidden_size, intermediate_size "
+                             "and num_attention_heads (num_key_value_heads, head_dim and vocab_size if they differ "
+                             "from the defaults)")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"the config's {key!r} is {value!r}: a whole number of at least 1 is needed")
+        return value
+
+    hidden = size("hidden_size")
+    heads = size("num_attention_heads")
+    kv_heads = size("num_key_value_heads", heads)
+    head_dim = size("head_dim", hidden // heads if hidden % heads == 0 else None)
+    inter = size("intermediate_size")
+    shapes = [(heads * head_dim, hidden), (kv_heads * head_dim, hidden), (hidden, heads * head_dim),
+              (inter, hidden), (hidden, inter)]
+    if lm_head and config.get("vocab_size") is not None:
+        shapes.append((size("vocab_size"), hidden))
+    return list(dict.fromkeys(shapes))
+
+
 def stand_in_device(arch: str, name: str | None = None, multiprocessors: int | None = None) -> DeviceInfo:
     """A GPU of `arch` for a machine without one: the arch's limits (kgen.tune.device), with the
     model's name (which picks its shipped tables and tuned entries) and SM count where given."""
