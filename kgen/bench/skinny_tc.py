@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import random
 import sys
 from typing import Any
@@ -56,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..core.timing import time_calls
     from ..ops.matmul import Matmul
     from ..tune.dispatch import select
-    from ..tune.pool import CompilePool
+    from ..tune.pool import CompilePool, default_workers
 
     torch.backends.cuda.matmul.allow_tf32 = False
     rng = random.Random(args.seed)
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         base = select(Matmul, {"M": M, "N": N, "K": K}, "float32", db=False).spec
         for layout in ("col", "row"):
             plans[(M, N, K, layout)] = [base.replace(layout_b=layout)] + variants(M)
-    pool = CompilePool(default_arch(), max(1, (os.cpu_count() or 2) - 1))
+    pool = CompilePool(default_arch(), default_workers())
     unique = {s.key: s for specs in plans.values() for s in specs}
     for spec in unique.values():
         pool.submit(spec)

@@ -58,17 +58,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                       "or the user's)")
     run_opts.add_argument("--dry-run", action="store_true", help="count the specs and what the cache holds; "
                                                                 "compile nothing")
-    p.set_defaults(func=run)
+    # Every option but the action is fill's: what they hold when not given, for run() to tell.
+    unset = {k: v for k, v in vars(p.parse_args(["info"])).items() if k != "action"}
+    p.set_defaults(func=run, fill_defaults=unset)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..core.cache import CacheClearError, DiskCache, disabled
 
-    fill_options = (args.weights or args.config or args.shape or args.row_major or args.allow_tf32 or args.arch
-                    or args.gpu or args.sms or args.workers is not None or args.db or args.dry_run
-                    or args.rows != "1-256" or args.dtype != "float32")
-    if args.action != "fill" and fill_options:
-        raise CLIError(f"the product, GPU and run options go with 'kgen cache fill', not 'kgen cache {args.action}'")
+    given = [k for k, v in args.fill_defaults.items() if getattr(args, k) != v]
+    if args.action != "fill" and given:
+        raise CLIError(f"the product, GPU and run options ({', '.join('--' + k.replace('_', '-') for k in given)}) "
+                       f"go with 'kgen cache fill', not 'kgen cache {args.action}'")
     store = DiskCache()
     if args.action == "fill":
         return _fill(args, store)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -56,9 +55,11 @@ def count(minimum: int, what: str) -> Callable[[str], int]:
 
 
 def default_workers() -> int:
-    """Compile processes when none are asked for: one fewer than the CPU count, at least
-    one (the tuner's own process verifies and times meanwhile)."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    """Compile processes when none are asked for (kgen.tune.pool.default_workers; imported
+    when asked, so that the CLI starts without the tuner)."""
+    from ..tune.pool import default_workers as workers
+
+    return workers()
 
 
 def _loaded(module: str, *names: str) -> tuple[type, ...]:

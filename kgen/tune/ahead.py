@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import os
 import re
 import time
 from typing import Any, Callable, Iterable, Sequence
@@ -24,10 +23,10 @@ import numpy as np
 from ..core.runtime import ArrayError
 from ..core.spec import Spec
 from .device import DeviceInfo, arch_limits
-from .pool import compile_reason
+from .dispatch import STAND_IN_TYPES
+from .pool import compile_reason, default_workers
 
-DTYPES = ("float32", "float64", "float16", "bfloat16")
-_STAND_IN = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": np.float16}
+DTYPES = tuple(STAND_IN_TYPES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +57,7 @@ class Product:
     def stand_ins(self) -> tuple[np.ndarray, np.ndarray]:
         """numpy arrays of the call's shapes and strides that own no memory (every element is
         the same one), for dispatch.call_spec."""
-        t = _STAND_IN[self.dtype]
+        t = np.dtype(STAND_IN_TYPES[self.dtype])
         item = np.dtype(t).itemsize
         cell = np.zeros(1, t)
         A = np.lib.stride_tricks.as_strided(cell, (self.M, self.K), (self.K * item, item), writeable=False)
@@ -249,5 +248,5 @@ def compile_ahead(products: Iterable[Product], *, device: DeviceInfo | None = No
 def _workers(asked: int | None, jobs: int) -> int:
     """Compile processes: as asked, else one fewer than the CPU count (at least one), and never
     more than there are specs to compile."""
-    n = max(1, (os.cpu_count() or 2) - 1) if asked is None else asked
+    n = default_workers() if asked is None else asked
     return min(n, jobs) if n else 0

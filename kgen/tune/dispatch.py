@@ -48,6 +48,10 @@ class Choice:
                 f"bucket distance {self.distance:.2f}): {self.spec.to_json()}")
 
 
+# The dtypes kgen.matmul takes, each with the numpy type that stands for its arrays in
+# call_spec (bfloat16: float16, of the same size).
+STAND_IN_TYPES = {"float32": "float32", "float64": "float64", "float16": "float16", "bfloat16": "float16"}
+
 _lock = threading.Lock()
 _kernels: dict[tuple, Any] = {}
 _choices: dict[tuple, Choice] = {}
@@ -277,7 +281,7 @@ def _product_of(A: Any, B: Any) -> tuple[str, dict[str, int], bool]:
     (M, K), (K2, N) = sa, sb
     if K != K2:
         raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
-    dtype = _dtype_name(da, ("float32", "float64", "float16", "bfloat16"), "A")
+    dtype = _dtype_name(da, tuple(STAND_IN_TYPES), "A")
     return dtype, {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}, dev_a
 
 
@@ -497,19 +501,16 @@ def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any 
     with _as_device(device):
         name, problem, _ = _product_of(A, B)
         if dtype is not None:
-            if dtype not in _STAND_IN_TYPES:
-                raise ArrayError(f"dtype={dtype!r} is not allowed: one of {', '.join(_STAND_IN_TYPES)}")
-            if np.dtype(_STAND_IN_TYPES[dtype]).itemsize != np.dtype(_STAND_IN_TYPES[name]).itemsize:
+            if dtype not in STAND_IN_TYPES:
+                raise ArrayError(f"dtype={dtype!r} is not allowed: one of {', '.join(STAND_IN_TYPES)}")
+            if np.dtype(STAND_IN_TYPES[dtype]).itemsize != np.dtype(STAND_IN_TYPES[name]).itemsize:
                 raise ArrayError(f"dtype={dtype!r} but the arrays hold {name}, of another size; pass arrays of "
-                                 f"{_STAND_IN_TYPES[dtype]} for it")
+                                 f"{STAND_IN_TYPES[dtype]} for it")
             name = dtype
         family = call_family(A, B, name, allow_tf32)
         overrides = call_overrides(A, B, family, name, allow_tf32, stand_in=True, device=device)
         return resolve_spec(family, problem, name, overrides, device=device, db=db)
 
-
-# The numpy type that stands for each dtype's arrays in call_spec (bfloat16: float16, the same size).
-_STAND_IN_TYPES = {"float32": "float32", "float64": "float64", "float16": "float16", "bfloat16": "float16"}
 
 
 @contextlib.contextmanager

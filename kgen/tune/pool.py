@@ -7,6 +7,8 @@ import concurrent.futures as cf
 import importlib
 import logging
 import multiprocessing
+import os
+import sys
 import time
 from typing import Callable
 
@@ -51,6 +53,12 @@ def compile_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line(exc)}"
 
 
+def default_workers() -> int:
+    """Compile processes when none are asked for: one fewer than the CPU count, at least
+    one (the tuner's own process verifies and times meanwhile)."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
 # Why a worker stops: spawned workers import the caller's script (as multiprocessing does), and
 # one whose top level tunes would start a second search of its own.
 MAIN_GUARD = ("kgen's compile worker imported your script (__main__) and reached a tuning call at its top level. "
@@ -61,8 +69,6 @@ MAIN_GUARD = ("kgen's compile worker imported your script (__main__) and reached
 def _main_is_a_file() -> bool:
     """Whether the main module is a file (a script, or a module run with -m), which spawned
     workers import again; the interactive interpreter or `python -c` has none."""
-    import sys
-
     return bool(getattr(sys.modules.get("__main__"), "__file__", None))
 
 

@@ -37,7 +37,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import statistics
 import sys
 import time
@@ -53,7 +52,7 @@ from .device import DeviceInfo, arch_limits, toolchain_version
 from .model import (GUIDED_BATCH, GUIDED_CACHED_FIRST_BATCHES, GUIDED_PATIENCE, GUIDED_POOL_BATCH_FROM,
                     GUIDED_PROBE_BATCHES, GUIDED_ROLLING_PATIENCE, GUIDED_START_BATCHES, choose_batch,
                     code_matrix, feature_matrix, maximin, near_leaders)
-from .pool import CompilePool
+from .pool import CompilePool, default_workers
 from .prune import ptxas_reason
 from .records import ContextLost, LaunchFailure, Record, TuneError, TuneResult, record_order
 from .runners import CudaRunner, RecordedRunner, Runner
@@ -156,7 +155,7 @@ def autotune(family: type[Spec] | str, problem: dict[str, Any], dtype: str = "fl
 
     tuner = _Tuner(cls, problem, dtype, strategy=strategy, max_configs=max_configs, time_budget_s=time_budget_s,
                    runner=runner, database=database if save else None, key=key, arch=arch, device=device,
-                   workers=max(1, (os.cpu_count() or 2) - 1) if workers is None else workers, seed=seed,
+                   workers=default_workers() if workers is None else workers, seed=seed,
                    progress=progress,
                    compiler=compiler, leaders=leaders, screen_samples=screen_samples, min_warps=min_warps,
                    dry_run=dry_run, resume=resume and database is not None, t0=t0, keep=keep,
