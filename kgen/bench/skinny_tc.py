@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..core.timing import time_calls
     from ..ops.matmul import Matmul
     from ..tune.dispatch import select
-    from ..tune.pool import CompilePool, default_workers
+    from ..core.compiler import default_workers
+    from ..tune.pool import CompilePool
 
     torch.backends.cuda.matmul.allow_tf32 = False
     rng = random.Random(args.seed)

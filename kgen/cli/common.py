@@ -55,9 +55,9 @@ def count(minimum: int, what: str) -> Callable[[str], int]:
 
 
 def default_workers() -> int:
-    """Compile processes when none are asked for (kgen.tune.pool.default_workers; imported
-    when asked, so that the CLI starts without the tuner)."""
-    from ..tune.pool import default_workers as workers
+    """Compile processes when none are asked for (kgen.core.compiler.default_workers, which
+    needs neither numpy nor the tuner, so the CLI builds its parser without them)."""
+    from ..core.compiler import default_workers as workers
 
     return workers()
 

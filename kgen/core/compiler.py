@@ -291,6 +291,13 @@ def _run_nvcc(nvcc: str, source: str, arch: str, options: tuple[str, ...], key: 
     return Compiled(cubin=cubin, arch=arch, key=key, resources=parse_ptxas(log), log=log, origin="nvcc")
 
 
+def default_workers() -> int:
+    """nvcc runs at a time when none are asked for (the tuner's compile processes, a fill's
+    threads): one fewer than the CPU count, at least one, leaving a CPU to the process that
+    feeds the GPU."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
 def clear_memory_cache() -> None:
     with _memory_lock:
         _memory.clear()

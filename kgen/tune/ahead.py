@@ -20,11 +20,12 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ..core.compiler import default_workers
 from ..core.runtime import ArrayError
 from ..core.spec import Spec
 from .device import DeviceInfo, arch_limits
 from .dispatch import STAND_IN_TYPES
-from .pool import compile_reason, default_workers
+from .pool import compile_reason
 
 DTYPES = tuple(STAND_IN_TYPES)
 

@@ -7,7 +7,6 @@ import concurrent.futures as cf
 import importlib
 import logging
 import multiprocessing
-import os
 import sys
 import time
 from typing import Callable
@@ -51,12 +50,6 @@ def compile_reason(exc: BaseException) -> str:
             detail = lines[-1] if lines else ""
         return f"{exc.summary}: {detail}"[:600]
     return f"{type(exc).__name__}: {first_line(exc)}"
-
-
-def default_workers() -> int:
-    """Compile processes when none are asked for: one fewer than the CPU count, at least
-    one (the tuner's own process verifies and times meanwhile)."""
-    return max(1, (os.cpu_count() or 2) - 1)
 
 
 # Why a worker stops: spawned workers import the caller's script (as multiprocessing does), and

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .. import __version__
+from ..core.compiler import default_workers
 from ..core.spec import Spec, SpecError, spec_from_json
 from ..core.spec import family as family_class
 from .db import TuneDB, open_db, problem_key
@@ -52,7 +53,7 @@ from .device import DeviceInfo, arch_limits, toolchain_version
 from .model import (GUIDED_BATCH, GUIDED_CACHED_FIRST_BATCHES, GUIDED_PATIENCE, GUIDED_POOL_BATCH_FROM,
                     GUIDED_PROBE_BATCHES, GUIDED_ROLLING_PATIENCE, GUIDED_START_BATCHES, choose_batch,
                     code_matrix, feature_matrix, maximin, near_leaders)
-from .pool import CompilePool, default_workers
+from .pool import CompilePool
 from .prune import ptxas_reason
 from .records import ContextLost, LaunchFailure, Record, TuneError, TuneResult, record_order
 from .runners import CudaRunner, RecordedRunner, Runner
