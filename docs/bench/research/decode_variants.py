@@ -2,7 +2,8 @@
 on large weights: for each product drawn at random (env SEED, COUNT; M from ROWS, N and K from
 N_RANGE / K_RANGE in multiples of MULTIPLE; weights of MIN_MB to MAX_MB; B = W.t() (ORDER=col) or
 row-major (ORDER=row); dtype DTYPE) the dispatched spec and the same spec with each of VARIANTS
-(';'-separated, each 'field=value,...', tuples written 16x128x64), beside cuBLAS through torch and
+(';'-separated, each 'field=value,...', tuples written 16x128x64; 'skinny:field=value,...' starts from
+the skinny family's SIMT default spec instead of the dispatched one), beside cuBLAS through torch and
 a read-only launch of the weight's bytes (CuPy, the better of two grids). Device time from a CUDA
 graph over operands rotated past L2, ROUNDS rounds in turn (best kept); every result first
 checked against float64 on a NaN-poisoned output. Output: $OUT/decode_variants_<SEED>_<DTYPE>_<ORDER>.json."""
@@ -16,7 +17,7 @@ import torch
 
 import kgen
 from kgen.bench.skinny import Operands, copy_bandwidth, time_graph
-from kgen.ops.skinny import tolerance
+from kgen.ops.skinny import Skinny, tolerance
 from kgen.tune import dispatch
 
 SEED = int(os.environ.get("SEED", "27101"))
@@ -91,7 +92,11 @@ def main():
         ways = {"default": kgen.build(spec)}
         for v in VARIANTS:
             try:
-                s = spec.replace(**parse_variant(v))
+                if v.startswith("skinny:"):   # the skinny family's SIMT default, whatever dispatch ran
+                    s = Skinny.simt_default_spec({"M": M, "N": N, "K": K}, DTYPE)
+                    s = s.replace(**parse_variant(v[7:])) if v[7:] else s
+                else:
+                    s = spec.replace(**parse_variant(v))
             except (ValueError, TypeError) as e:
                 print(f"  {v}: not a spec here ({str(e)[:120]})", flush=True)
                 continue
