@@ -16,7 +16,7 @@ import pytest
 import kgen
 from kgen.cli import main as cli
 from kgen.cli import tune as tune_cli
-from kgen.cli.common import default_workers
+from kgen.core.compiler import default_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ["render", "emit", "info", "cache", "demo", "bench", "tune"]

@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any, Iterable
 
-from .common import CLIError, CommandFailed, default_workers
+from ..core.compiler import default_workers
+from .common import CLIError, CommandFailed
 
 
 def _problems(args: argparse.Namespace) -> Any:

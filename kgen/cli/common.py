@@ -54,14 +54,6 @@ def count(minimum: int, what: str) -> Callable[[str], int]:
     return parse
 
 
-def default_workers() -> int:
-    """Compile processes when none are asked for (kgen.core.compiler.default_workers, which
-    needs neither numpy nor the tuner, so the CLI builds its parser without them)."""
-    from ..core.compiler import default_workers as workers
-
-    return workers()
-
-
 def _loaded(module: str, *names: str) -> tuple[type, ...]:
     """The named classes of `module` if it is imported: an exception can only be one of
     them if it is, so error handling never imports numpy or pycuda itself."""

@@ -18,7 +18,8 @@ import textwrap
 import time
 from typing import Any, Iterable
 
-from .common import CLIError, CommandFailed, count, default_workers, run_command
+from ..core.compiler import default_workers
+from .common import CLIError, CommandFailed, count, run_command
 
 log = logging.getLogger(__name__)
 

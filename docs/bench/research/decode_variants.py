@@ -92,11 +92,10 @@ def main():
         ways = {"default": kgen.build(spec)}
         for v in VARIANTS:
             try:
-                if v.startswith("skinny:"):   # the skinny family's SIMT default, whatever dispatch ran
-                    s = Skinny.simt_default_spec({"M": M, "N": N, "K": K}, DTYPE)
-                    s = s.replace(**parse_variant(v[7:])) if v[7:] else s
-                else:
-                    s = spec.replace(**parse_variant(v))
+                # "skinny:..." starts from the skinny family's SIMT default, whatever dispatch ran.
+                base = Skinny.simt_default_spec({"M": M, "N": N, "K": K}, DTYPE) if v.startswith("skinny:") else spec
+                fields = v.removeprefix("skinny:")
+                s = base.replace(**parse_variant(fields)) if fields else base
             except (ValueError, TypeError) as e:
                 print(f"  {v}: not a spec here ({str(e)[:120]})", flush=True)
                 continue
