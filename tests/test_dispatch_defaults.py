@@ -769,6 +769,54 @@ def test_float32_tensor_core_dot_form_reads_64_k_windows_from_64_mib_weights():
     dispatch.forget()
 
 
+def test_float32_products_of_9_to_16_rows_against_a_narrow_weight_run_the_tensor_core_dot_form(monkeypatch):
+    """float32 products of 9-16 rows against W.t() of a weight whose large side is
+    TC_DOT_NARROW_MIN_LARGE to TC_MIN_DIM, with K of TC_MIN_DIM or more, run the split-TF32
+    tensor-core dot form (Skinny.tc_dot_narrow_suits, dispatch passing dot_sms): 16 rows of mma
+    tiles, two tiles a warp, 32-k windows, the two-pass merge, one wave, launched plainly.
+    7-8 rows, a shorter K, a wider or very narrow weight, a row-major weight, float64,
+    KGEN_SPLIT_TF32=0 and a fixed split keep the SIMT spec."""
+    from kgen.ops.skinny import TC_DOT_NARROW_MIN_LARGE, TC_MIN_DIM, Skinny
+    from kgen.tune import dispatch
+
+    h200 = DeviceInfo("Recorded GPU", "sm_90", arch_limits("sm_90"))
+
+    def spec_of(M, N, K, dtype=np.float32, weight_t=True):
+        A = np.zeros((M, K), dtype)
+        B = np.zeros((N, K), dtype).T if weight_t else np.zeros((K, N), dtype)
+        return dispatch.call_spec(A, B, device=h200, db=False)
+
+    # The measured products (seeds 61201, 61301), their edges, and products outside the rule.
+    for (M, N, K), tc in (((11, 345, 5784), True), ((13, 210, 2033), True), ((16, 614, 2170), True),
+                          ((9, 376, 5839), True), ((15, 961, 15643), True), ((14, 406, 1334), True),
+                          ((12, TC_MIN_DIM - 1, TC_MIN_DIM), True), ((10, TC_DOT_NARROW_MIN_LARGE, 3001), True),
+                          ((8, 472, 6534), False), ((7, 245, 11085), False),
+                          ((16, 500, TC_MIN_DIM - 1), False), ((16, TC_DOT_NARROW_MIN_LARGE - 1, 4096), False)):
+        got = spec_of(M, N, K)
+        assert isinstance(got, Skinny) and got.tensor_cores == tc, ((M, N, K), got.to_json())
+        if tc:
+            assert (got.rows, got.tc_tiles, got.tc_window, got.merge, got.waves, got.programmatic,
+                    got.l2_prefetch, got.instruction) == (16, 2, 32, "two_pass", 1, False, 0, "mma_sync"), got.to_json()
+        # the mirror image: a few columns of a large k-contiguous A
+        mirror = dispatch.call_spec(np.zeros((N, K), np.float32), np.zeros((M, K), np.float32).T,
+                                    device=h200, db=False)
+        assert mirror.tensor_cores == tc, ((M, N, K), mirror.to_json())
+    # a row-major weight keeps the SIMT axpy form; float64 has no tensor-core form here
+    assert not spec_of(11, 345, 5784, weight_t=False).tensor_cores
+    assert not getattr(spec_of(11, 345, 5784, dtype=np.float64), "tensor_cores", False)
+    p = {"M": 12, "N": 700, "K": 4096}
+    simt = Skinny.simt_default_spec(p, "float32")
+    assert simt.tc_dot_narrow_suits(p)
+    for other in (simt.replace(k_split=6), simt.replace(merge="cluster", k_split=4),
+                  Skinny.simt_default_spec({**p, "M": 8}, "float32"), Skinny.simt_default_spec(p, "float64")):
+        assert not other.tc_dot_narrow_suits(p), other.to_json()
+    assert simt.for_layouts(p).tensor_cores is False   # no dot_sms: the storage is not known
+    assert simt.for_layouts(p, dot_sms=132).tensor_cores is True
+    monkeypatch.setenv("KGEN_SPLIT_TF32", "0")
+    assert not simt.tc_dot_narrow_suits(p)
+    assert not spec_of(11, 345, 5784).tensor_cores
+
+
 def test_float32_row_major_weight_products_of_5_and_6_rows_run_the_tensor_core_axpy_form():
     """float32 products of 5-6 rows against a row-major weight with K of TC_AXPY_FEW_ROWS_MIN_K
     or more run the split-TF32 tensor-core axpy form (Skinny.tc_axpy_few_rows_suits, dispatch

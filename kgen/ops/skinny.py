@@ -870,7 +870,8 @@ class Skinny(Spec):
         the tensor-core axpy form where tc_axpy_few_rows_suits.
         `dot_sms` (not a field either: the SM count, for a float32 product whose large operand is
         k-contiguous): 4 columns a warp where narrow_dot_suits, then one wave of blocks where
-        one_wave_dot_suits (counted with those columns)."""
+        one_wave_dot_suits (counted with those columns), the tensor-core dot form where
+        tc_dot_narrow_suits."""
         sms = layouts.pop("axpy_sms", None)
         dot_sms = layouts.pop("dot_sms", None)
         if layouts.get("instruction") == "wgmma" and self.instruction != "wgmma":
@@ -891,7 +892,28 @@ class Skinny(Spec):
             spec = spec.replace(waves=DOT_FEW_TILE_WAVES)
         if dot_sms and spec.long_window_dot_suits(problem):
             spec = spec.replace(tc_window=TC_LONG_WINDOW)
+        if dot_sms and spec.tc_dot_narrow_suits(problem):
+            rows, K = tc_rows_shared(spec.rows), self.normalize_problem(problem)["K"]
+            spec = spec.replace(rows=rows, warp_cols=default_warp_cols(rows, spec.dtype, K),
+                                tensor_cores=True, tc_tiles=2, tc_window=TC_WINDOW, merge="two_pass", waves=1,
+                                programmatic=False, l2_prefetch=0)
         return spec
+
+    def tc_dot_narrow_suits(self, problem) -> bool:
+        """Whether this float32 SIMT spec, run on a k-contiguous large operand (the SIMT dot form,
+        B = W.t()) whose large side is TC_DOT_NARROW_MIN_LARGE to TC_MIN_DIM (a narrow weight,
+        which default_spec leaves to the SIMT forms), should run the split-TF32 tensor-core dot
+        form instead (two tiles a warp, 32-k windows, two-pass merge, one wave, launched
+        plainly): its rows and the small dimension more than TC_DOT_NARROW_MIN_ROWS - 1 and at
+        most TC_ONE_WAVE_ROWS, its K split left to the launch (k_split=0, not a cluster), K at
+        least TC_MIN_DIM, and the split-TF32 forms allowed (split_tf32_enabled)."""
+        if not (self.dtype == "float32" and not self.tensor_cores and self.k_split == 0 and self.merge != "cluster"
+                and TC_DOT_NARROW_MIN_ROWS <= self.rows <= TC_ONE_WAVE_ROWS):
+            return False
+        p = self.normalize_problem(problem)
+        small, large = min(p["M"], p["N"]), max(p["M"], p["N"])
+        return (TC_DOT_NARROW_MIN_ROWS <= small <= TC_ONE_WAVE_ROWS and TC_DOT_NARROW_MIN_LARGE <= large < TC_MIN_DIM
+                and p["K"] >= TC_MIN_DIM and split_tf32_enabled())
 
     def long_window_dot_suits(self, problem) -> bool:
         """Whether this float32 mma.sync tensor-core spec of up to TC_ONE_WAVE_ROWS rows, run on
@@ -1385,6 +1407,15 @@ TC_ONE_WAVE_ROWS = 16
 # seven below ran 0.948-1.020x; held out (seed 29201, fourteen): the six of 64 MiB or more
 # 1.005-1.070x, the eight below 0.930-1.027x.
 TC_LONG_WINDOW_MIN_BYTES = 64 * 2**20
+# float32 products of TC_DOT_NARROW_MIN_ROWS to TC_ONE_WAVE_ROWS rows against W.t() of a narrow
+# weight (large side TC_DOT_NARROW_MIN_LARGE to TC_MIN_DIM, K of TC_MIN_DIM or more) run the
+# split-TF32 tensor-core dot form rather than the SIMT dot form (Skinny.tc_dot_narrow_suits,
+# dispatch passing dot_sms). Device time on an H100 (docs/bench/research/decode_variants.py; N
+# 128-1023, K 1024-16384; docs/matmul.md, "Narrow weights at 9-16 rows"): 9-16 rows 1.06-1.39x over the four
+# products of seed 61201 and 1.11-1.40x over the four held out (seed 61301); 7-8 rows ran
+# 0.91-0.99x (seeds 61202, 61302), where the SIMT form stays.
+TC_DOT_NARROW_MIN_ROWS = 9
+TC_DOT_NARROW_MIN_LARGE = 128
 # The float32 tensor-core axpy form (a row-major large operand) feeds one 16-column tile pair a
 # warp (8-byte loads, 256 columns a block) instead of two (16-byte loads, 512) where the two-tile
 # blocks, K cut into its shortest slabs, would number fewer than this many per SM: there most
