@@ -979,3 +979,42 @@ def test_float32_7_16_rows_against_wide_w_t_ask_for_the_wgmma_form_on_hopper(mon
     dispatch.forget()
     assert instruction(12, 2 * wide, 2048) is None
     dispatch.forget()
+
+
+def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hopper():
+    """On an H100 (stand-in), float64 products of 9-64 rows against N and K of 1024 or more run
+    TensorMatmul's m16n8k16 tiles of the rows rounded up to 16, 64 columns, K split to fill one
+    wave of resident blocks; a weight whose rows are not 16 bytes apart is read in place (repack
+    off), an aligned one keeps repack on (a no-op for it). 8 rows, N or K under 1024 and a GPU
+    other than sm_90 keep the specs they had. The tuner's space holds the same tiles."""
+    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_FEW_MIN_ROWS, F64_FEW_MIN_SIDE, TensorMatmul
+    from kgen.tune import ahead, dispatch
+
+    h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    a100 = ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)
+    one = np.zeros(1)
+
+    def spec(M, N, K, w_t, device=h100):
+        A = np.lib.stride_tricks.as_strided(one, (M, K), (K * 8, 8))
+        B = np.lib.stride_tricks.as_strided(one, (K, N), (8, K * 8) if w_t else (N * 8, 8))
+        return dispatch.call_spec(A, B, device=device, db=False)
+
+    rng = random.Random(94)
+    for _ in range(40):
+        M = rng.randint(F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS)
+        N, K = (rng.randint(F64_FEW_MIN_SIDE, 12000) for _ in range(2))
+        w_t = rng.random() < 0.5
+        got = spec(M, N, K, w_t)
+        bm = -(-M // 16) * 16
+        assert got.kernel == "tensor_matmul" and got.tile == (bm, 64, 16), ((M, N, K, w_t), got.to_json())
+        assert got.mma_shape == "m16n8k16" and got.warp_tile == (16, 32) and got.layout_b == ("col" if w_t else "row")
+        assert got.repack == ((K if w_t else N) % 2 == 0), ((M, N, K, w_t), got.to_json())
+        tiles = -(-N // 64)
+        assert got.split_k * tiles <= 2 * 132 * got.min_blocks and got.min_blocks >= 1
+        assert got.replace(layout_b="row", repack=True) in TensorMatmul.search_space({"M": M, "N": N, "K": K},
+                                                                                      "float64")
+        # Too few rows, short sides, another GPU: not these tiles.
+        for other in (spec(rng.randint(1, F64_FEW_MIN_ROWS - 1), N, K, w_t), spec(M, N, rng.randint(64, 1023), w_t),
+                      spec(M, N, K, w_t, device=a100)):
+            assert not (other.kernel == "tensor_matmul" and other.warp_tile == (16, 32)), other.to_json()
+    dispatch.forget()

@@ -115,6 +115,10 @@ def spec_pool() -> list[TensorMatmul]:
             T(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=4, mma_shape="m16n8k8", split_k=2,
               raster="col"),
             T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=3, mma_shape="m16n8k8"),
+            # float64 tiles sized to a few rows (16 and 48 rows, several blocks an SM, K split),
+            # the second reading its operands in place.
+            T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
+            T.few_rows_f64_spec({"M": 45, "N": 2000, "K": 3000}).replace(repack=False),
         ]
     return pool
 
@@ -764,6 +768,33 @@ def test_tf32_calls_run_the_kernel_the_storage_suits():
         if _hopper():
             assert spec.wgmma == (b_col or M >= TF32_TRANSPOSE_MIN), spec.to_json()
         _check(spec, A, B, C, None, 1.0, 0.0, f"allow_tf32 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
+
+
+def test_few_row_float64_products_run_tiles_sized_to_their_rows():
+    """kgen.matmul on float64 products of 9-64 rows against N and K of 1024 or more: on sm_90,
+    the m16n8k16 tiles of few_rows_f64_spec (a row tile of the rows rounded up to 16), reading a
+    weight whose rows are not 16 bytes apart (W.t() of an odd K, a row-major B of an odd N) in
+    place; the result within the kernel's tolerance of the float64 product on a NaN-poisoned
+    output."""
+    torch = _torch()
+    from kgen.tune import dispatch
+
+    for M, N, K, b_col in ((9, 1031, 1536, True), (13, 1536, 1030, False), (40, 1200, 1100, True),
+                           (64, 1024, 2049, False), (27, 2051, 1031, True), (33, 1025, 1200, False)):
+        A = torch.randn(M, K, device="cuda", dtype=torch.float64)
+        B = (torch.randn(N, K, device="cuda", dtype=torch.float64).t() if b_col
+             else torch.randn(K, N, device="cuda", dtype=torch.float64))
+        C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float64)
+        kgen.matmul(A, B, out=C)
+        torch.cuda.synchronize()
+        spec = dispatch.call_spec(A, B)
+        if _hopper():
+            assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (-(-M // 16) * 16, 64), spec.to_json()
+            assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()
+            _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
+        else:   # the SIMT tiles elsewhere
+            ref = A @ B
+            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
 
 
 def test_large_float32_products_run_three_tf32_products_at_float32_accuracy():

@@ -449,6 +449,16 @@ SHORT_K_WIDE_K = 64
 # mma.sync default split them too, and their public calls were not timed against the bound).
 ELEMENT_SPLIT_TILES = 160
 ELEMENT_SPLIT_MIN_K = 512
+# float64 products of F64_FEW_MIN_ROWS to F64_FEW_MAX_ROWS rows (M <= N) against N and K of at least
+# F64_FEW_MIN_SIDE: m16n8k16 tiles of the rows rounded up to 16 (one row tile for all of them),
+# 64 columns, 16 x 32 warp tiles, as many blocks an SM as shared memory and registers allow and
+# K split to fill one wave of them (few_rows_f64_spec). Device time on an H200 against the
+# 64 x 64 default (docs/bench/research/f64_few_rows.py, seeds 94101 and 94103): on the five
+# products of aligned rows 1.25x (13x11985x1928 W.t() 110.4 -> 73.9 µs, cuBLAS 59.1; 28x4464x2471
+# row-major 52.2 -> 38.0, cuBLAS 49.0). Held out on an H100 (seeds 94301 and 94303, 16 products,
+# unaligned rows read in place): 0.70x -> 0.91x cuBLAS, 1.18x over W.t() and 1.44x over row-major
+# weights (docs/matmul.md, "Float64 at 9-64 rows").
+F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
 # float32 products (TF32 off) run as three TF32 products on the wgmma kernel (split_tf32) where
 # dispatch finds an sm_90 GPU and the product has at least SPLIT_TF32_MIN_MACS multiply-adds, both
 # sides of at least SPLIT_TF32_MIN_SIDE and K of at least SPLIT_TF32_MIN_K. Fitted on 37 products
@@ -1170,10 +1180,10 @@ class TensorMatmul(Spec):
         loads (one launch, no copies: element_spec for 16-bit inputs, mma_default_spec with
         repack off for TF32), except few rows that swap_suits takes (larger ones take
         element_spec where dispatch asks for element loads: for_layouts).
-        float64: mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM
-        (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000, 4096³ and 8192³, against
-        0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch replaces by m8n8k4 below
-        sm_90."""
+        float64: few_rows_f64_spec where few_rows_f64_suits, else mma_default_spec, with sm_90's
+        m16n8k16 shape and 3 blocks an SM (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000,
+        4096³ and 8192³, against 0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch
+        replaces by m8n8k4 below sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
             p = cls.normalize_problem(problem)
             small = p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS
@@ -1182,6 +1192,10 @@ class TensorMatmul(Spec):
                     return cls.element_spec(p, dtype)
                 return cls.mma_default_spec(p, dtype).replace(repack=False)
             return cls.wgmma_default_spec(problem, dtype)
+        if dtype == "float64":
+            p = cls.normalize_problem(problem)
+            if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
+                return cls.few_rows_f64_spec(p)
         spec = cls.mma_default_spec(problem, dtype)
         if dtype == "float64":
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
@@ -1205,6 +1219,29 @@ class TensorMatmul(Spec):
         if tiles >= SHORT_K_WIDE_TILES or p["K"] >= SHORT_K_WIDE_K:
             return cls(dtype=dtype, tile=(128, 128, 32), warp_tile=(64, 32), stages=4, min_blocks=2, repack=False)
         return cls(dtype=dtype, tile=(128, 64, 32), warp_tile=(32, 32), stages=3, min_blocks=3, repack=False)
+
+    @classmethod
+    def few_rows_f64_suits(cls, M: int, N: int, K: int) -> bool:
+        """Whether a float64 M x N x K product runs few_rows_f64_spec: F64_FEW_MIN_ROWS to
+        F64_FEW_MAX_ROWS rows, no more than its columns, N and K of at least F64_FEW_MIN_SIDE."""
+        return F64_FEW_MIN_ROWS <= M <= F64_FEW_MAX_ROWS and M <= N and min(N, K) >= F64_FEW_MIN_SIDE
+
+    @classmethod
+    def few_rows_f64_spec(cls, problem):
+        """float64 tiles sized to a few rows (the constants at F64_FEW_MAX_ROWS say how this
+        was chosen): one row tile of the rows rounded up to 16, 64 columns of 16 x 32 warp
+        tiles, the most resident blocks an SM that shared memory (in either operand order) and
+        128 registers a thread allow, up to 8, and K split to fill one wave of them."""
+        p = cls.normalize_problem(problem)
+        bm = min(F64_FEW_MAX_ROWS, -(-p["M"] // 16) * 16)
+        spec = cls(dtype="float64", tile=(bm, 64, 16), warp_tile=(16, 32), stages=4, smem_layout="pad",
+                   mma_shape="m16n8k16", min_blocks=1)
+        shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
+        threads = (bm // 16) * 2 * 32
+        per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
+        tiles = -(-p["M"] // bm) * -(-p["N"] // 64)
+        split = max(1, min(16, round(_SMS * per_sm / tiles), p["K"] // 256))
+        return spec.replace(min_blocks=per_sm, split_k=split)
 
     @classmethod
     def element_spec(cls, problem, dtype):
@@ -1528,6 +1565,11 @@ class TensorMatmul(Spec):
                             if BK == 16:
                                 add(tile=(BM, BN, BK), warp_tile=warp, stages=stages, smem_layout="pad",
                                     mma_shape="m16n8k8")
+            if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
+                # Row tiles sized to a few rows, at three K splits about the default's.
+                few = cls.few_rows_f64_spec(p)
+                for split in sorted({max(1, few.split_k // 2), few.split_k, min(16, few.split_k * 2)}):
+                    add(**dict(_fields(few), split_k=split))
         if dtype in ("float16", "bfloat16", "float32"):
             # The Hopper kernel: one to three consumer warpgroups, wgmma N from 64 to 256 (at most
             # 192 with three), as many stages as fit, split K where the tiles are few.

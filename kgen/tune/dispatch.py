@@ -456,6 +456,12 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
     if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
         # Small products: unaligned operands read in place (one launch), not repacked first.
         overrides["repack"] = False
+    if (family.kernel == "tensor_matmul" and dtype == "float64" and TensorMatmul.few_rows_f64_suits(M, N, K)
+            and max(_element_strides(B)) % 2):
+        # float64 tiles of a few rows against a weight whose rows are not 16 bytes apart read it in
+        # place: copying it first made them 0.65x as fast on an H100 (docs/matmul.md, "Float64 at
+        # 9-64 rows").
+        overrides["repack"] = False
     if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
         # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
         overrides["tensor_cores"] = False
@@ -552,18 +558,20 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
         # read it with narrow loads, the wgmma kernel by row sets faster (b_phased).
         return TensorMatmul
     split = not allow_tf32 and _split_on_hopper(dtype)
-    return matmul_family(M, N, K, dtype, allow_tf32, k_contiguous, in_place, split)
+    return matmul_family(M, N, K, dtype, allow_tf32, k_contiguous, in_place, split,
+                         dtype == "float64" and _runs_wgmma())
 
 
 def shape_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
     """The family kgen.matmul runs an M x N x K product of row-major operands on with on this
     GPU (TF32 not allowed): call_family without the arrays."""
-    return matmul_family(M, N, K, dtype, False, None, False, _split_on_hopper(dtype))
+    return matmul_family(M, N, K, dtype, False, None, False, _split_on_hopper(dtype),
+                         dtype == "float64" and _runs_wgmma())
 
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
                   large_k_contiguous: bool | None = None, wgmma_in_place: bool = False,
-                  split_tf32: bool = False) -> type[Spec]:
+                  split_tf32: bool = False, few_rows_f64: bool = False) -> type[Spec]:
     """The family that runs an M x N x K product: few rows or columns (the products of
     model layers against a batch of tokens) go to the skinny-product kernels, which stream
     the large operand at memory speed (how many rows count as few depends on the dtype
@@ -572,7 +580,9 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     kernel can read it in place: `wgmma_in_place`); 16-bit inputs
     otherwise to the tensor-core family, as do large float64 products and float32 ones
     when TF32 is allowed, and large float32 ones as three TF32 products where `split_tf32`
-    (an sm_90 GPU, KGEN_SPLIT_TF32 not off); everything else to the tiled SIMT matmul."""
+    (an sm_90 GPU, KGEN_SPLIT_TF32 not off), and float64 ones of a few rows where
+    `few_rows_f64` (an sm_90 GPU: TensorMatmul.few_rows_f64_suits); everything else to the
+    tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
     from ..ops.tensorcore import TensorMatmul, split_tf32_suits
@@ -581,7 +591,8 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
         return Skinny
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
-    if dtype == "float64" and M * N * K >= TENSOR_F64_MIN_MACS:
+    if dtype == "float64" and (M * N * K >= TENSOR_F64_MIN_MACS
+                               or few_rows_f64 and TensorMatmul.few_rows_f64_suits(M, N, K)):
         return TensorMatmul
     if dtype == "float32" and split_tf32 and not allow_tf32 and split_tf32_suits(M, N, K):
         return TensorMatmul

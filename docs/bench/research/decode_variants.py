@@ -71,6 +71,41 @@ def draw(rng):
     return min(max(M, ROWS[0]), ROWS[1]), N, K
 
 
+def check_and_time(torch, ops, ways, ref, tol, row, rounds, repeats, label):
+    """Each of `ways` (name -> kernel; refused ones are dropped) checked against `ref` on a
+    NaN-poisoned output, then timed in turn with cuBLAS `rounds` times (CUDA graphs over the
+    rotated operand sets): errors into row["err"], microseconds into row["us"]."""
+    for n, kern in list(ways.items()):
+        ops.C[0].fill_(float("nan"))
+        try:
+            kern(ops.A[0], ops.B[0], out=ops.C[0])
+            torch.cuda.synchronize()
+        except Exception as e:   # a variant the launch refuses for this shape
+            print(f"  {n}: refused ({str(e)[:160]})", flush=True)
+            del ways[n]
+            continue
+        err = float((ops.C[0].double() - ref).norm() / ref.norm())
+        row["err"][n] = err
+        assert math.isfinite(err) and err <= tol, (label, n, err)
+    mm = [(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+    for _ in range(rounds):
+        for n, kern in ways.items():
+            calls = [(lambda a=a, b=b, c=c, kern=kern: kern(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
+            row["us"].setdefault(n, []).append(time_graph(torch, calls, repeats))
+        row["us"].setdefault("cuBLAS", []).append(time_graph(torch, mm, repeats))
+
+
+def read_floor(torch, ops, order, item, reader, part, sms, repeats):
+    """Microseconds of the read-only launch over each weight's bytes, the better of two grids."""
+    def floor_call(b, grid):
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            w = b.t() if order == "col" else b
+            reader((grid,), (512,), (cupy.uint64(w.data_ptr()), cupy.int64(w.numel() * item // 16),
+                                     cupy.uint64(part.data_ptr())))
+    return min(time_graph(torch, [(lambda b=b, g=sms * bps: floor_call(b, g)) for b in ops.B], repeats)
+               for bps in (2, 4))
+
+
 def main():
     rng = random.Random(SEED)
     props = torch.cuda.get_device_properties(0)
@@ -78,7 +113,7 @@ def main():
     bw = copy_bandwidth(torch, 20)
     reader = cupy.RawKernel(READER, "read_sum")
     part = torch.empty(8 * sms, device="cuda")
-    item = 4 if DTYPE == "float32" else 2
+    item = {"float64": 8, "float32": 4}.get(DTYPE, 2)
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e12:.3f} TB/s; {DTYPE} {ORDER}; variants {VARIANTS}",
           flush=True)
     rows, tries = [], 0
@@ -106,32 +141,8 @@ def main():
         row = {"shape": [M, N, K], "dtype": DTYPE, "order": ORDER, "spec": spec.to_json(), "bound_us": bound,
                "us": {}, "err": {}}
         tol = tolerance(DTYPE, K)
-        for n, kern in list(ways.items()):
-            ops.C[0].fill_(float("nan"))
-            try:
-                kern(ops.A[0], ops.B[0], out=ops.C[0])
-                torch.cuda.synchronize()
-            except Exception as e:   # a variant the launch refuses for this shape
-                print(f"  {n}: refused ({str(e)[:120]})", flush=True)
-                del ways[n]
-                continue
-            err = float((ops.C[0].double() - ref).norm() / ref.norm())
-            row["err"][n] = err
-            assert math.isfinite(err) and err <= tol, (M, N, K, n, err)
-        mm = [(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
-
-        def floor_call(b, grid):
-            with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-                w = b.t() if ORDER == "col" else b
-                reader((grid,), (512,), (cupy.uint64(w.data_ptr()), cupy.int64(w.numel() * item // 16),
-                                         cupy.uint64(part.data_ptr())))
-        for _ in range(ROUNDS):
-            for n, kern in ways.items():
-                calls = [(lambda a=a, b=b, c=c, kern=kern: kern(a, b, out=c)) for a, b, c in zip(ops.A, ops.B, ops.C)]
-                row["us"].setdefault(n, []).append(time_graph(torch, calls, 15))
-            row["us"].setdefault("cuBLAS", []).append(time_graph(torch, mm, 15))
-        row["floor_us"] = min(time_graph(torch, [(lambda b=b, g=sms * bps: floor_call(b, g)) for b in ops.B], 15)
-                              for bps in (2, 4))
+        check_and_time(torch, ops, ways, ref, tol, row, ROUNDS, 15, (M, N, K))
+        row["floor_us"] = read_floor(torch, ops, ORDER, item, reader, part, sms, 15)
         best = {n: min(v) for n, v in row["us"].items()}
         row["best"] = best
         d = best["default"]
