@@ -169,7 +169,8 @@ def test_rendered_source_names_its_entry_points_and_instruction():
 
 def representative() -> list[TensorMatmul]:
     """What kgen launches by default must not spill: each dtype's default specs (every
-    shape of the benchmark), and the largest default in column layouts."""
+    shape of the benchmark), the largest default in column layouts, and the float64 few-row
+    tiles."""
     T = TensorMatmul
     specs = {}
     for dtype in DTYPES:
@@ -180,6 +181,13 @@ def representative() -> list[TensorMatmul]:
         s = T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype).replace(layout_a="col", layout_b="col")
         specs[s.key] = s
         specs.update((s.key, s) for s in short_k_specs(dtype))
+    # float64 tiles sized to a few rows (16, 32, 48 and 64), both storage orders of the weight,
+    # copied first or read in place.
+    for M in (9, 20, 40, 64):
+        few = T.few_rows_f64_spec({"M": M, "N": 4096, "K": 4096})
+        for lb, repack in (("row", True), ("col", False)):
+            s = few.replace(layout_b=lb, repack=repack)
+            specs[s.key] = s
     return list(specs.values())
 
 
