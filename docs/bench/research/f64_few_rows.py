@@ -68,12 +68,12 @@ def before_rule(M, N, K):
     from kgen.tune import dispatch
     saved = TensorMatmul.__dict__["few_rows_f64_suits"]
     TensorMatmul.few_rows_f64_suits = classmethod(lambda cls, M, N, K: False)
-    dispatch._choices.clear()   # dispatch remembers its choices by problem
+    dispatch.forget()   # dispatch remembers its choices by problem
     try:
         return host_dispatched(M, N, K)
     finally:
         TensorMatmul.few_rows_f64_suits = saved
-        dispatch._choices.clear()
+        dispatch.forget()
 
 
 def candidates(M, N, K):
