@@ -983,11 +983,11 @@ def test_float32_7_16_rows_against_wide_w_t_ask_for_the_wgmma_form_on_hopper(mon
 
 def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hopper():
     """On an H100 (stand-in), float64 products of 9-64 rows against N and K of 1024 or more run
-    TensorMatmul's m16n8k16 tiles of the rows rounded up to 16, 64 columns, K split to fill one
-    wave of resident blocks; a weight whose rows are not 16 bytes apart is read in place (repack
+    TensorMatmul's m16n8k16 tiles of the rows rounded up to 16, 64 columns, K split to fill the
+    waves of resident blocks (wave_split); a weight whose rows are not 16 bytes apart is read in place (repack
     off), an aligned one keeps repack on (a no-op for it). 8 rows, N or K under 1024 and a GPU
     other than sm_90 keep the specs they had. The tuner's space holds the same tiles."""
-    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_FEW_MIN_ROWS, F64_FEW_MIN_SIDE, TensorMatmul
+    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_FEW_MIN_ROWS, F64_FEW_MIN_SIDE, TensorMatmul, wave_split
     from kgen.tune import ahead, dispatch
 
     h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
@@ -1010,7 +1010,7 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
         assert got.mma_shape == "m16n8k16" and got.warp_tile == (16, 32) and got.layout_b == ("col" if w_t else "row")
         assert got.repack == ((K if w_t else N) % 2 == 0), ((M, N, K, w_t), got.to_json())
         tiles = -(-N // 64)
-        assert got.split_k * tiles <= 2 * 132 * got.min_blocks and got.min_blocks >= 1
+        assert got.min_blocks >= 1 and got.split_k == wave_split(tiles, 132 * got.min_blocks, K)
         assert got.replace(layout_b="row", repack=True) in TensorMatmul.search_space({"M": M, "N": N, "K": K},
                                                                                       "float64")
         # Too few rows, short sides, another GPU: not these tiles.
@@ -1018,3 +1018,42 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
                       spec(M, N, K, w_t, device=a100)):
             assert not (other.kernel == "tensor_matmul" and other.warp_tile == (16, 32)), other.to_json()
     dispatch.forget()
+
+
+def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_hopper():
+    """On an H100 (stand-in), float64 products past the few-row tiles (65-1024 rows, or too few
+    columns for them) run the 64 x 64 m16n8k16 default, three blocks an SM; where its tiles are
+    fewer than a wave (396) and K is 512 or more, K is split by wave_split (more than once where
+    the tiles leave a third of the wave idle), else it stays whole. An A100 keeps m8n8k4."""
+    from kgen.ops.tensorcore import wave_split
+    from kgen.tune import ahead, dispatch
+
+    h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    a100 = ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)
+    one = np.zeros(1)
+
+    def spec(M, N, K, device=h100):
+        A = np.lib.stride_tricks.as_strided(one, (M, K), (K * 8, 8))
+        B = np.lib.stride_tricks.as_strided(one, (K, N), (8, K * 8))
+        return dispatch.call_spec(A, B, device=device, db=False)
+
+    rng = random.Random(95)
+    seen = set()
+    for _ in range(40):
+        M, N, K = rng.randint(65, 1024), rng.randint(1024, 12000), rng.randint(512, 12000)
+        if M * N * K < 1 << 28:
+            continue
+        got = spec(M, N, K)
+        assert got.kernel == "tensor_matmul" and got.tile[:2] == (64, 64) and got.mma_shape == "m16n8k16"
+        assert got.min_blocks == 3, got.to_json()
+        tiles = -(-M // 64) * -(-N // 64)
+        assert got.split_k == wave_split(tiles, 396, K), ((M, N, K), got.to_json())
+        if tiles >= 396:
+            assert got.split_k == 1
+        elif tiles <= 396 * 2 // 3 and K >= 1024:
+            assert got.split_k > 1, ((M, N, K), got.to_json())
+        seen.add(got.split_k > 1)
+        assert spec(M, N, K, device=a100).mma_shape != "m16n8k16"
+    assert seen == {True, False}
+    dispatch.forget()
+

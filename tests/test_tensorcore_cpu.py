@@ -232,6 +232,34 @@ def short_k_specs(dtype: str) -> list[TensorMatmul]:
             for la, lb in (("row", "row"), ("row", "col"), ("col", "col"))]
 
 
+def test_wave_split_fills_whole_waves_of_resident_blocks():
+    """wave_split leaves a wave or more of tiles whole, never cuts K below 256 or past 16
+    slices, and never takes more waves a unit of K than K whole does; on the products it was
+    fitted on it gives the splits that won there (52x8660x2204's 136 tiles of 264 slots: not 2,
+    whose 272 blocks spill one block past the wave)."""
+    from kgen.ops.tensorcore import wave_split
+
+    def waves_per_k(tiles, slots, s):
+        return math.ceil(tiles * s / slots) / s
+
+    assert wave_split(448, 396, 2356) == wave_split(396, 396, 9000) == 1
+    assert wave_split(136, 264, 2204) in (3, 4, 5, 6, 7, 8)
+    assert wave_split(190, 264, 4301) == 4
+    assert wave_split(42, 264, 9664) == 6
+    assert wave_split(30, 1056, 5345) >= 12
+    assert wave_split(30, 1056, 700) == 2
+    rng = __import__("random").Random(7)
+    for _ in range(500):
+        slots = rng.choice((264, 396, 528, 1056))
+        tiles, K = rng.randint(1, 2 * slots), rng.randint(1, 40000)
+        s = wave_split(tiles, slots, K)
+        assert 1 <= s <= max(1, min(16, K // 256))
+        if tiles >= slots:
+            assert s == 1
+        else:
+            assert waves_per_k(tiles, slots, s) <= waves_per_k(tiles, slots, 1)
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_representative_specs_compile_without_spills(arch):

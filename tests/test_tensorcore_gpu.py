@@ -770,6 +770,20 @@ def test_tf32_calls_run_the_kernel_the_storage_suits():
         _check(spec, A, B, C, None, 1.0, 0.0, f"allow_tf32 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
 
 
+def _float64_call(torch, M, N, K, b_col):
+    """kgen.matmul on fresh float64 operands (B = W.t() when b_col) into a NaN-poisoned C:
+    (A, B, C, the spec dispatch ran)."""
+    from kgen.tune import dispatch
+
+    A = torch.randn(M, K, device="cuda", dtype=torch.float64)
+    B = (torch.randn(N, K, device="cuda", dtype=torch.float64).t() if b_col
+         else torch.randn(K, N, device="cuda", dtype=torch.float64))
+    C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float64)
+    kgen.matmul(A, B, out=C)
+    torch.cuda.synchronize()
+    return A, B, C, dispatch.call_spec(A, B)
+
+
 def test_few_row_float64_products_run_tiles_sized_to_their_rows():
     """kgen.matmul on float64 products of 9-64 rows against N and K of 1024 or more: on sm_90,
     the m16n8k16 tiles of few_rows_f64_spec (a row tile of the rows rounded up to 16), reading a
@@ -777,22 +791,35 @@ def test_few_row_float64_products_run_tiles_sized_to_their_rows():
     place; the result within the kernel's tolerance of the float64 product on a NaN-poisoned
     output."""
     torch = _torch()
-    from kgen.tune import dispatch
-
     for M, N, K, b_col in ((9, 1031, 1536, True), (13, 1536, 1030, False), (40, 1200, 1100, True),
                            (64, 1024, 2049, False), (27, 2051, 1031, True), (33, 1025, 1200, False)):
-        A = torch.randn(M, K, device="cuda", dtype=torch.float64)
-        B = (torch.randn(N, K, device="cuda", dtype=torch.float64).t() if b_col
-             else torch.randn(K, N, device="cuda", dtype=torch.float64))
-        C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float64)
-        kgen.matmul(A, B, out=C)
-        torch.cuda.synchronize()
-        spec = dispatch.call_spec(A, B)
+        A, B, C, spec = _float64_call(torch, M, N, K, b_col)
         if _hopper():
             assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (-(-M // 16) * 16, 64), spec.to_json()
             assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:   # the SIMT tiles elsewhere
+            ref = A @ B
+            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+
+
+def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
+    """kgen.matmul on float64 products of 65-256 rows whose 64 x 64 tiles are fewer than a wave:
+    on sm_90 the m16n8k16 default with K split by wave_split (here 3-5 slices, K not a multiple
+    of the split, odd sides, both weight orders); the result within the kernel's tolerance of the
+    float64 product on a NaN-poisoned output."""
+    torch = _torch()
+    from kgen.ops.tensorcore import wave_split
+
+    for M, N, K, b_col in ((100, 3001, 1500, True), (130, 2049, 1031, False), (250, 1100, 2049, True),
+                           (77, 4100, 1001, False), (200, 1500, 4097, False)):
+        A, B, C, spec = _float64_call(torch, M, N, K, b_col)
+        if _hopper():
+            tiles = -(-M // 64) * -(-N // 64)
+            assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (64, 64), spec.to_json()
+            assert spec.split_k == wave_split(tiles, 396, K) > 1, spec.to_json()
+            _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
+        else:
             ref = A @ B
             assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
 

@@ -459,6 +459,30 @@ ELEMENT_SPLIT_MIN_K = 512
 # unaligned rows read in place): 0.70x -> 0.91x cuBLAS, 1.18x over W.t() and 1.44x over row-major
 # weights (docs/matmul.md, "Float64 at 9-64 rows").
 F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
+# The K split of float64 tiles fewer than one wave of resident blocks (wave_split): the split s
+# that least waves a unit of K (ceil(tiles * s / slots) / s) plus WAVE_SPLIT_COST a slice, so a
+# few more slices must buy at least a whole wave back. Fitted on an H100 (docs/bench/research/
+# f64_few_rows.py MODE=wave, seeds 95101-95103, device time): at 65-256 rows the default 64 x 64
+# tiles had split 1 from 132 tiles up (a wave is 396 blocks) and ran 0.60x/0.64x cuBLAS; split
+# this way 0.77x/0.83x on the products it changed (123x9051x3924 W.t() 326 -> 260 µs,
+# 194x2336x1560 row-major 87 -> 59). A cost of 0.05 a slice chose fewer slices and lost on two
+# of five; at 9-64 rows the few-row tiles' earlier split (slots / tiles, rounded) overshot one wave
+# at 52x8660x2204 (2 x 136 blocks in 264 slots: 115.6 µs; 3 or 5 slices 93-95), and a cost of 0.02
+# split 10x1863x5345 7 ways instead of 16 (54.5 -> 63.5 µs). From a whole wave of tiles up,
+# splitting lost (429x4051x2356: 448 tiles, 258.7 -> 292.3 µs), so those stay whole.
+WAVE_SPLIT_COST = 0.005
+
+
+def wave_split(tiles: int, slots: int, K: int) -> int:
+    """K slices for `tiles` C tiles where `slots` blocks fit on the GPU at once: 1 from a wave
+    of tiles up, else the split (at most 16, slices of at least 256 of K) that minimises the
+    waves a unit of K takes plus WAVE_SPLIT_COST a slice."""
+    if tiles >= slots:
+        return 1
+    top = max(1, min(16, K // 256))
+    return min(range(1, top + 1), key=lambda s: (-(-tiles * s // slots) / s + WAVE_SPLIT_COST * s, s))
+
+
 # float32 products (TF32 off) run as three TF32 products on the wgmma kernel (split_tf32) where
 # dispatch finds an sm_90 GPU and the product has at least SPLIT_TF32_MIN_MACS multiply-adds, both
 # sides of at least SPLIT_TF32_MIN_SIDE and K of at least SPLIT_TF32_MIN_K. Fitted on 37 products
@@ -1182,8 +1206,8 @@ class TensorMatmul(Spec):
         element_spec where dispatch asks for element loads: for_layouts).
         float64: few_rows_f64_spec where few_rows_f64_suits, else mma_default_spec, with sm_90's
         m16n8k16 shape and 3 blocks an SM (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000,
-        4096³ and 8192³, against 0.47-0.50x with m8n8k4; docs/tensorcore.md), which dispatch
-        replaces by m8n8k4 below sm_90."""
+        4096³ and 8192³, against 0.47-0.50x with m8n8k4; docs/tensorcore.md) and K split by
+        wave_split, which dispatch replaces by m8n8k4 below sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
             p = cls.normalize_problem(problem)
             small = p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS
@@ -1200,7 +1224,10 @@ class TensorMatmul(Spec):
         if dtype == "float64":
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
             # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100.
-            spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3)
+            # K split to fill the waves of those blocks (wave_split) from K = 512 up.
+            tiles = -(-p["M"] // spec.tile[0]) * -(-p["N"] // spec.tile[1])
+            split = wave_split(tiles, _SMS * 3, p["K"]) if p["K"] >= 512 else 1
+            spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, split_k=split)
         return spec
 
     @classmethod
@@ -1231,7 +1258,7 @@ class TensorMatmul(Spec):
         """float64 tiles sized to a few rows (the constants at F64_FEW_MAX_ROWS say how this
         was chosen): one row tile of the rows rounded up to 16, 64 columns of 16 x 32 warp
         tiles, the most resident blocks an SM that shared memory (in either operand order) and
-        128 registers a thread allow, up to 8, and K split to fill one wave of them."""
+        128 registers a thread allow, up to 8, and K split by wave_split."""
         p = cls.normalize_problem(problem)
         bm = min(F64_FEW_MAX_ROWS, -(-p["M"] // 16) * 16)
         spec = cls(dtype="float64", tile=(bm, 64, 16), warp_tile=(16, 32), stages=4, smem_layout="pad",
@@ -1240,8 +1267,7 @@ class TensorMatmul(Spec):
         threads = (bm // 16) * 2 * 32
         per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
         tiles = -(-p["M"] // bm) * -(-p["N"] // 64)
-        split = max(1, min(16, round(_SMS * per_sm / tiles), p["K"] // 256))
-        return spec.replace(min_blocks=per_sm, split_k=split)
+        return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]))
 
     @classmethod
     def element_spec(cls, problem, dtype):

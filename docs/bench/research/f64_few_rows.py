@@ -5,9 +5,11 @@ read-only launch of the weight's bytes.
 For each product drawn at random (env SEED, COUNT, or the list SHAPES; M from ROWS, N and K from N_RANGE / K_RANGE;
 weights of MIN_MB or more; B = W.t() (ORDER=col) or row-major (ORDER=row)), device time from a CUDA
 graph over operands rotated past L2, ROUNDS rounds in turn (best kept); every result first checked
-against a float64 product on a NaN-poisoned output. `candidates` names the variants (MODE=rule: the
-spec before TensorMatmul.few_rows_f64_suits; REPACK=1 adds its tiles copying unaligned rows first); with PRECOMPILE=1
-the script only compiles them (the same draw) into the disk cache, so that a GPU run finds them there.
+against a float64 product on a NaN-poisoned output. `candidates` names the variants: MODE=rule,
+the spec before TensorMatmul.few_rows_f64_suits (REPACK=1 adds its tiles copying unaligned rows
+first); MODE=wave, splits by wave_split and 32-row tiles; MODE=wave_rule, the dispatched spec's
+split before wave_split. With PRECOMPILE=1 the script only compiles them (the same draw) into
+the disk cache, so that a GPU run finds them there.
 Output: $OUT/f64_few_rows_<SEED>_<ORDER>.json."""
 import concurrent.futures as cf
 import json
@@ -78,6 +80,10 @@ def before_rule(M, N, K):
 
 def candidates(M, N, K):
     p = {"M": M, "N": N, "K": K}
+    if os.environ.get("MODE") == "wave":
+        return wave_candidates(M, N, K)
+    if os.environ.get("MODE") == "wave_rule":   # the dispatched spec against its split before wave_split
+        return {"before": before_wave(M, N, K)}
     if os.environ.get("MODE") == "rule":
         # The rule's tiles beside what ran before it; where the weight's rows are not 16 bytes
         # apart, those tiles reading it in place (repack off) and copying it first.
@@ -103,6 +109,49 @@ def candidates(M, N, K):
     if ONLY:
         out = {k: v for k, v in out.items() if k in ONLY}
     return out
+
+
+def wave_split(tiles, slots, K, cost):
+    """The K split whose blocks best fill whole waves of `slots` resident blocks: the least
+    waves a unit of K (ceil(tiles * s / slots) / s) plus `cost` a slice (the workspace and its
+    sum), K slices of at least 256."""
+    top = max(1, min(16, K // 256))
+    return min(range(1, top + 1), key=lambda s: (-(-tiles * s // slots) / s + cost * s, s))
+
+
+def wave_candidates(M, N, K):
+    """The dispatched spec's tiles with K split by wave_split (costs 0.02 and 0.05), and the
+    same splits of 32 x 64 tiles (more than 64 rows) or of the rows' tiles 32 columns wide."""
+    p = {"M": M, "N": N, "K": K}
+    base = host_dispatched(M, N, K)
+    out = {}
+    shapes_ = [("d", base.replace(split_k=1))]
+    if M > 64:
+        shapes_.append(("t32", tc_tile(M, N, K, 32, 64, 16, 32).replace(split_k=1)))
+    else:   # the rows' tiles 32 columns wide: more resident blocks an SM
+        bm = min(64, -(-M // 16) * 16)
+        shapes_.append(("n32", tc_tile(M, N, K, bm, 32, 16, 32).replace(split_k=1)))
+    for name, spec in shapes_:
+        tiles = -(-M // spec.tile[0]) * -(-N // spec.tile[1])
+        for cost in (0.02, 0.05):
+            s = wave_split(tiles, SMS * spec.min_blocks, K, cost)
+            out[f"{name}_w{int(cost * 100)}"] = spec.replace(split_k=s)
+    del p
+    return out
+
+
+def before_wave(M, N, K):
+    """The dispatched spec with the K split it had before wave_split: the few-row tiles' slots /
+    tiles rounded, the 64 x 64 default's ceil(264 / tiles) under 132 tiles (K of 512 or more)."""
+    spec = host_dispatched(M, N, K)
+    if spec.kernel != "tensor_matmul" or spec.dtype != "float64":
+        return spec
+    tiles = -(-M // spec.tile[0]) * -(-N // spec.tile[1])
+    if spec.warp_tile == (16, 32):
+        split = max(1, min(16, round(SMS * spec.min_blocks / tiles), K // 256))
+    else:
+        split = max(1, min(16, -(-264 // tiles), K // 256)) if tiles < 132 and K >= 512 else 1
+    return spec.replace(split_k=split)
 
 
 def host_dispatched(M, N, K):
