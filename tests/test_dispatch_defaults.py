@@ -1057,3 +1057,30 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
     assert seen == {True, False}
     dispatch.forget()
 
+
+def test_float64_row_major_weights_of_an_odd_n_are_read_in_place_at_65_to_256_rows():
+    """On an H100 (stand-in), a float64 product of 65-256 rows on the FP64 tensor cores reads a
+    row-major weight whose rows are not 16 bytes apart (odd N) in place (repack off); an even N,
+    a W.t() weight of an odd K and products from 257 rows up keep repack on (copied first)."""
+    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS
+    from kgen.tune import ahead, dispatch
+    from kgen.tune.dispatch import F64_IN_PLACE_MAX_ROWS
+
+    h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    one = np.zeros(1)
+
+    def spec(M, N, K, w_t):
+        A = np.lib.stride_tricks.as_strided(one, (M, K), (K * 8, 8))
+        B = np.lib.stride_tricks.as_strided(one, (K, N), (8, K * 8) if w_t else (N * 8, 8))
+        return dispatch.call_spec(A, B, device=h100, db=False)
+
+    rng = random.Random(96)
+    for _ in range(30):
+        M = rng.randint(F64_FEW_MAX_ROWS + 1, F64_IN_PLACE_MAX_ROWS)
+        N, K = rng.randint(2048, 12000) | 1, rng.randint(2048, 12000) | 1
+        assert spec(M, N, K, False).repack is False, (M, N, K)
+        assert spec(M, N + 1, K, False).repack is True, (M, N + 1, K)
+        assert spec(M, N, K, True).repack is True, (M, N, K)
+        assert spec(rng.randint(F64_IN_PLACE_MAX_ROWS + 1, 2048), N, K, False).repack is True
+    dispatch.forget()
+

@@ -431,6 +431,14 @@ def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_
 # up the tensor-core kernels ran at 0.47-0.72x cuBLAS DGEMM where the SIMT tiles ran at
 # 0.35-0.61x; at 512^3 the two tied (0.89x / 0.90x) and at 200^3 the SIMT tiles won (1.03x / 0.87x).
 TENSOR_F64_MIN_MACS = 1 << 28
+# float64 products of F64_FEW_MAX_ROWS + 1 to F64_IN_PLACE_MAX_ROWS rows on the FP64 tensor cores
+# read a row-major weight whose rows are not 16 bytes apart (odd N) in place, not copied first.
+# Device time on an H100 (docs/bench/research/f64_few_rows.py MODE=inplace ODD=1, seed 95502):
+# over five such products in place ran 1.11x as fast (0.630x -> 0.700x cuBLAS; 117x3953x1230
+# 80.3 -> 63.6 µs); held out (seed 95601, six products) 0.577x -> 0.644x. W.t() weights of an
+# odd K lost in place (seed 95501: 0.543x -> 0.517x), and so did both orders from 257 rows up
+# (seeds 95503-95505: 0.63-0.89x -> 0.55-0.73x), where the kernel's own time outweighs the copy's.
+F64_IN_PLACE_MAX_ROWS = 256
 
 
 def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: bool = False,
@@ -451,7 +459,7 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         overrides = {"layout_a": "col" if _col_major(A) else "row",
                      "layout_b": "col" if b_in_place and _col_major(B) else "row"}
     from ..ops.matmul import ELEMENT_LOADS_MAX_MACS
-    from ..ops.tensorcore import TensorMatmul
+    from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
         # Small products: unaligned operands read in place (one launch), not repacked first.
@@ -461,6 +469,11 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # float64 tiles of a few rows against a weight whose rows are not 16 bytes apart read it in
         # place: copying it first made them 0.65x as fast on an H100 (docs/matmul.md, "Float64 at
         # 9-64 rows").
+        overrides["repack"] = False
+    if (family.kernel == "tensor_matmul" and dtype == "float64" and F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS
+            and not _col_major(B) and max(_element_strides(B)) % 2):
+        # A row-major float64 weight of an odd N at 65-256 rows is read in place too: the copy
+        # cost more than the in-place loads there (F64_IN_PLACE_MAX_ROWS says where measured).
         overrides["repack"] = False
     if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
         # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.

@@ -8,8 +8,10 @@ graph over operands rotated past L2, ROUNDS rounds in turn (best kept); every re
 against a float64 product on a NaN-poisoned output. `candidates` names the variants: MODE=rule,
 the spec before TensorMatmul.few_rows_f64_suits (REPACK=1 adds its tiles copying unaligned rows
 first); MODE=wave, splits by wave_split and 32-row tiles; MODE=wave_rule, the dispatched spec's
-split before wave_split. With PRECOMPILE=1 the script only compiles them (the same draw) into
-the disk cache, so that a GPU run finds them there.
+split before wave_split; MODE=inplace, the dispatched spec copying the weight first and reading
+it in place (ODD=1 draws weights whose rows are not 16 bytes apart). With PRECOMPILE=1 the
+script only compiles them (the same draw) into the disk cache, so that a GPU run finds them
+there.
 Output: $OUT/f64_few_rows_<SEED>_<ORDER>.json."""
 import concurrent.futures as cf
 import json
@@ -48,6 +50,8 @@ def shapes():
     while len(out) < COUNT and tries < 200 * COUNT:
         tries += 1
         M, N, K = draw(rng)
+        if os.environ.get("ODD"):   # the weight's rows not 16 bytes apart
+            N, K = (N, K | 1) if ORDER == "col" else (N | 1, K)
         if MIN_MB * 1e6 <= N * K * ITEM <= MAX_MB * 1e6:
             out.append((M, N, K))
     return out
@@ -82,6 +86,9 @@ def candidates(M, N, K):
     p = {"M": M, "N": N, "K": K}
     if os.environ.get("MODE") == "wave":
         return wave_candidates(M, N, K)
+    if os.environ.get("MODE") == "inplace":   # the dispatched spec reading an unaligned weight in place
+        return {"inplace": host_dispatched(M, N, K).replace(repack=False),
+                "copy": host_dispatched(M, N, K).replace(repack=True)}
     if os.environ.get("MODE") == "wave_rule":   # the dispatched spec against its split before wave_split
         return {"before": before_wave(M, N, K)}
     if os.environ.get("MODE") == "rule":
