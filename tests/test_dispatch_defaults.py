@@ -7,7 +7,7 @@ import pytest
 
 import kgen
 from kgen.ops.tensorcore import TensorMatmul
-from kgen.tune import defaults
+from kgen.tune import ahead, defaults, dispatch
 from kgen.tune.device import DeviceInfo, arch_limits
 from kgen.tune.dispatch import forget, matmul_family, select
 
@@ -981,6 +981,19 @@ def test_float32_7_16_rows_against_wide_w_t_ask_for_the_wgmma_form_on_hopper(mon
     dispatch.forget()
 
 
+_H100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+_A100 = ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)
+
+
+def _float64_spec(M, N, K, w_t, device=None):
+    """The spec kgen.matmul runs for a float64 M x N x K product on `device` (None: an H100
+    stand-in), B = W.t() when w_t else row-major: numpy views that own one element."""
+    one = np.zeros(1)
+    A = np.lib.stride_tricks.as_strided(one, (M, K), (K * 8, 8))
+    B = np.lib.stride_tricks.as_strided(one, (K, N), (8, K * 8) if w_t else (N * 8, 8))
+    return dispatch.call_spec(A, B, device=device or _H100, db=False)
+
+
 def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hopper():
     """On an H100 (stand-in), float64 products of 9-64 rows against N and K of 1024 or more run
     TensorMatmul's m16n8k16 tiles of the rows rounded up to 16, 64 columns, K split to fill the
@@ -988,16 +1001,9 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
     off), an aligned one keeps repack on (a no-op for it). 8 rows, N or K under 1024 and a GPU
     other than sm_90 keep the specs they had. The tuner's space holds the same tiles."""
     from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_FEW_MIN_ROWS, F64_FEW_MIN_SIDE, TensorMatmul, wave_split
-    from kgen.tune import ahead, dispatch
+    from kgen.tune import dispatch
 
-    h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
-    a100 = ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)
-    one = np.zeros(1)
-
-    def spec(M, N, K, w_t, device=h100):
-        A = np.lib.stride_tricks.as_strided(one, (M, K), (K * 8, 8))
-        B = np.lib.stride_tricks.as_strided(one, (K, N), (8, K * 8) if w_t else (N * 8, 8))
-        return dispatch.call_spec(A, B, device=device, db=False)
+    spec, a100 = _float64_spec, _A100
 
     rng = random.Random(94)
     for _ in range(40):
@@ -1026,16 +1032,12 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
     fewer than a wave (396) and K is 512 or more, K is split by wave_split (more than once where
     the tiles leave a third of the wave idle), else it stays whole. An A100 keeps m8n8k4."""
     from kgen.ops.tensorcore import wave_split
-    from kgen.tune import ahead, dispatch
+    from kgen.tune import dispatch
 
-    h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
-    a100 = ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)
-    one = np.zeros(1)
+    a100 = _A100
 
-    def spec(M, N, K, device=h100):
-        A = np.lib.stride_tricks.as_strided(one, (M, K), (K * 8, 8))
-        B = np.lib.stride_tricks.as_strided(one, (K, N), (8, K * 8))
-        return dispatch.call_spec(A, B, device=device, db=False)
+    def spec(M, N, K, device=None):
+        return _float64_spec(M, N, K, True, device)
 
     rng = random.Random(95)
     seen = set()
@@ -1061,18 +1063,13 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
 def test_float64_row_major_weights_of_an_odd_n_are_read_in_place_at_65_to_256_rows():
     """On an H100 (stand-in), a float64 product of 65-256 rows on the FP64 tensor cores reads a
     row-major weight whose rows are not 16 bytes apart (odd N) in place (repack off); an even N,
-    a W.t() weight of an odd K and products from 257 rows up keep repack on (copied first)."""
-    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS
-    from kgen.tune import ahead, dispatch
+    a W.t() weight of an odd K from 97 rows up (65-96 rows run the 96-row tiles, which read it in
+    place) and products from 257 rows up keep repack on (copied first)."""
+    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_TALL_MAX_ROWS
+    from kgen.tune import dispatch
     from kgen.tune.dispatch import F64_IN_PLACE_MAX_ROWS
 
-    h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
-    one = np.zeros(1)
-
-    def spec(M, N, K, w_t):
-        A = np.lib.stride_tricks.as_strided(one, (M, K), (K * 8, 8))
-        B = np.lib.stride_tricks.as_strided(one, (K, N), (8, K * 8) if w_t else (N * 8, 8))
-        return dispatch.call_spec(A, B, device=h100, db=False)
+    spec = _float64_spec
 
     rng = random.Random(96)
     for _ in range(30):
@@ -1080,7 +1077,35 @@ def test_float64_row_major_weights_of_an_odd_n_are_read_in_place_at_65_to_256_ro
         N, K = rng.randint(2048, 12000) | 1, rng.randint(2048, 12000) | 1
         assert spec(M, N, K, False).repack is False, (M, N, K)
         assert spec(M, N + 1, K, False).repack is True, (M, N + 1, K)
-        assert spec(M, N, K, True).repack is True, (M, N, K)
+        assert spec(M, N, K, True).repack is (M > F64_TALL_MAX_ROWS), (M, N, K)   # 65-96: the 96-row tiles
         assert spec(rng.randint(F64_IN_PLACE_MAX_ROWS + 1, 2048), N, K, False).repack is True
+    dispatch.forget()
+
+
+def test_float64_w_t_products_of_65_to_96_rows_run_one_96_row_tile_on_hopper():
+    """On an H100 (stand-in), a float64 product of 65-96 rows against a W.t() weight (N and K of
+    1024 or more) runs 96 x 64 m16n8k16 tiles of 32 x 32 warps, two an SM, K split by wave_split
+    over those blocks, a weight of an odd K read in place (repack off); a row-major weight, 97 rows and an A100 keep
+    the 64 x 64 default. The tuner's space holds the 96-row tiles."""
+    from kgen.ops.tensorcore import F64_TALL_MAX_ROWS, F64_TALL_MIN_ROWS, TensorMatmul, wave_split
+    from kgen.tune import dispatch
+
+    spec, a100 = _float64_spec, _A100
+
+    rng = random.Random(97)
+    for _ in range(30):
+        M, N, K = rng.randint(F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS), rng.randint(1024, 12000), rng.randint(1024, 12000)
+        if M * N * K < 1 << 28:   # the SIMT tiles (dispatch.TENSOR_F64_MIN_MACS)
+            continue
+        got = spec(M, N, K, True)
+        assert got.kernel == "tensor_matmul" and got.tile == (96, 64, 16) and got.warp_tile == (32, 32), got.to_json()
+        assert got.min_blocks == 2 and got.mma_shape == "m16n8k16" and got.layout_b == "col"
+        assert got.split_k == wave_split(-(-N // 64), 264, K), got.to_json()
+        assert got.repack == (K % 2 == 0), got.to_json()   # a weight of an odd K read in place
+        assert got.replace(layout_b="row", repack=True) in TensorMatmul.search_space({"M": M, "N": N, "K": K},
+                                                                                      "float64")
+        for other in (spec(M, N, K, False), spec(F64_TALL_MAX_ROWS + 1, N, K, True), spec(M, N, K, True, a100)):
+            assert other.tile[:2] == (64, 64), other.to_json()
+        assert spec(M, N, K, True, a100).repack is True
     dispatch.forget()
 

@@ -170,7 +170,7 @@ def test_rendered_source_names_its_entry_points_and_instruction():
 def representative() -> list[TensorMatmul]:
     """What kgen launches by default must not spill: each dtype's default specs (every
     shape of the benchmark), the largest default in column layouts, and the float64 few-row
-    tiles."""
+    and 96-row tiles."""
     T = TensorMatmul
     specs = {}
     for dtype in DTYPES:
@@ -188,6 +188,10 @@ def representative() -> list[TensorMatmul]:
         for lb, repack in (("row", True), ("col", False)):
             s = few.replace(layout_b=lb, repack=repack)
             specs[s.key] = s
+    # The float64 96-row tiles of 65-96 rows against a W.t() weight, copied first or read in place.
+    for repack in (True, False):
+        s = T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}).replace(layout_b="col", repack=repack)
+        specs[s.key] = s
     return list(specs.values())
 
 

@@ -825,6 +825,22 @@ def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
             assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
 
 
+def test_float64_w_t_products_of_65_to_96_rows_run_96_row_tiles():
+    """kgen.matmul on float64 products of 65-96 rows against a W.t() weight: on sm_90 the 96 x 64
+    tiles of tall_f64_spec (K split; a weight of an odd K read in place, element by element);
+    the result within the kernel's tolerance of the float64 product on a NaN-poisoned output."""
+    torch = _torch()
+    for M, N, K in ((65, 2100, 2000), (80, 2049, 2051), (96, 1500, 2000), (73, 1031, 4097)):   # >= 2^28 MACs
+        A, B, C, spec = _float64_call(torch, M, N, K, True)
+        if _hopper():
+            assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (96, 64) and spec.split_k > 1, spec.to_json()
+            assert spec.repack == (K % 2 == 0), spec.to_json()   # a weight of an odd K read in place
+            _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} W.t() {spec.to_json()}")
+        else:
+            ref = A @ B
+            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+
+
 def test_large_float32_products_run_three_tf32_products_at_float32_accuracy():
     """kgen.matmul on float32 with TF32 off: on sm_90, products dispatch's split_tf32_suits takes
     run TensorMatmul(split_tf32=True), within 16x the error of cuBLAS's own float32 SGEMM on the same

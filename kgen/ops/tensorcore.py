@@ -471,6 +471,18 @@ F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
 # split 10x1863x5345 7 ways instead of 16 (54.5 -> 63.5 µs). From a whole wave of tiles up,
 # splitting lost (429x4051x2356: 448 tiles, 258.7 -> 292.3 µs), so those stay whole.
 WAVE_SPLIT_COST = 0.005
+# float64 products of F64_TALL_MIN_ROWS to F64_TALL_MAX_ROWS rows (M <= N, N and K of at least
+# F64_FEW_MIN_SIDE) against a W.t() weight: one row tile of 96 rows (96 x 64 blocks of 32 x 32 warp
+# tiles, two an SM, K split by wave_split) where the default's 64-row tiles leave a second row tile
+# mostly empty (tall_f64_spec; dispatch asks for it with f64_tall_rows). Device time on an H100
+# (docs/bench/research/f64_few_rows.py MODE=rows96): fitted on seeds 95701-95703, where W.t() at
+# 65-96 rows went 0.639x -> 0.796x cuBLAS (four of four faster), row-major weights 0.78x -> 0.74x
+# and 129-192 rows 0.73x -> 0.69x (both left as they were); held out (seeds 95704 and 95705, five
+# products each): W.t() 0.465x -> 0.564x (five of five faster, 1.10-1.30x); row-major weights,
+# had the rule taken them, 0.730x -> 0.676x. A W.t() weight of an odd K is read in place by these
+# tiles (dispatch.call_overrides): 0.557x -> 0.585x against copying it first (seed 95901, five of
+# five faster), held out 1.02-1.04x on three more (seed 95902).
+F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 
 
 def wave_split(tiles: int, slots: int, K: int) -> int:
@@ -1254,6 +1266,23 @@ class TensorMatmul(Spec):
         return F64_FEW_MIN_ROWS <= M <= F64_FEW_MAX_ROWS and M <= N and min(N, K) >= F64_FEW_MIN_SIDE
 
     @classmethod
+    def tall_f64_suits(cls, M: int, N: int, K: int) -> bool:
+        """Whether a float64 M x N x K product against a W.t() weight runs tall_f64_spec:
+        F64_TALL_MIN_ROWS to F64_TALL_MAX_ROWS rows, no more than its columns, N and K of at
+        least F64_FEW_MIN_SIDE."""
+        return F64_TALL_MIN_ROWS <= M <= F64_TALL_MAX_ROWS and M <= N and min(N, K) >= F64_FEW_MIN_SIDE
+
+    @classmethod
+    def tall_f64_spec(cls, problem):
+        """float64 tiles of 96 rows (the constants at F64_TALL_MAX_ROWS say how this was chosen):
+        96 x 64 blocks of 32 x 32 m16n8k16 warp tiles, two an SM, K split by wave_split."""
+        p = cls.normalize_problem(problem)
+        tiles = -(-p["M"] // 96) * -(-p["N"] // 64)
+        split = wave_split(tiles, _SMS * 2, p["K"]) if p["K"] >= 512 else 1
+        return cls(dtype="float64", tile=(96, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                   mma_shape="m16n8k16", min_blocks=2, split_k=split)
+
+    @classmethod
     def few_rows_f64_spec(cls, problem):
         """float64 tiles sized to a few rows (the constants at F64_FEW_MAX_ROWS say how this
         was chosen): one row tile of the rows rounded up to 16, 64 columns of 16 x 32 warp
@@ -1596,6 +1625,8 @@ class TensorMatmul(Spec):
                 few = cls.few_rows_f64_spec(p)
                 for split in sorted({max(1, few.split_k // 2), few.split_k, min(16, few.split_k * 2)}):
                     add(**dict(_fields(few), split_k=split))
+            if cls.tall_f64_suits(p["M"], p["N"], p["K"]):
+                add(**_fields(cls.tall_f64_spec(p)))
         if dtype in ("float16", "bfloat16", "float32"):
             # The Hopper kernel: one to three consumer warpgroups, wgmma N from 64 to 256 (at most
             # 192 with three), as many stages as fit, split K where the tiles are few.
@@ -1826,10 +1857,15 @@ class TensorMatmul(Spec):
         else the result as it is (B copied). b_phased=True (the same, for a B that row sets
         suit): phased_fill_spec of with_phased_b of the result where that applies (the
         transposed tiles), else as b_realign=True, the transposed tiles for wide ones by row sets.
+        f64_tall_rows=True (a request: a W.t() weight): where this is the float64 default's 64 x 64
+        m16n8k16 tiles and tall_f64_suits the product, tall_f64_spec.
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
         reading the operands in place)."""
         p = self.normalize_problem(problem)
+        if (layouts.pop("f64_tall_rows", False) and self.dtype == "float64" and self.mma_shape == "m16n8k16"
+                and self.tile[:2] == (64, 64) and self.tall_f64_suits(p["M"], p["N"], p["K"])):
+            return self.tall_f64_spec(p).replace(**layouts)
         if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32 and (
                 self.short_k_suits(p["M"], p["N"], p["K"], self.dtype)
                 or self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype)):

@@ -239,7 +239,7 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
 
 # Requests in call_overrides that are not spec fields: the family's for_layouts reads them
 # (TensorMatmul.for_layouts: b_realign is both).
-LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms", "dot_sms"})
+LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms", "dot_sms", "f64_tall_rows"})
 
 
 def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None = None, *,
@@ -264,7 +264,8 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
         # instruction's specs (and repack settings, and both kinds of form) too: its choice stands.
-        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms", "dot_sms"):
+        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms", "dot_sms",
+                     "f64_tall_rows"):
             changes.pop(name, None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
@@ -475,6 +476,14 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # A row-major float64 weight of an odd N at 65-256 rows is read in place too: the copy
         # cost more than the in-place loads there (F64_IN_PLACE_MAX_ROWS says where measured).
         overrides["repack"] = False
+    if (family.kernel == "tensor_matmul" and dtype == "float64" and _col_major(B)
+            and TensorMatmul.tall_f64_suits(M, N, K)):
+        # float64 at 65-96 rows against a W.t() weight: one 96-row tile (TensorMatmul.for_layouts
+        # turns the 64 x 64 default into tall_f64_spec; F64_TALL_MAX_ROWS says where it was measured),
+        # reading a weight of an odd K in place on sm_90, where those tiles run.
+        overrides["f64_tall_rows"] = True
+        if _runs_wgmma() and max(_element_strides(B)) % 2:
+            overrides["repack"] = False
     if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
         # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
         overrides["tensor_cores"] = False

@@ -9,7 +9,8 @@ against a float64 product on a NaN-poisoned output. `candidates` names the varia
 the spec before TensorMatmul.few_rows_f64_suits (REPACK=1 adds its tiles copying unaligned rows
 first); MODE=wave, splits by wave_split and 32-row tiles; MODE=wave_rule, the dispatched spec's
 split before wave_split; MODE=inplace, the dispatched spec copying the weight first and reading
-it in place (ODD=1 draws weights whose rows are not 16 bytes apart). With PRECOMPILE=1 the
+it in place (ODD=1 draws weights whose rows are not 16 bytes apart); MODE=rows96, row tiles of
+80 and 96 (rows96_candidates). With PRECOMPILE=1 the
 script only compiles them (the same draw) into the disk cache, so that a GPU run finds them
 there.
 Output: $OUT/f64_few_rows_<SEED>_<ORDER>.json."""
@@ -89,6 +90,8 @@ def candidates(M, N, K):
     if os.environ.get("MODE") == "inplace":   # the dispatched spec reading an unaligned weight in place
         return {"inplace": host_dispatched(M, N, K).replace(repack=False),
                 "copy": host_dispatched(M, N, K).replace(repack=True)}
+    if os.environ.get("MODE") == "rows96":   # row tiles of 96 and 80 beside the 64 x 64 default
+        return rows96_candidates(M, N, K)
     if os.environ.get("MODE") == "wave_rule":   # the dispatched spec against its split before wave_split
         return {"before": before_wave(M, N, K)}
     if os.environ.get("MODE") == "rule":
@@ -144,6 +147,24 @@ def wave_candidates(M, N, K):
             s = wave_split(tiles, SMS * spec.min_blocks, K, cost)
             out[f"{name}_w{int(cost * 100)}"] = spec.replace(split_k=s)
     del p
+    return out
+
+
+def rows96_candidates(M, N, K):
+    """The dispatched spec's fields (repack, layouts) in 96 x 64 tiles of 32 x 32 warps two an SM
+    (t96) and in 80 x 64 or 96 x 64 tiles of 16 x 32 warps one an SM (t80, t96w16), K split by
+    wave_split over those blocks."""
+    from kgen.ops.tensorcore import wave_split
+    base = host_dispatched(M, N, K)
+    out = {}
+    if base.kernel != "tensor_matmul":   # the SIMT tiles below TENSOR_F64_MIN_MACS
+        return out
+    for name, BM, warp, per_sm in (("t96", 96, (32, 32), 2), ("t80", 80, (16, 32), 1), ("t96w16", 96, (16, 32), 1)):
+        if name == "t80" and M > 80:
+            continue
+        tiles = -(-M // BM) * -(-N // 64)
+        out[name] = base.replace(tile=(BM, 64, 16), warp_tile=warp, min_blocks=per_sm,
+                                 split_k=wave_split(tiles, SMS * per_sm, K))
     return out
 
 
