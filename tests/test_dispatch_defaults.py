@@ -1064,7 +1064,7 @@ def test_float64_row_major_weights_of_an_odd_n_are_read_in_place_at_65_to_256_ro
     """On an H100 (stand-in), a float64 product of 65-256 rows on the FP64 tensor cores reads a
     row-major weight whose rows are not 16 bytes apart (odd N) in place (repack off); an even N,
     a W.t() weight of an odd K from 97 rows up (65-96 rows run the 96-row tiles, which read it in
-    place) and products from 257 rows up keep repack on (copied first)."""
+    place), products from 257 rows up and an A100 keep repack on (copied first)."""
     from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_TALL_MAX_ROWS
     from kgen.tune import dispatch
     from kgen.tune.dispatch import F64_IN_PLACE_MAX_ROWS
@@ -1079,6 +1079,7 @@ def test_float64_row_major_weights_of_an_odd_n_are_read_in_place_at_65_to_256_ro
         assert spec(M, N + 1, K, False).repack is True, (M, N + 1, K)
         assert spec(M, N, K, True).repack is (M > F64_TALL_MAX_ROWS), (M, N, K)   # 65-96: the 96-row tiles
         assert spec(rng.randint(F64_IN_PLACE_MAX_ROWS + 1, 2048), N, K, False).repack is True
+        assert spec(M, N, K, False, _A100).repack is True   # measured on sm_90 only
     dispatch.forget()
 
 

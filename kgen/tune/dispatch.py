@@ -472,9 +472,9 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # 9-64 rows").
         overrides["repack"] = False
     if (family.kernel == "tensor_matmul" and dtype == "float64" and F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS
-            and not _col_major(B) and max(_element_strides(B)) % 2):
-        # A row-major float64 weight of an odd N at 65-256 rows is read in place too: the copy
-        # cost more than the in-place loads there (F64_IN_PLACE_MAX_ROWS says where measured).
+            and not _col_major(B) and max(_element_strides(B)) % 2 and _runs_wgmma()):
+        # A row-major float64 weight of an odd N at 65-256 rows is read in place too on sm_90: the
+        # copy cost more than the in-place loads there (F64_IN_PLACE_MAX_ROWS says where measured).
         overrides["repack"] = False
     if (family.kernel == "tensor_matmul" and dtype == "float64" and _col_major(B)
             and TensorMatmul.tall_f64_suits(M, N, K)):
