@@ -122,6 +122,19 @@ def test_search_space_is_valid_unique_and_splits_only_skinny_problems(dtype):
                for s in TensorMatmul.search_space(skinny, dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_search_space_holds_the_default_after_the_mma_sync_default(dtype):
+    """The tuner starts from the default and must beat it: on random problems (few rows among
+    them) the space's first spec is mma_default_spec (dispatch's fallback off sm_90) and
+    default_spec is in the space."""
+    rng = __import__("random").Random(11)
+    for _ in range(12):
+        p = {"M": int(2 ** rng.uniform(0, 13)), "N": int(2 ** rng.uniform(10, 14)), "K": int(2 ** rng.uniform(8, 14))}
+        space = TensorMatmul.search_space(p, dtype)
+        assert space[0] == TensorMatmul.mma_default_spec(p, dtype)
+        assert TensorMatmul.default_spec(p, dtype) in space, p
+
+
 def test_split_plan_and_launch_geometry():
     s = TensorMatmul(dtype="float16", tile=(128, 128, 32), split_k=4)
     assert s.split_plan(4096) == (4, 1024)

@@ -1570,6 +1570,12 @@ class TensorMatmul(Spec):
         # where the device rules the default out (the wgmma kernel off sm_90).
         first = cls.mma_default_spec(p, dtype)
         seen, specs = {first.key}, [first]
+        # The family's default next, so that what an untuned call runs is always a candidate (the
+        # tuner starts from it and must beat it to replace it).
+        default = cls.default_spec(p, dtype)
+        if default.key not in seen:
+            seen.add(default.key)
+            specs.append(default)
 
         def add(**kw):
             kw.setdefault("tf32", dtype == "float32")
