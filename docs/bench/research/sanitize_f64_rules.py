@@ -1,0 +1,49 @@
+"""The float64 tensor-core rules of kgen.matmul on edge shapes: the 64 x 64 default with K split
+by wave_split (K not a multiple of the split), the few-row tiles (9-64 rows), the 96-row tiles of
+65-96 rows against W.t() (an odd K read in place, element by element), and row-major weights of
+an odd N at 65-256 rows read in place; operands at an odd element offset inside NaN-filled
+buffers of exactly their extent (one element past either end is outside the allocation with
+PYTORCH_NO_CUDA_MEMORY_CACHING=1). Each result is checked against torch's float64 product.
+Run it under `compute-sanitizer --tool memcheck` as well as plainly; it prints the spec each
+product ran and `bad N` (results off their tolerance) last."""
+import torch
+
+import kgen
+from kgen.tune import dispatch
+
+# (M, N, K, W.t()?), each of at least 2^28 multiply-adds (dispatch.TENSOR_F64_MIN_MACS).
+PRODUCTS = [
+    (100, 3001, 1500, True), (130, 2049, 1031, False), (250, 1100, 2049, True), (200, 1500, 4097, False),
+    (9, 1031, 28931, True), (33, 4097, 2051, False), (64, 2049, 2049, True),
+    (65, 2100, 2001, True), (80, 2049, 2051, True), (96, 1500, 2000, True), (73, 1031, 4097, True),
+    (77, 4101, 1001, False), (255, 1031, 1025, False),
+]
+
+
+def operand(rows, cols, w_t, offset):
+    """A rows x cols float64 view: row-major, or the transpose of a cols x rows matrix (W.t()),
+    `offset` elements into a buffer that ends with its last element."""
+    outer, inner = (cols, rows) if w_t else (rows, cols)
+    buf = torch.full((offset + outer * inner,), float("nan"), device="cuda", dtype=torch.float64)
+    x = torch.as_strided(buf, (outer, inner), (inner, 1), offset)
+    x.copy_(torch.randn(outer, inner, device="cuda", dtype=torch.float64))
+    return x.t() if w_t else x
+
+
+bad = 0
+for M, N, K, w_t in PRODUCTS:
+    for offset in (0, 1):
+        A = operand(M, K, False, offset)
+        B = operand(K, N, w_t, offset)
+        C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float64)
+        kgen.matmul(A, B, out=C)
+        torch.cuda.synchronize()
+        spec = dispatch.call_spec(A, B)
+        ref = A @ B
+        err = float((C - ref).norm() / ref.norm())
+        ok = bool(torch.isfinite(C).all()) and err <= 1e-13   # float64 accumulation: ~1e-15 here
+        bad += not ok
+        print(f"{M}x{N}x{K} {'W.t()' if w_t else 'row'} offset {offset}: {type(spec).__name__} tile "
+              f"{getattr(spec, 'tile', None)} split {getattr(spec, 'split_k', None)} repack "
+              f"{getattr(spec, 'repack', None)} err {err:.1e} {'ok' if ok else 'BAD'}", flush=True)
+print(f"bad {bad}")
