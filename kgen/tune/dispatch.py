@@ -442,6 +442,29 @@ TENSOR_F64_MIN_MACS = 1 << 28
 F64_IN_PLACE_MAX_ROWS = 256
 
 
+def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
+    """call_overrides' float64 part on the FP64 tensor cores: the 96-row tiles against W.t() at
+    65-96 rows (the request f64_tall_rows: TensorMatmul.for_layouts turns the 64 x 64 default into
+    tall_f64_spec; F64_TALL_MAX_ROWS says where it was measured), and a weight whose rows are not
+    16 bytes apart read in place rather than copied first:
+      - by the few-row tiles (copying made them 0.65x as fast on an H100; docs/matmul.md, "Float64
+        at 9-64 rows");
+      - on sm_90, where the next two were measured, by the 96-row tiles (an odd K) and by any
+        tiles at 65-F64_IN_PLACE_MAX_ROWS rows against a row-major weight (an odd N)."""
+    from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
+
+    out: dict[str, Any] = {}
+    w_t = _col_major(B)
+    tall = w_t and TensorMatmul.tall_f64_suits(M, N, K)
+    if tall:
+        out["f64_tall_rows"] = True
+    if max(_element_strides(B)) % 2 and (
+            TensorMatmul.few_rows_f64_suits(M, N, K)
+            or (tall or not w_t and F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS) and _runs_wgmma()):
+        out["repack"] = False
+    return out
+
+
 def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: bool = False,
                    on_device: bool = True, stand_in: bool = False, device=None) -> dict[str, Any]:
     """What kgen.matmul(A, B) asks of `family`'s chosen spec for these operands (their storage
@@ -460,30 +483,13 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         overrides = {"layout_a": "col" if _col_major(A) else "row",
                      "layout_b": "col" if b_in_place and _col_major(B) else "row"}
     from ..ops.matmul import ELEMENT_LOADS_MAX_MACS
-    from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
+    from ..ops.tensorcore import TensorMatmul
 
     if family.kernel == "matmul" and M * N * K <= ELEMENT_LOADS_MAX_MACS:
         # Small products: unaligned operands read in place (one launch), not repacked first.
         overrides["repack"] = False
-    if (family.kernel == "tensor_matmul" and dtype == "float64" and TensorMatmul.few_rows_f64_suits(M, N, K)
-            and max(_element_strides(B)) % 2):
-        # float64 tiles of a few rows against a weight whose rows are not 16 bytes apart read it in
-        # place: copying it first made them 0.65x as fast on an H100 (docs/matmul.md, "Float64 at
-        # 9-64 rows").
-        overrides["repack"] = False
-    if (family.kernel == "tensor_matmul" and dtype == "float64" and F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS
-            and not _col_major(B) and max(_element_strides(B)) % 2 and _runs_wgmma()):
-        # A row-major float64 weight of an odd N at 65-256 rows is read in place too on sm_90: the
-        # copy cost more than the in-place loads there (F64_IN_PLACE_MAX_ROWS says where measured).
-        overrides["repack"] = False
-    if (family.kernel == "tensor_matmul" and dtype == "float64" and _col_major(B)
-            and TensorMatmul.tall_f64_suits(M, N, K)):
-        # float64 at 65-96 rows against a W.t() weight: one 96-row tile (TensorMatmul.for_layouts
-        # turns the 64 x 64 default into tall_f64_spec; F64_TALL_MAX_ROWS says where it was measured),
-        # reading a weight of an odd K in place on sm_90, where those tiles run.
-        overrides["f64_tall_rows"] = True
-        if _runs_wgmma() and max(_element_strides(B)) % 2:
-            overrides["repack"] = False
+    if family.kernel == "tensor_matmul" and dtype == "float64":
+        overrides.update(_float64_overrides(B, M, N, K))
     if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
         # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
         overrides["tensor_cores"] = False
