@@ -487,8 +487,8 @@ F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 
 def wave_split(tiles: int, slots: int, K: int) -> int:
     """K slices for `tiles` C tiles where `slots` blocks fit on the GPU at once: 1 from a wave
-    of tiles up, else the split (at most 16, slices of at least 256 of K) that minimises the
-    waves a unit of K takes plus WAVE_SPLIT_COST a slice."""
+    of tiles up or below K = 512, else the split (at most 16, slices of at least 256 of K) that
+    minimises the waves a unit of K takes plus WAVE_SPLIT_COST a slice."""
     if tiles >= slots:
         return 1
     top = max(1, min(16, K // 256))
@@ -1236,10 +1236,10 @@ class TensorMatmul(Spec):
         if dtype == "float64":
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
             # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100.
-            # K split to fill the waves of those blocks (wave_split) from K = 512 up.
+            # K split to fill the waves of those blocks (wave_split: K whole below 512).
             tiles = -(-p["M"] // spec.tile[0]) * -(-p["N"] // spec.tile[1])
-            split = wave_split(tiles, _SMS * 3, p["K"]) if p["K"] >= 512 else 1
-            spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, split_k=split)
+            spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3,
+                                       split_k=wave_split(tiles, _SMS * 3, p["K"]))
         return spec
 
     @classmethod
@@ -1278,9 +1278,8 @@ class TensorMatmul(Spec):
         96 x 64 blocks of 32 x 32 m16n8k16 warp tiles, two an SM, K split by wave_split."""
         p = cls.normalize_problem(problem)
         tiles = -(-p["M"] // 96) * -(-p["N"] // 64)
-        split = wave_split(tiles, _SMS * 2, p["K"]) if p["K"] >= 512 else 1
         return cls(dtype="float64", tile=(96, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
-                   mma_shape="m16n8k16", min_blocks=2, split_k=split)
+                   mma_shape="m16n8k16", min_blocks=2, split_k=wave_split(tiles, _SMS * 2, p["K"]))
 
     @classmethod
     def few_rows_f64_spec(cls, problem):
