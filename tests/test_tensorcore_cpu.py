@@ -1426,9 +1426,9 @@ def test_staged_epilogue_keeps_the_kernel_code_small(fields):
 
 def test_unaligned_outputs_go_through_shared_memory_where_the_tile_fits():
     """The mma.sync kernel stores an output without pair stores (an odd N or pitch) through
-    shared memory where BN is a multiple of 64 and the float sums fit over the stages; not
-    float64, not the wgmma kernel (its own epilogues), and the rendered source has the staged
-    store exactly then."""
+    shared memory where BN is a multiple of 64 and the sums (float32, float64 for float64) fit
+    over the stages; not the wgmma kernel (its own epilogues), and the rendered source has the
+    staged store exactly then."""
     from kgen.ops.tensorcore import TensorMatmul as T
 
     cases = [
@@ -1438,16 +1438,22 @@ def test_unaligned_outputs_go_through_shared_memory_where_the_tile_fits():
         (T(dtype="bfloat16", tile=(128, 256, 32), warp_tile=(64, 64), stages=3), False),
         (T(dtype="float16", tile=(64, 32, 32), warp_tile=(32, 32), stages=4), False),       # BN no multiple of 64
         (T(dtype="float32", tf32=True, tile=(128, 128, 32), warp_tile=(64, 64), stages=3, smem_layout="pad"), True),
-        (T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad"), False),
+        (T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad"), True),
+        # 57 KB of stages < 64 KB of float64 sums
+        (T(dtype="float64", tile=(128, 64, 16), warp_tile=(32, 32), stages=2, smem_layout="pad"), False),
         (T.wgmma_default_spec({"M": 2000, "N": 2001, "K": 2000}, "bfloat16"), False),
     ]
     for spec, staged in cases:
         assert spec.staged_unaligned_output is staged, spec.to_json()
         BM, BN, _ = spec.tile
         if staged:
-            assert BN % 64 == 0 and BM * BN * 4 <= spec.shared_bytes
-        rendered = "consecutive threads store consecutive elements of a row" in kgen.render(spec)
+            assert BN % 64 == 0 and BM * BN * (8 if spec.dtype == "float64" else 4) <= spec.shared_bytes
+        source = kgen.render(spec)
+        rendered = "consecutive threads store consecutive elements of a row" in source
         assert rendered is staged, spec.to_json()
+        if staged:   # the staged tile holds the sums at their own width
+            wide = "reinterpret_cast<double2*>(tile + r * BN + c)" in source
+            assert wide is (spec.dtype == "float64"), spec.to_json()
 
 
 def test_b_phased_row_sets_read_every_row_of_b_once_and_nothing_past_it():

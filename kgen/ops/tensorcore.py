@@ -1127,13 +1127,15 @@ class TensorMatmul(Spec):
         """Whether the mma.sync kernel stores an output whose rows allow no pair stores (an odd
         N or pitch; the call passes no OUT_PAIRS flag) through shared memory, consecutive
         threads on consecutive elements of a row, rather than each thread's pairs one element
-        at a time from its registers: BN a multiple of 64 and the BM x BN float32 sums within
-        the stages' shared memory (not float64, whose sums are twice as wide). On an H100,
-        7013x891x59 in bfloat16 took 44.5 µs stored from the registers against 23.3 at N = 896,
-        where pairs are stored (docs/tensorcore.md, "Unaligned mid-size products")."""
+        at a time from its registers: BN a multiple of 64 and the BM x BN sums (float32, or
+        float64 for float64) within the stages' shared memory. On an H100, 7013x891x59 in
+        bfloat16 took 44.5 µs stored from the registers against 23.3 at N = 896, where pairs
+        are stored (docs/tensorcore.md, "Unaligned mid-size products"); float64 products of a
+        short K took 1.6-1.9x the time at N + 1 (docs/tensorcore.md, "Float64 outputs of an odd
+        N through shared memory")."""
         BM, BN, _ = self.tile
-        return (not self.wgmma and self.dtype != "float64" and BN % 64 == 0
-                and BM * BN * 4 <= self.shared_bytes)
+        acc_bytes = 8 if self.dtype == "float64" else 4
+        return not self.wgmma and BN % 64 == 0 and BM * BN * acc_bytes <= self.shared_bytes
 
     @property
     def staged_epilogue(self) -> bool:

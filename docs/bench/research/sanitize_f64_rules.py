@@ -1,7 +1,8 @@
 """The float64 tensor-core rules of kgen.matmul on edge shapes: the 64 x 64 default with K split
 by wave_split (K not a multiple of the split), the few-row tiles (9-64 rows), the 96-row tiles of
 65-96 rows against W.t() (an odd K read in place, element by element), and row-major weights of
-an odd N at 65-256 rows read in place; operands at an odd element offset inside NaN-filled
+an odd N at 65-256 rows read in place, and outputs of an odd N from K left whole (stored through
+shared memory, staged_unaligned_output); operands at an odd element offset inside NaN-filled
 buffers of exactly their extent (one element past either end is outside the allocation with
 PYTORCH_NO_CUDA_MEMORY_CACHING=1). Each result is checked against torch's float64 product.
 Run it under `compute-sanitizer --tool memcheck` as well as plainly; it prints the spec each
@@ -17,6 +18,7 @@ PRODUCTS = [
     (9, 1031, 28931, True), (33, 4097, 2051, False), (64, 2049, 2049, True),
     (65, 2100, 2001, True), (80, 2049, 2051, True), (96, 1500, 2000, True), (73, 1031, 4097, True),
     (77, 4101, 1001, False), (255, 1031, 1025, False),
+    (1000, 1001, 300, False), (2001, 3001, 64, True), (1500, 2049, 97, False),
 ]
 
 
