@@ -485,6 +485,12 @@ WAVE_SPLIT_COST = 0.005
 F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 
 
+def _f64_wide_enough(M: int, N: int, K: int) -> bool:
+    """The float64 row-tile rules' shared condition: no more rows than columns, N and K of at
+    least F64_FEW_MIN_SIDE."""
+    return M <= N and min(N, K) >= F64_FEW_MIN_SIDE
+
+
 def wave_split(tiles: int, slots: int, K: int) -> int:
     """K slices for `tiles` C tiles where `slots` blocks fit on the GPU at once: 1 from a wave
     of tiles up or below K = 512, else the split (at most 16, slices of at least 256 of K) that
@@ -1265,14 +1271,14 @@ class TensorMatmul(Spec):
     def few_rows_f64_suits(cls, M: int, N: int, K: int) -> bool:
         """Whether a float64 M x N x K product runs few_rows_f64_spec: F64_FEW_MIN_ROWS to
         F64_FEW_MAX_ROWS rows, no more than its columns, N and K of at least F64_FEW_MIN_SIDE."""
-        return F64_FEW_MIN_ROWS <= M <= F64_FEW_MAX_ROWS and M <= N and min(N, K) >= F64_FEW_MIN_SIDE
+        return F64_FEW_MIN_ROWS <= M <= F64_FEW_MAX_ROWS and _f64_wide_enough(M, N, K)
 
     @classmethod
     def tall_f64_suits(cls, M: int, N: int, K: int) -> bool:
         """Whether a float64 M x N x K product against a W.t() weight runs tall_f64_spec:
         F64_TALL_MIN_ROWS to F64_TALL_MAX_ROWS rows, no more than its columns, N and K of at
         least F64_FEW_MIN_SIDE."""
-        return F64_TALL_MIN_ROWS <= M <= F64_TALL_MAX_ROWS and M <= N and min(N, K) >= F64_FEW_MIN_SIDE
+        return F64_TALL_MIN_ROWS <= M <= F64_TALL_MAX_ROWS and _f64_wide_enough(M, N, K)
 
     @classmethod
     def tall_f64_spec(cls, problem):
