@@ -1750,3 +1750,67 @@ def test_l2_prefetch_is_asked_where_b_is_read_by_tma_and_searched_not_defaulted(
     assert asked == {0, WGMMA_L2_PREFETCH_KIB, 64}
     src = kgen.render(spec)
     assert "#define PREFETCH_TILES 2 " in src   # 16 KiB of 64 x 64 bfloat16 tiles (8 KiB each)
+
+
+def _tile_offset(ctx, which: str, r: int, c: int) -> int:
+    """a_tile_off / b_tile_off of the template, in Python: element (r, c) of a shared tile."""
+    stride, vec = ctx[f"{which}_STRIDE"], ctx["VEC"]
+    if not ctx["swizzle"]:
+        return r * stride + c
+    div, mask = ctx[f"{which}_SW_DIV"], ctx[f"{which}_SW_MASK"]
+    return r * stride + ((c // vec) ^ ((r // div) & mask)) * vec + c % vec
+
+
+def test_whole_tile_copies_land_where_the_clamped_copies_do():
+    """The mma.sync kernel copies a tile wholly inside A, B and the K range without clamps
+    (load_a_whole / load_b_whole), each thread's chunk i at a fixed distance from its first
+    where the rendered source says so. For every thread and chunk, in every storage order, both
+    shared layouts and tiles whose chunks do not divide the threads, that distance lands on the
+    clamped copy's place (a_tile_off(r, c), r * ld + c), and the source guards the whole-tile
+    copies by the block's and the tile's extent."""
+    from kgen.ops.tensorcore import TensorMatmul as T
+
+    base = [T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, d) for d in DTYPES]
+    base += [T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
+             T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad"),
+             T(dtype="float16", tile=(32, 32, 16), warp_tile=(16, 16), stages=2, smem_layout="pad"),
+             T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle"),
+             # one warp, rows of 8 chunks: its chunks are 4 rows apart, which the swizzle moves
+             T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2),
+             T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
+             T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
+             T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
+             T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
+             T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096})]
+    ld = 1_000_003   # any pitch: the distances must hold for every one
+    shifted = general = 0
+    for spec in (s.replace(layout_a=a, layout_b=b) for s in base for a in ("row", "col") for b in ("row", "col")):
+        ctx = spec.template_context()
+        source = kgen.render(spec)
+        assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in source, spec.to_json()
+        assert "const bool whole_block = m_lim == BM && n_lim == BN;" in source, spec.to_json()
+        threads, vec = ctx["THREADS"], ctx["VEC"]
+        for which in ("A", "B"):
+            name = which.lower()
+            body = source[source.index(f"void load_{name}_whole("):]
+            body = body[:body.index("\n}\n")]
+            rows, ch = ctx[f"{which}_ROWS"], ctx[f"{which}_CH"]
+            found = re.search(r"cp_async16\(sm \+ first \+ i \* (\d+), "
+                              r"g \+ \(index_t\)\(i \* (\d+)\) \* ld, 16\)", body)
+            if found is None:
+                assert "(r - tid / " in body, (which, spec.to_json())
+                general += 1
+                continue
+            shifted += 1
+            step_at, step_rows = int(found.group(1)), int(found.group(2))
+            for tid in range(threads):
+                r0, c0 = tid // ch, (tid % ch) * vec
+                first_at, first = _tile_offset(ctx, which, r0, c0), r0 * ld + c0
+                for i in range(-(-rows * ch // threads)):
+                    e = tid + i * threads
+                    if e >= rows * ch:
+                        break
+                    r, c = e // ch, (e % ch) * vec
+                    assert first_at + i * step_at == _tile_offset(ctx, which, r, c), (which, tid, i, spec.to_json())
+                    assert first + i * step_rows * ld == r * ld + c, (which, tid, i, spec.to_json())
+    assert shifted > 0 and general > 0   # both forms of the copy are covered

@@ -53,6 +53,13 @@ def spec_pool() -> list[TensorMatmul]:
         T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
         T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
         T.element_spec({"M": 300, "N": 200, "K": 3000}, "bfloat16"),   # 64x64 four an SM, K split
+        # Tiles whose rows of 16-byte chunks do not divide the threads (96 columns: 12 chunks of
+        # float16 for 128 threads), or whose chunks leave the last threads idle (96 x 64: 256 of
+        # B's for 192 threads), in the copies of whole tiles too.
+        T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
+        T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad", split_k=2),
+        # one warp whose chunks are 4 rows apart, which the swizzle moves: the general whole-tile copy
+        T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2),
     ]
     if _hopper():   # the wgmma kernel: the defaults, every block shape class, stages, split-K, both outputs
         pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16"),

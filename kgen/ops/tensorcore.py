@@ -485,6 +485,14 @@ WAVE_SPLIT_COST = 0.005
 F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 
 
+# Pipeline stages of the float64 64 x 64 m16n8k16 default on sm_90. Once its whole tiles were
+# copied without clamps (load_a_whole), three stages ran as fast as four or faster (device time
+# on an H100, docs/bench/research/mma_whole_tiles.py VARIANTS, seeds 99101-99102 and five fixed
+# products, 21 in all: 1.00-1.22x, none slower than 0.995x; 8192x8192x1024 against W.t() 3003.5
+# -> 2453.0 µs), with 57 KB of shared memory a block instead of 76.
+F64_STAGES = 3
+
+
 def _f64_wide_enough(M: int, N: int, K: int) -> bool:
     """The float64 row-tile rules' shared condition: no more rows than columns, N and K of at
     least F64_FEW_MIN_SIDE."""
@@ -1243,10 +1251,10 @@ class TensorMatmul(Spec):
         spec = cls.mma_default_spec(problem, dtype)
         if dtype == "float64":
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
-            # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100.
+            # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages.
             # K split to fill the waves of those blocks (wave_split: K whole below 512).
             tiles = -(-p["M"] // spec.tile[0]) * -(-p["N"] // spec.tile[1])
-            spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3,
+            spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
                                        split_k=wave_split(tiles, _SMS * 3, p["K"]))
         return spec
 
