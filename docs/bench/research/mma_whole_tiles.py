@@ -4,7 +4,7 @@ each, TAG naming the output). Every result is first checked against float64 on a
 output. The shapes: SHAPES (dtype:MxNxK:layout, layout row or col = W.t()), or SEED and COUNT,
 drawn per class in CLASSES (f64any: kgen.bench.calls' draw in float64; f64rows: float64, 65-256
 rows against N and K of 1024-16384; f64few: float64, 9-64 rows; bf16: kgen.bench.calls' draw in
-bfloat16), half of each class against W.t(). VARIANTS ("name:field=value,field=value;..."):
+bfloat16), half of each class against W.t(). VARIANTS ("name:field=value,field=value;...", a tuple as 128/64/16):
 the spec kgen.matmul runs (dispatch.call_spec), where it is a float64 m16n8k16 tile, built
 again with those fields replaced and timed beside it (kgen.build, the same call).
 Output: $OUT/mma_whole_tiles_<TAG>.json."""
@@ -42,7 +42,14 @@ def parse(s: str):
     return dtype, M, N, K, layout
 
 
-VARIANTS = [(v.split(":")[0], {f.split("=")[0]: int(f.split("=")[1]) for f in v.split(":")[1].split(",")})
+def field_value(text: str):
+    """A VARIANTS value: 128/64/16 a tuple of ints, digits an int, else the text."""
+    if "/" in text:
+        return tuple(int(v) for v in text.split("/"))
+    return int(text) if text.isdigit() else text
+
+
+VARIANTS = [(v.split(":")[0], {f.split("=")[0]: field_value(f.split("=")[1]) for f in v.split(":")[1].split(",")})
             for v in os.environ.get("VARIANTS", "").split(";") if v]
 SHAPES = [parse(s) for s in os.environ["SHAPES"].split(",")] if os.environ.get("SHAPES") else drawn(SEED, COUNT)
 
