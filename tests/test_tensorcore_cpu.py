@@ -1452,7 +1452,8 @@ def test_unaligned_outputs_go_through_shared_memory_where_the_tile_fits():
         rendered = "consecutive threads store consecutive elements of a row" in source
         assert rendered is staged, spec.to_json()
         if staged:   # the staged tile holds the sums at their own width
-            wide = "reinterpret_cast<double2*>(tile + r * BN + c)" in source
+            assert "reinterpret_cast<acc2_t*>(tile + r * BN + c)" in source, spec.to_json()
+            wide = "typedef double2 acc2_t;" in source
             assert wide is (spec.dtype == "float64"), spec.to_json()
 
 
