@@ -489,7 +489,9 @@ F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 # copied without clamps (load_a_whole), three stages ran as fast as four or faster (device time
 # on an H100, docs/bench/research/mma_whole_tiles.py VARIANTS, seeds 99101-99102 and five fixed
 # products, 21 in all: 1.00-1.22x, none slower than 0.995x; 8192x8192x1024 against W.t() 3003.5
-# -> 2453.0 µs), with 57 KB of shared memory a block instead of 76.
+# -> 2453.0 µs), with 57 KB of shared memory a block instead of 76. Held out (seeds 99103-99104
+# and four fixed products, 18 that run this tile): 1.050x, 0.939-1.322x. The few-row and 96-row
+# tiles keep four (14 held-out products: 1.018x, 0.938-1.186x, too mixed to change).
 F64_STAGES = 3
 
 
