@@ -460,7 +460,7 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
         out["f64_tall_rows"] = True
     if max(_element_strides(B)) % 2 and (
             TensorMatmul.few_rows_f64_suits(M, N, K)
-            or (tall or not w_t and F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS) and _runs_wgmma()):
+            or (tall or (not w_t and F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS)) and _runs_wgmma()):
         out["repack"] = False
     return out
 
