@@ -501,6 +501,12 @@ def _f64_wide_enough(M: int, N: int, K: int) -> bool:
     return M <= N and min(N, K) >= F64_FEW_MIN_SIDE
 
 
+def c_tiles(M: int, N: int, BM: int, BN: int) -> int:
+    """C tiles of BM x BN that cover an M x N product (the last row and column of tiles may be
+    part-empty)."""
+    return -(-M // BM) * -(-N // BN)
+
+
 def wave_split(tiles: int, slots: int, K: int) -> int:
     """K slices for `tiles` C tiles where `slots` blocks fit on the GPU at once: 1 from a wave
     of tiles up or below K = 512, else the split (at most 16, slices of at least 256 of K) that
@@ -870,7 +876,7 @@ class TensorMatmul(Spec):
         """stream_k: the blocks of an M x N x K product on `sms` SMs: one an SM where the C tiles
         are fewer (at most one a k step), else one a tile. Pure."""
         BM, BN, BK = self.tile
-        tiles = -(-M // BM) * -(-N // BN)
+        tiles = c_tiles(M, N, BM, BN)
         steps = max(1, -(-K // BK))
         return max(tiles, min(sms, tiles * steps))
 
@@ -1204,7 +1210,7 @@ class TensorMatmul(Spec):
         multiprocessors (which only the persistent schedule and stream_k read). Pure."""
         BM, BN, _ = self.tile
         splits, _ = self.split_plan(K)
-        tiles = -(-M // BM) * -(-N // BN)
+        tiles = c_tiles(M, N, BM, BN)
         if self.persistent:
             return (max(1, min(tiles * splits, sms)), 1, 1), (self.threads, 1, 1), self.shared_bytes
         if self.stream_k:
@@ -1255,7 +1261,7 @@ class TensorMatmul(Spec):
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
             # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages.
             # K split to fill the waves of those blocks (wave_split: K whole below 512).
-            tiles = -(-p["M"] // spec.tile[0]) * -(-p["N"] // spec.tile[1])
+            tiles = c_tiles(p["M"], p["N"], spec.tile[0], spec.tile[1])
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
                                        split_k=wave_split(tiles, _SMS * 3, p["K"]))
         return spec
@@ -1272,7 +1278,7 @@ class TensorMatmul(Spec):
         constants at SHORT_K_MAX say how each was chosen)."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
-        tiles = -(-p["M"] // 128) * -(-p["N"] // 128)
+        tiles = c_tiles(p["M"], p["N"], 128, 128)
         if tiles >= SHORT_K_WIDE_TILES or p["K"] >= SHORT_K_WIDE_K:
             return cls(dtype=dtype, tile=(128, 128, 32), warp_tile=(64, 32), stages=4, min_blocks=2, repack=False)
         return cls(dtype=dtype, tile=(128, 64, 32), warp_tile=(32, 32), stages=3, min_blocks=3, repack=False)
@@ -1295,7 +1301,7 @@ class TensorMatmul(Spec):
         """float64 tiles of 96 rows (the constants at F64_TALL_MAX_ROWS say how this was chosen):
         96 x 64 blocks of 32 x 32 m16n8k16 warp tiles, two an SM, K split by wave_split."""
         p = cls.normalize_problem(problem)
-        tiles = -(-p["M"] // 96) * -(-p["N"] // 64)
+        tiles = c_tiles(p["M"], p["N"], 96, 64)
         return cls(dtype="float64", tile=(96, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
                    mma_shape="m16n8k16", min_blocks=2, split_k=wave_split(tiles, _SMS * 2, p["K"]))
 
@@ -1312,7 +1318,7 @@ class TensorMatmul(Spec):
         shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
         threads = (bm // 16) * 2 * 32
         per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
-        tiles = -(-p["M"] // bm) * -(-p["N"] // 64)
+        tiles = c_tiles(p["M"], p["N"], bm, 64)
         return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]))
 
     @classmethod
@@ -1325,7 +1331,7 @@ class TensorMatmul(Spec):
         p = cls.normalize_problem(problem)
         if cls.short_k_suits(p["M"], p["N"], p["K"], dtype):
             return cls.short_k_spec(p, dtype)
-        tiles = -(-p["M"] // 64) * -(-p["N"] // 64)
+        tiles = c_tiles(p["M"], p["N"], 64, 64)
         split = (max(1, min(16, -(-2 * _SMS // tiles), p["K"] // 128))   # up to two waves of blocks
                  if tiles < ELEMENT_SPLIT_TILES and p["K"] >= ELEMENT_SPLIT_MIN_K else 1)
         return cls(dtype=dtype, tile=(64, 64, 32), warp_tile=(32, 32), stages=2, min_blocks=4, repack=False,
@@ -1525,7 +1531,7 @@ class TensorMatmul(Spec):
 
         def cost(tile: tuple[int, int]) -> tuple[int, int]:
             BM, BN = tile
-            tiles = -(-M // BM) * -(-N // BN)
+            tiles = c_tiles(M, N, BM, BN)
             return -(-tiles // _SMS) * (BM + BN), -BM * BN   # ties: the larger tile
         BM, BN = min(tiles_allowed, key=cost)
         sixteen = dtype in ("float16", "bfloat16") and not split_tf32
@@ -1538,7 +1544,7 @@ class TensorMatmul(Spec):
             # A's rows in one tile of 192 where its waves of blocks cost less (TALL_BLOCK_COST).
             BM, BN = min(((BM, BN), (192, 128), (192, 192)), key=lambda t: waves(t)[0] * TALL_BLOCK_COST[t])
         stages = {(128, 256): 4, (64, 256): 5, (192, 128): 5, (192, 192): 4}.get((BM, BN), 6)
-        tiles = -(-M // BM) * -(-N // BN)
+        tiles = c_tiles(M, N, BM, BN)
         split = 1
         if tiles < 32 and K >= 2048:
             split = max(1, min(8, -(-64 // tiles), K // 1024))
@@ -1558,7 +1564,7 @@ class TensorMatmul(Spec):
         kw = dict(_DEFAULTS[dtype])
         BM, BN, BK = kw["tile"]
         WM, WN = kw["warp_tile"]
-        big_tiles = -(-p["M"] // BM) * -(-p["N"] // BN)
+        big_tiles = c_tiles(p["M"], p["N"], BM, BN)
         if dtype in ("float16", "bfloat16") and big_tiles < 264:
             BN, WN = 128, 64  # fewer, smaller blocks: 128x128 fills the GPU sooner
         elif dtype in ("float16", "bfloat16") and big_tiles >= 1024:
@@ -1570,7 +1576,7 @@ class TensorMatmul(Spec):
         if p["N"] <= 64 and BN > 64:
             BN, WN = 64, min(WN, 32)
         kw.update(tile=(BM, BN, BK), warp_tile=(WM, WN))
-        tiles = -(-p["M"] // BM) * -(-p["N"] // BN)
+        tiles = c_tiles(p["M"], p["N"], BM, BN)
         if tiles < 132 and p["K"] >= 512:
             split = min(16, -(-264 // tiles), p["K"] // 256)
             if split > 1:
@@ -1618,7 +1624,7 @@ class TensorMatmul(Spec):
         for group in (1, 4, 16):
             for raster in ("row", "col"):
                 add(**dict(_fields(first), raster=raster, raster_group=group))
-        tiles = -(-p["M"] // 128) * -(-p["N"] // 128)
+        tiles = c_tiles(p["M"], p["N"], 128, 128)
         if tiles < 264 and p["K"] >= 512:
             for split in (2, 3, 4, 6, 8, 12, 16):
                 for BM, BN in ((64, 64), (64, 128), (128, 64), (128, 128)):
@@ -1690,7 +1696,7 @@ class TensorMatmul(Spec):
                             instruction="wgmma", swap_ab=True)
                 for tail in dict.fromkeys((1, wave_tail_slices(1, -(-p["N"] // BN), p["K"]))):
                     add(**wide, wave_tail=tail)
-                if -(-p["M"] // BM) * -(-p["N"] // BN) < _SMS:   # fewer tiles than SMs: their k steps shared out
+                if c_tiles(p["M"], p["N"], BM, BN) < _SMS:   # fewer tiles than SMs: their k steps shared out
                     add(**wide, stream_k=True)
             if p["M"] > 128:   # two row tiles of half the rows (two_row_tiles_spec's tiles), with stream-K too
                 two = dict(_two_row_fields(p["M"], 128 // item), instruction="wgmma", swap_ab=True)
@@ -1819,7 +1825,7 @@ class TensorMatmul(Spec):
         elsewhere or where one slice is all that fits. Pure."""
         p = self.normalize_problem(problem)
         BM, BN, _ = self.tile
-        tiles = -(-p["M"] // BM) * -(-p["N"] // BN)
+        tiles = c_tiles(p["M"], p["N"], BM, BN)
         if not (self.b_phased and BM <= PHASED_FILL_MAX_ROWS[self.layout_b] and tiles <= _SMS and not self.persistent):
             return self
         split = _most_slices(range(1, MAX_CLUSTER_MERGE + 1), p["K"], tiles, PHASED_CLUSTER_BLOCKS)
