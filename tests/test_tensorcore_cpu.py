@@ -4,6 +4,7 @@ split plans and tolerances, the rendered entry points, and nvcc/ptxas builds of 
 representative set for sm_90 and sm_80 with no register spills."""
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import math
 import re
@@ -1762,6 +1763,17 @@ def _tile_offset(ctx, which: str, r: int, c: int) -> int:
     return r * stride + ((c // vec) ^ ((r // div) & mask)) * vec + c % vec
 
 
+def _thread_pieces(threads: int, rows: int, ch: int, vec: int):
+    """(thread, i, its first piece's (row, element), piece i's (row, element)) for every
+    16-byte piece of a tile of `rows` rows of `ch` pieces, thread t taking pieces t + i threads."""
+    for tid in range(threads):
+        for i in range(-(-rows * ch // threads)):
+            e = tid + i * threads
+            if e >= rows * ch:
+                break
+            yield tid, i, (tid // ch, (tid % ch) * vec), (e // ch, (e % ch) * vec)
+
+
 def test_whole_tile_copies_land_where_the_clamped_copies_do():
     """The mma.sync kernel copies a tile wholly inside A, B and the K range without clamps
     (load_a_whole / load_b_whole), each thread's chunk i at a fixed distance from its first
@@ -1769,23 +1781,9 @@ def test_whole_tile_copies_land_where_the_clamped_copies_do():
     shared layouts and tiles whose chunks do not divide the threads, that distance lands on the
     clamped copy's place (a_tile_off(r, c), r * ld + c), and the source guards the whole-tile
     copies by the block's and the tile's extent."""
-    from kgen.ops.tensorcore import TensorMatmul as T
-
-    base = [T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, d) for d in DTYPES]
-    base += [T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
-             T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad"),
-             T(dtype="float16", tile=(32, 32, 16), warp_tile=(16, 16), stages=2, smem_layout="pad"),
-             T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle"),
-             # one warp, rows of 8 chunks: its chunks are 4 rows apart, which the swizzle moves
-             T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2),
-             T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
-             T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
-             T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
-             T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
-             T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096})]
     ld = 1_000_003   # any pitch: the distances must hold for every one
     shifted = general = 0
-    for spec in (s.replace(layout_a=a, layout_b=b) for s in base for a in ("row", "col") for b in ("row", "col")):
+    for spec in _mma_sync_tile_specs():
         ctx = spec.template_context()
         source = kgen.render(spec)
         assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in source, spec.to_json()
@@ -1804,14 +1802,134 @@ def test_whole_tile_copies_land_where_the_clamped_copies_do():
                 continue
             shifted += 1
             step_at, step_rows = int(found.group(1)), int(found.group(2))
-            for tid in range(threads):
-                r0, c0 = tid // ch, (tid % ch) * vec
+            for tid, i, (r0, c0), (r, c) in _thread_pieces(threads, rows, ch, vec):
                 first_at, first = _tile_offset(ctx, which, r0, c0), r0 * ld + c0
-                for i in range(-(-rows * ch // threads)):
-                    e = tid + i * threads
-                    if e >= rows * ch:
-                        break
-                    r, c = e // ch, (e % ch) * vec
-                    assert first_at + i * step_at == _tile_offset(ctx, which, r, c), (which, tid, i, spec.to_json())
-                    assert first + i * step_rows * ld == r * ld + c, (which, tid, i, spec.to_json())
+                assert first_at + i * step_at == _tile_offset(ctx, which, r, c), (which, tid, i, spec.to_json())
+                assert first + i * step_rows * ld == r * ld + c, (which, tid, i, spec.to_json())
     assert shifted > 0 and general > 0   # both forms of the copy are covered
+
+
+def _mma_sync_tile_specs(**fields):
+    """The mma.sync tiles whose copies the CPU tests step through, with `fields`, in all four
+    storage orders: each dtype's default, float64's m16n8k16 tiles of 16, 64 and 96 rows, short
+    K, both shared layouts, rows of pieces that do not divide the threads (96 columns) and
+    pieces that leave threads idle, and one warp whose pieces are 4 rows apart, which the
+    swizzle moves."""
+    from kgen.ops.tensorcore import TensorMatmul as T
+
+    base = [T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, d) for d in DTYPES]
+    base += [T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
+             T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad"),
+             T(dtype="float16", tile=(32, 32, 16), warp_tile=(16, 16), stages=2, smem_layout="pad"),
+             T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle"),
+             T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2),
+             T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
+             T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
+             T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
+             T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
+             T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+             T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")]
+    return [s.replace(layout_a=a, layout_b=b, **fields) for s in base for a in ("row", "col") for b in ("row", "col")]
+
+
+def _limit_args(call: str) -> tuple[str, str]:
+    """The (r_lim, c_lim) arguments of a rendered load_a/load_b call (the two before `tid`)."""
+    args = [a.strip() for a in call[call.index("(") + 1:call.rindex(")")].split(",")]
+    return args[-3], args[-2]
+
+
+def test_masked_edge_copies_copy_what_the_clamped_copies_do():
+    """edge_copies="masked": an edge block copies its k tiles inside the K range as whole tiles
+    are copied, each chunk's bytes inside the matrix fixed for the block. For every thread and
+    chunk, in every storage order, both shared layouts and tiles whose chunks do not divide the
+    threads, and blocks cut at every row or column of the tile, the masked copy (as rendered)
+    writes the same shared element, reads the same global element (or the tile's origin where
+    it reads nothing) and the same number of bytes as the clamped copy of a whole-K tile; and
+    the kernel passes it the clamped copy's limit on the side that is not K's."""
+    ld = 1_000_003
+    forms = collections.Counter()
+    for spec in _mma_sync_tile_specs(edge_copies="masked"):
+        ctx = spec.template_context()
+        source = kgen.render(spec)
+        assert "if (ALIGNED && k + BK <= k_end) {" in source, spec.to_json()
+        assert "            if (!whole_block) {\n" in source, spec.to_json()
+        threads, vec, item = ctx["THREADS"], ctx["VEC"], {"float64": 8, "float32": 4}.get(spec.dtype, 2)
+        bk = spec.tile[2]
+        for which in ("A", "B"):
+            name = which.lower()
+            clamped = re.search(rf"load_{name}<ALIGNED>\(sa[^;]*\);", source).group(0)
+            masked = re.search(rf"load_{name}_masked<(true|false)>\(sa[^;]*\);",
+                               source[source.index("if (!whole_block)"):])
+            cut_rows = masked.group(1) == "true"
+            r_arg, c_arg = _limit_args(clamped)
+            # the clamped copy's K-side limit is k_lim; the masked copy's limit is the other one
+            assert (c_arg if cut_rows else r_arg) == "k_lim", (which, clamped, spec.to_json())
+            lim_arg = masked.group(0)[:masked.group(0).rindex(",")].rsplit(",", 1)[1].strip()
+            assert lim_arg == (r_arg if cut_rows else c_arg), (which, masked.group(0), clamped, spec.to_json())
+            body = source[source.index(f"void load_{name}_masked("):]
+            body = body[:body.index("\n}\n")]
+            rows, ch = ctx[f"{which}_ROWS"], ctx[f"{which}_CH"]
+            shifted = re.search(r"cp_async16\(sm \+ first \+ i \* (\d+), b \? g \+ \(index_t\)\(i \* (\d+)\) \* ld : "
+                                r"safe, b\)", body)
+            if shifted is not None:
+                step_at, step_rows = int(shifted.group(1)), int(shifted.group(2))
+                assert f"!CUT_ROWS || r0 + i * {step_rows} < lim ? bytes : 0" in body
+                assert "bytes = CUT_ROWS ? 16 : (n < 0 ? 0 : (n > VEC ? VEC : n)) * (int)sizeof(in_t);" in body
+                assert "int n = lim - (tid % " in body
+                forms["shifted"] += 1
+            else:
+                assert "n ? g + ((index_t)(r - tid / " in body and "n * (int)sizeof(in_t)" in body, body
+                assert "int n = CUT_ROWS ? (r < lim ? VEC : 0) : lim - c;" in body
+                assert "n = n < 0 ? 0 : (n > VEC ? VEC : n);" in body
+                forms["general"] += 1
+            sides = (rows, ch * vec)   # the tile's rows and elements a row; one of them is BK
+            assert sides[0 if not cut_rows else 1] == bk, (which, sides, bk, spec.to_json())
+            for lim in range(1, sides[0 if cut_rows else 1] + 1):
+                r_lim, c_lim = (lim, bk) if cut_rows else (bk, lim)
+                for tid, i, (r0, c0), (r, c) in _thread_pieces(threads, rows, ch, vec):
+                    first_at, first = _tile_offset(ctx, which, r0, c0), r0 * ld + c0
+                    n = max(0, min(vec, c_lim - c)) if r < r_lim else 0
+                    if shifted is not None:   # the rendered copy, step by step
+                        whole = 16 if cut_rows else max(0, min(vec, lim - c0)) * item
+                        b = whole if not cut_rows or r0 + i * step_rows < lim else 0
+                        got = (first_at + i * step_at, first + i * step_rows * ld if b else "safe", b)
+                    else:
+                        m = (vec if r < lim else 0) if cut_rows else max(0, min(vec, lim - c))
+                        got = (_tile_offset(ctx, which, r, c), first + (r - r0) * ld + (c - c0) if m else "safe",
+                               m * item)
+                    assert got == (_tile_offset(ctx, which, r, c), r * ld + c if n else "safe", n * item), \
+                        (which, lim, tid, i, spec.to_json())
+    assert forms["shifted"] > 0 and forms["general"] > 0
+
+
+def test_edge_copies_are_the_mma_sync_kernels_and_render_only_when_masked():
+    from kgen.ops.tensorcore import TensorMatmul as T
+
+    spec = T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")
+    assert spec.edge_copies == "clamped"
+    assert "load_a_masked" not in kgen.render(spec)
+    assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in kgen.render(spec)
+    with pytest.raises(ValueError, match=r"edge_copies='edgy' is not allowed: one of \('clamped', 'masked'\)"):
+        spec.replace(edge_copies="edgy")
+    with pytest.raises(ValueError, match="edge_copies.*wgmma"):
+        T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16").replace(
+            instruction="wgmma", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, edge_copies="masked")
+
+
+@pytest.mark.nvcc
+def test_masked_edge_copies_compile_without_spills_at_the_defaults_bounds():
+    """The masked copies hold two limits a block, not a count a chunk: the defaults that run
+    mma.sync (float64 on sm_90 at three blocks an SM, 16-bit short K) still fit their
+    __launch_bounds__ without spilling."""
+    from kgen.ops.tensorcore import TensorMatmul as T
+
+    specs = [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
+             T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+             T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
+             T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]
+    specs = [s.replace(edge_copies="masked", layout_b=b) for s in specs for b in ("row", "col")]
+    with cf.ThreadPoolExecutor(2) as ex:
+        built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
+    for s, c in zip(specs, built):
+        for name, r in c.resources.items():
+            assert not r["spill_stores"] and not r["spill_loads"], (s.to_json(), name, r)

@@ -9,6 +9,7 @@ import concurrent.futures as cf
 import ctypes
 import itertools
 import os
+import random
 
 import numpy as np
 import pytest
@@ -287,9 +288,47 @@ def _check(spec, A, B, C, C0, alpha, beta, label):
        ldc_pad=st.sampled_from([0, 0, 1, 5]), alpha=st.sampled_from([1.0, 1.0, -0.75]),
        beta=st.sampled_from([0.0, 0.0, 0.5]))
 def test_tensor_matmul_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
+    _check_product(POOL[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
+
+
+def masked_pool() -> list[TensorMatmul]:
+    """edge_copies="masked" on the mma.sync tiles dispatch runs and on tiles whose chunks do
+    not divide the threads: float64 on sm_90 (the default, its 96-row and 16- and 48-row
+    tiles), 16-bit short K, TF32, a swizzled one-warp tile."""
+    T = TensorMatmul
+    pool = [T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
+            T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad", split_k=2),
+            T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2),
+            T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
+            T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle", split_k=2),
+            T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]
+    if _hopper():   # float64's m16n8k16 tiles need sm_90
+        pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
+                 T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64"),   # K split
+                 T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+                 T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
+                 T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
+    return [s.replace(edge_copies="masked") for s in pool]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(masked_pool()) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
+       K=st.one_of(st.just(1), SIZE, st.integers(400, 3000)), pad_a=st.sampled_from([0, 0, 1, 8]),
+       pad_b=st.sampled_from([0, 0, 3, 8]), off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
+       ldc_pad=st.sampled_from([0, 0, 1, 5]), alpha=st.sampled_from([1.0, 1.0, -0.75]),
+       beta=st.sampled_from([0.0, 0.0, 0.5]))
+def test_masked_edge_copies_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
+    """edge_copies="masked": edge blocks (M and N of any length) copy their k tiles by the
+    counts fixed for the block; every output (NaN-poisoned) against float64."""
+    _check_product(masked_pool()[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
+
+
+def _check_product(base, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
+    """`base` in the storage orders `layouts` on operands padded and offset as given: alpha and
+    beta applied to a NaN-poisoned C (beta's C from fresh random values) against float64."""
     torch = _torch()
-    a_layout, b_layout = _layouts(POOL[index], *layouts)
-    spec = POOL[index].replace(layout_a=a_layout, layout_b=b_layout)
+    a_layout, b_layout = _layouts(base, *layouts)
+    spec = base.replace(layout_a=a_layout, layout_b=b_layout)
     k = kgen.build(spec)
     dt = getattr(torch, spec.dtype)
     odt = getattr(torch, spec.output_dtype)
@@ -417,6 +456,35 @@ def test_b_phased_property(index, M, N, K, pad, off):
     """b_phased on random shapes, pitches and pointer offsets of B: a NaN-poisoned output
     against float64."""
     _check_fresh(phased_pool()[index], M, N, K, pad, off)
+
+
+def test_b_phased_many_random_cases():
+    """b_phased on many more random cases than the property test draws (KGEN_TC_STRESS, 400 by
+    default; hypothesis's shrinking made its 150 the most a run could afford), from the same
+    distribution, seeded by KGEN_TC_STRESS_SEED (default 1). A failing case is run five more
+    times, and the message says how many of those failed too: a case that fails every time is
+    a rule of the kernel's, one that fails once a race."""
+    if not _hopper():
+        pytest.skip("the wgmma kernel needs an sm_90 GPU")
+    rng = random.Random(int(os.environ.get("KGEN_TC_STRESS_SEED", "1")))
+    pool = phased_pool()
+    failures = []
+    for _ in range(int(os.environ.get("KGEN_TC_STRESS", "400"))):
+        case = (rng.randrange(len(pool)), rng.randint(1, 300), rng.randint(1, 5000),
+                rng.randint(1, 20) if rng.random() < 0.5 else rng.randint(1, 9000),
+                rng.randint(0, 9), rng.randint(0, 7))
+        index, M, N, K, pad, off = case
+        try:
+            _check_fresh(pool[index], M, N, K, pad, off)
+        except AssertionError as exc:
+            again = 0
+            for _ in range(5):
+                try:
+                    _check_fresh(pool[index], M, N, K, pad, off)
+                except AssertionError:
+                    again += 1
+            failures.append(f"(index, M, N, K, pad, off) = {case}: failed {again} of 5 reruns too: {exc}")
+    assert not failures, "\n".join(failures)
 
 
 def _check_fresh(spec, M, N, K, pad, off):

@@ -55,6 +55,8 @@ MMA_SHAPE = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "f64":
 # mma_shape values: the dtype's shape (""), and sm_90's 16-row float64 shapes.
 F64_SHAPES = {"": MMA_SHAPE["f64"], "m16n8k16": (16, 8, 16), "m16n8k8": (16, 8, 8)}
 INSTRUCTIONS = ("mma_sync", "wgmma")
+# How the mma.sync kernel's edge blocks copy their k tiles (TensorMatmul.edge_copies).
+EDGE_COPIES = ("clamped", "masked")
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 # 16-bit products of 129-192 rows whose tiles general_wgmma_spec's cost model picks as 64x256 or
@@ -675,6 +677,14 @@ class TensorMatmul(Spec):
                  workspace slot, and the block whose piece ends the tile adds those, in block
                  order, before it stores the tile (one launch, deterministic). Where the tiles
                  are as many as the SMs or more, one block a tile, as without it.
+    edge_copies  mma_sync only: how a block whose C tile passes M or N (an edge block) copies a
+                 k tile inside its K range. "clamped": each 16-byte copy clamps its row and
+                 column and forms its address in 64 bits, every k tile. "masked": the bytes of
+                 each of a thread's copies that lie inside the matrix are fixed for the block, so
+                 they are counted once a block and the tile is copied as a whole tile is (each
+                 copy at a fixed distance from the thread's first), those outside reading nothing
+                 (cp.async zero-fills them). Blocks inside both operands copy whole tiles either
+                 way; the last k tile of a ragged K and the element-load entry clamp either way.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -707,6 +717,7 @@ class TensorMatmul(Spec):
     l2_prefetch: int = 0
     wave_tail: int = 1
     stream_k: bool = False
+    edge_copies: str = "clamped"
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -752,6 +763,11 @@ class TensorMatmul(Spec):
                                  or self.cluster > 1):
             fail("l2_prefetch", self.l2_prefetch, "0 unless instruction='wgmma' reads B by TMA as it is (not "
                  "b_realign, b_phased or b_classes) with cluster=1")
+        if self.edge_copies not in EDGE_COPIES:
+            fail("edge_copies", self.edge_copies, f"one of {EDGE_COPIES}")
+        if self.edge_copies != "clamped" and self.instruction == "wgmma":
+            fail("edge_copies", self.edge_copies, "'clamped' with instruction='wgmma' (TMA copies its tiles and "
+                 "zero-fills their edges itself)")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
@@ -1133,7 +1149,7 @@ class TensorMatmul(Spec):
             b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, b_phased=self.b_phased, PHASE_MAPS=PHASE_MAPS,
             b_classes=self.b_classes,
             PHASE_PAD=PHASE_PAD,
-            staged_out=self.staged_unaligned_output)
+            staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked")
 
     @property
     def stage_bytes(self) -> int:
