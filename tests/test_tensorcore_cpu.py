@@ -1902,7 +1902,37 @@ def test_masked_edge_copies_copy_what_the_clamped_copies_do():
     assert forms["shifted"] > 0 and forms["general"] > 0
 
 
-def test_edge_copies_are_the_mma_sync_kernels_and_render_only_when_masked():
+def test_inside_mma_skips_exactly_the_row_tiles_past_m():
+    """edge_mma="inside": a warp skips an MMA row tile (its MMAs and its A fragments) exactly
+    where all the tile's rows lie at or past the block's last row of A. For every warp of the
+    mma.sync tiles (every dtype's instruction rows: 16, and float64's m8n8k4 8) and every row
+    count the block may hold, the rendered count of live row tiles says so."""
+    forms = set()
+    for spec in _mma_sync_tile_specs(edge_mma="inside"):
+        ctx = spec.template_context()
+        source = kgen.render(spec)
+        found = re.search(r"const int mi_live = max\(0, min\(MI, \(m_lim - m_w \+ (\d+)\) / (\d+)\)\);", source)
+        assert found is not None, spec.to_json()
+        plus, per = int(found.group(1)), int(found.group(2))
+        mma_m, mi_count, wm = ctx["MMA_M"], ctx["MI"], spec.warp_tile[0]
+        assert per == mma_m, spec.to_json()
+        forms.add(mma_m)
+        body = source[source.index("void load_fragments("):]
+        body = body[:body.index("\n}\n")]
+        assert body.count("if (mi >= mi_live) continue;") == 1, spec.to_json()   # A's fragments only
+        assert "fa, fb, mi_live);" in source
+        loop = source[source.index("fa, fb, mi_live);"):]
+        assert loop.index("if (mi >= mi_live) continue;") < loop.index("mma(acc[mi][ni], fa[mi], fb[ni]);")
+        for m_w in range(0, spec.tile[0], wm):
+            for m_lim in range(1, spec.tile[0] + 1):
+                q = m_lim - m_w + plus
+                live = max(0, min(mi_count, int(q / per)))   # C's division truncates toward zero
+                for mi in range(mi_count):
+                    assert (mi < live) == (m_w + mi * mma_m < m_lim), (m_w, m_lim, mi, spec.to_json())
+    assert forms == {8, 16}
+
+
+def test_edge_variants_are_the_mma_sync_kernels_and_render_only_when_asked():
     from kgen.ops.tensorcore import TensorMatmul as T
 
     spec = T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")
@@ -1914,20 +1944,28 @@ def test_edge_copies_are_the_mma_sync_kernels_and_render_only_when_masked():
     with pytest.raises(ValueError, match="edge_copies.*wgmma"):
         T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16").replace(
             instruction="wgmma", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, edge_copies="masked")
+    assert spec.edge_mma == "all" and "mi_live" not in kgen.render(spec)
+    with pytest.raises(ValueError, match=r"edge_mma='some' is not allowed: one of \('all', 'inside'\)"):
+        spec.replace(edge_mma="some")
+    with pytest.raises(ValueError, match="edge_mma.*wgmma"):
+        T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16").replace(
+            instruction="wgmma", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, edge_mma="inside")
 
 
 @pytest.mark.nvcc
-def test_masked_edge_copies_compile_without_spills_at_the_defaults_bounds():
+def test_edge_variants_compile_without_spills_at_the_defaults_bounds():
     """The masked copies hold two limits a block, not a count a chunk: the defaults that run
     mma.sync (float64 on sm_90 at three blocks an SM, 16-bit short K) still fit their
-    __launch_bounds__ without spilling."""
+    __launch_bounds__ without spilling, and float64's tiles with the MMAs past M skipped too."""
     from kgen.ops.tensorcore import TensorMatmul as T
 
-    specs = [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
-             T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
-             T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
-             T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]
-    specs = [s.replace(edge_copies="masked", layout_b=b) for s in specs for b in ("row", "col")]
+    f64 = [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
+           T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+           T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096})]
+    variants = [(s, "masked", "all") for s in f64 + [T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]]
+    variants += [(s, copies, "inside") for s in f64 for copies in ("clamped", "masked")]
+    specs = [s.replace(edge_copies=copies, edge_mma=mma, layout_b=b) for s, copies, mma in variants
+             for b in ("row", "col")]
     with cf.ThreadPoolExecutor(2) as ex:
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
     for s, c in zip(specs, built):

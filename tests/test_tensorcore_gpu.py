@@ -291,10 +291,11 @@ def test_tensor_matmul_property(index, layouts, M, N, K, pad_a, pad_b, off_a, of
     _check_product(POOL[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
 
 
-def masked_pool() -> list[TensorMatmul]:
-    """edge_copies="masked" on the mma.sync tiles dispatch runs and on tiles whose chunks do
-    not divide the threads: float64 on sm_90 (the default, its 96-row and 16- and 48-row
-    tiles), 16-bit short K, TF32, a swizzled one-warp tile."""
+def edge_pool() -> list[TensorMatmul]:
+    """The edge-block variants (edge_copies="masked", edge_mma="inside", and both) of the
+    mma.sync tiles dispatch runs and of tiles whose chunks do not divide the threads: float64
+    on sm_90 (the default, its 96-row and 16- and 48-row tiles), 16-bit short K, TF32, a
+    swizzled one-warp tile."""
     T = TensorMatmul
     pool = [T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
             T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad", split_k=2),
@@ -308,19 +309,21 @@ def masked_pool() -> list[TensorMatmul]:
                  T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
                  T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
-    return [s.replace(edge_copies="masked") for s in pool]
+    return [s.replace(edge_copies=copies, edge_mma=mma) for s in pool
+            for copies, mma in (("masked", "all"), ("clamped", "inside"), ("masked", "inside"))]
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(index=st.integers(0, len(masked_pool()) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
+@given(index=st.integers(0, len(edge_pool()) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
        K=st.one_of(st.just(1), SIZE, st.integers(400, 3000)), pad_a=st.sampled_from([0, 0, 1, 8]),
        pad_b=st.sampled_from([0, 0, 3, 8]), off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
        ldc_pad=st.sampled_from([0, 0, 1, 5]), alpha=st.sampled_from([1.0, 1.0, -0.75]),
        beta=st.sampled_from([0.0, 0.0, 0.5]))
-def test_masked_edge_copies_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
-    """edge_copies="masked": edge blocks (M and N of any length) copy their k tiles by the
-    counts fixed for the block; every output (NaN-poisoned) against float64."""
-    _check_product(masked_pool()[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
+def test_edge_block_variants_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
+    """edge_copies="masked" (edge blocks copy their k tiles by counts fixed for the block) and
+    edge_mma="inside" (warps skip MMA row tiles past M), alone and together: M and N of any
+    length, every output (NaN-poisoned) against float64."""
+    _check_product(edge_pool()[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
 
 
 def _check_product(base, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):

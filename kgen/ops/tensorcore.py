@@ -57,6 +57,8 @@ F64_SHAPES = {"": MMA_SHAPE["f64"], "m16n8k16": (16, 8, 16), "m16n8k8": (16, 8, 
 INSTRUCTIONS = ("mma_sync", "wgmma")
 # How the mma.sync kernel's edge blocks copy their k tiles (TensorMatmul.edge_copies).
 EDGE_COPIES = ("clamped", "masked")
+# Which MMAs the mma.sync kernel's blocks issue (TensorMatmul.edge_mma).
+EDGE_MMA = ("all", "inside")
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 # 16-bit products of 129-192 rows whose tiles general_wgmma_spec's cost model picks as 64x256 or
@@ -685,6 +687,11 @@ class TensorMatmul(Spec):
                  copy at a fixed distance from the thread's first), those outside reading nothing
                  (cp.async zero-fills them). Blocks inside both operands copy whole tiles either
                  way; the last k tile of a ragged K and the element-load entry clamp either way.
+    edge_mma     mma_sync only: "all" (every warp issues every MMA of its warp tile) or "inside":
+                 a warp skips the MMA row tiles (and their A fragments) whose rows all lie past
+                 M. Their A rows are zeros and their sums are never stored, so only the blocks of
+                 the last row of tiles change; where M leaves most of that tile empty (65 rows
+                 in 64-row tiles, 67 in a 96-row one) that is much of their work.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -718,6 +725,7 @@ class TensorMatmul(Spec):
     wave_tail: int = 1
     stream_k: bool = False
     edge_copies: str = "clamped"
+    edge_mma: str = "all"
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -768,6 +776,11 @@ class TensorMatmul(Spec):
         if self.edge_copies != "clamped" and self.instruction == "wgmma":
             fail("edge_copies", self.edge_copies, "'clamped' with instruction='wgmma' (TMA copies its tiles and "
                  "zero-fills their edges itself)")
+        if self.edge_mma not in EDGE_MMA:
+            fail("edge_mma", self.edge_mma, f"one of {EDGE_MMA}")
+        if self.edge_mma != "all" and self.instruction == "wgmma":
+            fail("edge_mma", self.edge_mma, "'all' with instruction='wgmma' (a warpgroup's instruction covers all "
+                 "its rows)")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
@@ -1149,7 +1162,8 @@ class TensorMatmul(Spec):
             b_realign=self.b_realign, REALIGN_DEPTH=REALIGN_DEPTH, b_phased=self.b_phased, PHASE_MAPS=PHASE_MAPS,
             b_classes=self.b_classes,
             PHASE_PAD=PHASE_PAD,
-            staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked")
+            staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked",
+            mma_inside=self.edge_mma == "inside")
 
     @property
     def stage_bytes(self) -> int:
