@@ -1,0 +1,73 @@
+"""Dispatch on random products, without a GPU: whatever the shape, storage order, pitch or pointer
+offset, kgen.matmul's choice is a valid spec that survives its JSON, and the tiled kernels'
+launch geometry stays inside what the GPU accepts (grid sides, threads a block, shared memory
+a block). Shapes reach past the model sizes (vocabulary heads of 256000 columns), down to one
+row, and to every length in between."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kgen
+from kgen.tune import ahead, dispatch
+from kgen.tune.dispatch import forget
+
+DEVICES = {"H100": ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132),
+           "A100": ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)}
+STAND_IN = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": np.float16}
+# A block's dynamic shared memory may reach 227 KB on sm_90 and 163 KB on sm_80 (opt-in).
+MOST_SHARED = {"sm_90": 227 * 1024, "sm_80": 163 * 1024}
+SIDE = st.one_of(st.integers(1, 64), st.integers(65, 4096), st.integers(4097, 40000),
+                 st.sampled_from([768, 1024, 2048, 4096, 5120, 8192, 11008, 14336, 128256, 256000]))
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    forget()
+    yield
+    forget()
+
+
+def _operands(dtype, M, N, K, weight_t, pad, offset):
+    """numpy stand-ins of the call's shapes and strides that own no memory: A row-major, B a
+    W.t() view or row-major, its rows `pad` elements longer and its first element `offset`
+    elements past a 16-byte boundary."""
+    t = STAND_IN[dtype]
+    item = np.dtype(t).itemsize
+    cell = np.zeros(8, t)[offset:]
+    A = np.lib.stride_tricks.as_strided(cell, (M, K), (K * item, item), writeable=False)
+    strides = (item, (K + pad) * item) if weight_t else ((N + pad) * item, item)
+    return A, np.lib.stride_tricks.as_strided(cell, (K, N), strides, writeable=False)
+
+
+def _check_geometry(spec, M, N, K, arch, sms):
+    """The launch geometry of the tiled families: grid sides, threads and shared memory."""
+    family = type(spec).__name__
+    if family == "TensorMatmul":
+        grid, block, shared = spec.launch_geometry(M, N, K, sms)
+    elif family == "Matmul":
+        grid, block, shared = spec.launch_geometry(M, N, K)
+    else:
+        return
+    assert 1 <= grid[0] < 2 ** 31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535, (grid, spec.to_json())
+    assert 1 <= block[0] * block[1] * block[2] <= 1024, (block, spec.to_json())
+    assert 0 <= shared <= MOST_SHARED[arch], (shared, spec.to_json())
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(device=st.sampled_from(sorted(DEVICES)), dtype=st.sampled_from(sorted(STAND_IN)), M=SIDE, N=SIDE, K=SIDE,
+       swap=st.booleans(), weight_t=st.booleans(), pad=st.sampled_from([0, 0, 0, 1, 3, 8]),
+       offset=st.sampled_from([0, 0, 0, 1, 5]), allow_tf32=st.booleans())
+def test_every_product_gets_a_valid_spec_whose_launch_fits_the_gpu(device, dtype, M, N, K, swap, weight_t, pad,
+                                                                    offset, allow_tf32):
+    if swap:   # as many few-column products as few-row ones
+        M, N = N, M
+    dev = DEVICES[device]
+    A, B = _operands(dtype, M, N, K, weight_t, pad, offset)
+    spec = dispatch.call_spec(A, B, allow_tf32 and dtype == "float32", device=dev, db=False, dtype=dtype)
+    assert spec.dtype == dtype, spec.to_json()
+    for s in (spec, *spec.companion_specs()):
+        assert kgen.spec_from_json(s.to_json()) == s
+        _check_geometry(s, M, N, K, dev.arch, dev.limits["multiprocessors"])
+    if dev.arch == "sm_80":   # no Hopper instruction where there is no Hopper
+        assert getattr(spec, "instruction", "mma_sync") != "wgmma", spec.to_json()
