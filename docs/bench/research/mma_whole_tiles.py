@@ -9,6 +9,7 @@ the spec kgen.matmul runs (dispatch.call_spec), where it is a float64 m16n8k16 t
 again with those fields replaced and timed beside it (kgen.build, the same call).
 Output: $OUT/mma_whole_tiles_<TAG>.json."""
 import json
+import math
 import os
 import random
 
@@ -80,6 +81,12 @@ def main():
         torch.cuda.empty_cache()
     with open(os.path.join(os.environ.get("OUT", "."), f"mma_whole_tiles_{TAG}.json"), "w") as f:
         json.dump(out, f, indent=1)
+    for name, _ in VARIANTS:   # speed of each variant against the spec as dispatched
+        ratios = [r["spec_us"] / r[f"{name}_us"] for r in out["rows"] if f"{name}_us" in r]
+        if ratios:
+            mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            print(f"{TAG} {name}: {mean:.3f}x the spec over {len(ratios)} products "
+                  f"({min(ratios):.3f}-{max(ratios):.3f}x)")
 
 
 if __name__ == "__main__":
