@@ -27,6 +27,17 @@ SIZE = st.one_of(st.sampled_from([1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 65, 127
                  st.integers(1, 400))
 
 
+def odd_copy_tiles() -> list[TensorMatmul]:
+    """Tiles whose rows of 16-byte chunks do not divide the threads (96 columns: 12 chunks of
+    float16 for 128 threads), or whose chunks leave the last threads idle (96 x 64: 256 of B's
+    for 192 threads), and one warp whose chunks are 4 rows apart, which the swizzle moves: the
+    general forms of the whole-tile and edge copies."""
+    T = TensorMatmul
+    return [T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
+            T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad", split_k=2),
+            T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2)]
+
+
 def spec_pool() -> list[TensorMatmul]:
     """Specs covering every field value: each dtype's defaults, small and large blocks,
     2-6 stages, both shared layouts, both rasters, split-K, float32 output, element loads
@@ -54,13 +65,7 @@ def spec_pool() -> list[TensorMatmul]:
         T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
         T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
         T.element_spec({"M": 300, "N": 200, "K": 3000}, "bfloat16"),   # 64x64 four an SM, K split
-        # Tiles whose rows of 16-byte chunks do not divide the threads (96 columns: 12 chunks of
-        # float16 for 128 threads), or whose chunks leave the last threads idle (96 x 64: 256 of
-        # B's for 192 threads), in the copies of whole tiles too.
-        T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
-        T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad", split_k=2),
-        # one warp whose chunks are 4 rows apart, which the swizzle moves: the general whole-tile copy
-        T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2),
+        *odd_copy_tiles(),
     ]
     if _hopper():   # the wgmma kernel: the defaults, every block shape class, stages, split-K, both outputs
         pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16"),
@@ -297,9 +302,7 @@ def edge_pool() -> list[TensorMatmul]:
     on sm_90 (the default, its 96-row and 16- and 48-row tiles), 16-bit short K, TF32, a
     swizzled one-warp tile."""
     T = TensorMatmul
-    pool = [T(dtype="float16", tile=(64, 96, 32), warp_tile=(32, 48), stages=3, smem_layout="pad"),
-            T(dtype="bfloat16", tile=(96, 64, 32), warp_tile=(32, 32), stages=3, smem_layout="pad", split_k=2),
-            T(dtype="float16", tile=(32, 32, 64), warp_tile=(32, 32), stages=2),
+    pool = [*odd_copy_tiles(),
             T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
             T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle", split_k=2),
             T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]
@@ -313,8 +316,11 @@ def edge_pool() -> list[TensorMatmul]:
             for copies, mma in (("masked", "all"), ("clamped", "inside"), ("masked", "inside"))]
 
 
+EDGE_POOL = edge_pool()
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(index=st.integers(0, len(edge_pool()) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
+@given(index=st.integers(0, len(EDGE_POOL) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
        K=st.one_of(st.just(1), SIZE, st.integers(400, 3000)), pad_a=st.sampled_from([0, 0, 1, 8]),
        pad_b=st.sampled_from([0, 0, 3, 8]), off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
        ldc_pad=st.sampled_from([0, 0, 1, 5]), alpha=st.sampled_from([1.0, 1.0, -0.75]),
@@ -323,7 +329,7 @@ def test_edge_block_variants_property(index, layouts, M, N, K, pad_a, pad_b, off
     """edge_copies="masked" (edge blocks copy their k tiles by counts fixed for the block) and
     edge_mma="inside" (warps skip MMA row tiles past M), alone and together: M and N of any
     length, every output (NaN-poisoned) against float64."""
-    _check_product(edge_pool()[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
+    _check_product(EDGE_POOL[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
 
 
 def _check_product(base, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):

@@ -55,9 +55,9 @@ MMA_SHAPE = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "f64":
 # mma_shape values: the dtype's shape (""), and sm_90's 16-row float64 shapes.
 F64_SHAPES = {"": MMA_SHAPE["f64"], "m16n8k16": (16, 8, 16), "m16n8k8": (16, 8, 8)}
 INSTRUCTIONS = ("mma_sync", "wgmma")
-# How the mma.sync kernel's edge blocks copy their k tiles (TensorMatmul.edge_copies).
+# How the mma.sync kernel's edge blocks copy their k tiles (TensorMatmul.edge_copies), the default first.
 EDGE_COPIES = ("clamped", "masked")
-# Which MMAs the mma.sync kernel's blocks issue (TensorMatmul.edge_mma).
+# Which MMAs the mma.sync kernel's blocks issue (TensorMatmul.edge_mma), the default first.
 EDGE_MMA = ("all", "inside")
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
@@ -771,16 +771,14 @@ class TensorMatmul(Spec):
                                  or self.cluster > 1):
             fail("l2_prefetch", self.l2_prefetch, "0 unless instruction='wgmma' reads B by TMA as it is (not "
                  "b_realign, b_phased or b_classes) with cluster=1")
-        if self.edge_copies not in EDGE_COPIES:
-            fail("edge_copies", self.edge_copies, f"one of {EDGE_COPIES}")
-        if self.edge_copies != "clamped" and self.instruction == "wgmma":
-            fail("edge_copies", self.edge_copies, "'clamped' with instruction='wgmma' (TMA copies its tiles and "
-                 "zero-fills their edges itself)")
-        if self.edge_mma not in EDGE_MMA:
-            fail("edge_mma", self.edge_mma, f"one of {EDGE_MMA}")
-        if self.edge_mma != "all" and self.instruction == "wgmma":
-            fail("edge_mma", self.edge_mma, "'all' with instruction='wgmma' (a warpgroup's instruction covers all "
-                 "its rows)")
+        for name, allowed in (("edge_copies", EDGE_COPIES), ("edge_mma", EDGE_MMA)):   # defaults first
+            value = getattr(self, name)
+            if value not in allowed:
+                fail(name, value, f"one of {allowed}")
+            if value != allowed[0] and self.instruction == "wgmma":
+                fail(name, value, f"{allowed[0]!r} with instruction='wgmma' (the edge variants are the mma.sync "
+                     "kernel's: TMA zero-fills the wgmma kernel's tile edges, and a warpgroup's instruction "
+                     "covers all its rows)")
         if self.instruction == "wgmma":
             self._validate_wgmma()
         elif self.persistent:
