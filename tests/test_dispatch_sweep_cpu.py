@@ -71,3 +71,32 @@ def test_every_product_gets_a_valid_spec_whose_launch_fits_the_gpu(device, dtype
         _check_geometry(s, M, N, K, dev.arch, dev.limits["multiprocessors"])
     if dev.arch == "sm_80":   # no Hopper instruction where there is no Hopper
         assert getattr(spec, "instruction", "mma_sync") != "wgmma", spec.to_json()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(device=st.sampled_from(sorted(DEVICES)), M=st.integers(1, 600), N=SIDE, K=SIDE, weight_t=st.booleans(),
+       pad=st.sampled_from([0, 0, 1, 3]), offset=st.sampled_from([0, 0, 1, 5]))
+def test_float64_edge_blocks_are_masked_exactly_in_the_64x64_mma_tiles(device, M, N, K, weight_t, pad, offset):
+    """Dispatch copies the edge blocks of float64's 64 x 64 m16n8k16 tiles (32 x 32 warps) by
+    counts fixed for the block (F64_EDGE_COPIES) and every other tensor-core spec by clamped
+    pieces; no dispatched spec skips MMAs (edge_mma "inside" was measured slower)."""
+    dev = DEVICES[device]
+    A, B = _operands("float64", M, N, K, weight_t, pad, offset)
+    spec = dispatch.call_spec(A, B, False, device=dev, db=False, dtype="float64")
+    if type(spec).__name__ != "TensorMatmul":
+        return
+    wide = spec.mma_shape == "m16n8k16" and spec.tile[:2] == (64, 64) and spec.warp_tile == (32, 32)
+    assert spec.edge_copies == ("masked" if wide else "clamped"), spec.to_json()
+    assert spec.edge_mma == "all", spec.to_json()
+    assert not (wide and dev.arch == "sm_80"), spec.to_json()
+
+
+def test_float64_default_on_an_h100_masks_its_edge_blocks():
+    """The rows of 65-256 (the products the masked copies were measured on) get them through
+    dispatch as users call it, and an A100, which cannot run m16n8k16, does not."""
+    for M, N, K, weight_t in ((150, 8192, 8192, False), (185, 11916, 12520, True), (4096, 4096, 4096, False)):
+        A, B = _operands("float64", M, N, K, weight_t, 0, 0)
+        h100 = dispatch.call_spec(A, B, False, device=DEVICES["H100"], db=False, dtype="float64")
+        a100 = dispatch.call_spec(A, B, False, device=DEVICES["A100"], db=False, dtype="float64")
+        assert h100.edge_copies == "masked" and h100.mma_shape == "m16n8k16", h100.to_json()
+        assert getattr(a100, "edge_copies", "clamped") == "clamped", a100.to_json()

@@ -1780,10 +1780,11 @@ def test_whole_tile_copies_land_where_the_clamped_copies_do():
     where the rendered source says so. For every thread and chunk, in every storage order, both
     shared layouts and tiles whose chunks do not divide the threads, that distance lands on the
     clamped copy's place (a_tile_off(r, c), r * ld + c), and the source guards the whole-tile
-    copies by the block's and the tile's extent."""
+    copies by the block's and the tile's extent. The loaders are the same with either
+    edge_copies; this test reads the clamped form's guard, the masked test the other's."""
     ld = 1_000_003   # any pitch: the distances must hold for every one
     shifted = general = 0
-    for spec in _mma_sync_tile_specs():
+    for spec in _mma_sync_tile_specs(edge_copies="clamped"):
         ctx = spec.template_context()
         source = kgen.render(spec)
         assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in source, spec.to_json()
@@ -1933,20 +1934,31 @@ def test_inside_mma_skips_exactly_the_row_tiles_past_m():
 
 
 def test_edge_variants_are_the_mma_sync_kernels_and_render_only_when_asked():
+    """The fields' own defaults render neither variant; float64's 64 x 64 default (sm_90) asks
+    for the masked copies (F64_EDGE_COPIES), its few-row and 96-row tiles and the 16-bit
+    mma.sync defaults do not, and no default skips MMAs."""
     from kgen.ops.tensorcore import TensorMatmul as T
 
-    spec = T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")
-    assert spec.edge_copies == "clamped"
-    assert "load_a_masked" not in kgen.render(spec)
-    assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in kgen.render(spec)
+    problem = {"M": 150, "N": 8192, "K": 8192}
+    assert T.mma_default_spec(problem, "float64").edge_copies == "clamped"
+    f64 = T.default_spec(problem, "float64")
+    assert f64.tile == (64, 64, 16) and f64.edge_copies == "masked", f64.to_json()
+    assert "load_a_masked<" in kgen.render(f64) and "load_b_masked<" in kgen.render(f64)
+    others = [T.tall_f64_spec({"M": 80, "N": 8192, "K": 8192}), T.few_rows_f64_spec({"M": 40, "N": 8192, "K": 8192}),
+              T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"), T.mma_default_spec(problem, "bfloat16")]
+    for other in others + [f64]:
+        assert other.edge_mma == "all" and "mi_live" not in kgen.render(other), other.to_json()
+    for other in others:
+        assert other.edge_copies == "clamped", other.to_json()
+        assert "load_a_masked" not in kgen.render(other), other.to_json()
+        assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in kgen.render(other), other.to_json()
     with pytest.raises(ValueError, match=r"edge_copies='edgy' is not allowed: one of \('clamped', 'masked'\)"):
-        spec.replace(edge_copies="edgy")
+        f64.replace(edge_copies="edgy")
     with pytest.raises(ValueError, match="edge_copies.*wgmma"):
         T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16").replace(
             instruction="wgmma", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, edge_copies="masked")
-    assert spec.edge_mma == "all" and "mi_live" not in kgen.render(spec)
     with pytest.raises(ValueError, match=r"edge_mma='some' is not allowed: one of \('all', 'inside'\)"):
-        spec.replace(edge_mma="some")
+        f64.replace(edge_mma="some")
     with pytest.raises(ValueError, match="edge_mma.*wgmma"):
         T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, "bfloat16").replace(
             instruction="wgmma", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, edge_mma="inside")

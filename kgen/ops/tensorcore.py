@@ -497,6 +497,16 @@ F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 # and four fixed products, 18 that run this tile): 1.050x, 0.939-1.322x. The few-row and 96-row
 # tiles keep four (14 held-out products: 1.018x, 0.938-1.186x, too mixed to change).
 F64_STAGES = 3
+# How the float64 64 x 64 default copies the tiles of blocks whose C tile passes M or N: by counts
+# fixed for the block ("masked", TensorMatmul.edge_copies), not clamped piece by piece. Device time
+# on an H100 against the clamped copies (docs/bench/research/mma_whole_tiles.py VARIANTS, CUDA
+# graphs over operands rotated past L2): fitted on seeds 99401-99402 and eight fixed products, 20
+# that run this tile, 1.028x (0.994-1.125x; 100x8192x8192 row-major 393.7 -> 350.0 µs); held out
+# (seeds 99403-99404, 13 products) 1.014x (0.977-1.116x), long K against a row-major weight gaining
+# most. The few-row and 96-row tiles stay clamped (28 and 6 products: 0.999-1.031x, level), and
+# skipping the MMAs past M (edge_mma="inside") lost (0.977x fitted, 0.979x held out; 4096³
+# 2523 -> 2725 µs), so it is not used.
+F64_EDGE_COPIES = "masked"
 
 
 def _f64_wide_enough(M: int, N: int, K: int) -> bool:
@@ -1287,11 +1297,12 @@ class TensorMatmul(Spec):
         spec = cls.mma_default_spec(problem, dtype)
         if dtype == "float64":
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
-            # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages.
+            # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages,
+            # edge blocks copied as F64_EDGE_COPIES says.
             # K split to fill the waves of those blocks (wave_split: K whole below 512).
             tiles = c_tiles(p["M"], p["N"], spec.tile[0], spec.tile[1])
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
-                                       split_k=wave_split(tiles, _SMS * 3, p["K"]))
+                                       edge_copies=F64_EDGE_COPIES, split_k=wave_split(tiles, _SMS * 3, p["K"]))
         return spec
 
     @classmethod
