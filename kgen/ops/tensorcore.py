@@ -504,8 +504,8 @@ F64_STAGES = 3
 # that run this tile, 1.028x (0.994-1.125x; 100x8192x8192 row-major 393.7 -> 350.0 µs); held out
 # (seeds 99403-99404, 13 products) 1.014x (0.977-1.116x), long K against a row-major weight gaining
 # most. The few-row and 96-row tiles stay clamped (28 and 6 products: 0.999-1.031x, level), and
-# skipping the MMAs past M (edge_mma="inside") lost (0.977x fitted, 0.979x held out; 4096³
-# 2523 -> 2725 µs), so it is not used.
+# skipping the MMAs past M (edge_mma="inside") lost (0.977x fitted, 0.979x held out; timed after
+# the spec, so lower clocks late in a run may account for part of it), so it is not used.
 F64_EDGE_COPIES = "masked"
 
 

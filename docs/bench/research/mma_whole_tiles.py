@@ -6,7 +6,8 @@ drawn per class in CLASSES (f64any: kgen.bench.calls' draw in float64; f64rows: 
 rows against N and K of 1024-16384; f64few: float64, 9-64 rows; bf16: kgen.bench.calls' draw in
 bfloat16), half of each class against W.t(). VARIANTS ("name:field=value,field=value;...", a tuple as 128/64/16):
 the spec kgen.matmul runs (dispatch.call_spec), where it is a float64 m16n8k16 tile, built
-again with those fields replaced and timed beside it (kgen.build, the same call).
+again with those fields replaced and timed beside it (kgen.build, the same call), in the order
+given, the spec itself first and again last (spec_end_us).
 Output: $OUT/mma_whole_tiles_<TAG>.json."""
 import json
 import math
@@ -68,7 +69,9 @@ def main():
         spec = dispatch.call_spec(ops.A[0], ops.B[0])
         row["spec"] = spec.to_json()
         if VARIANTS and getattr(spec, "mma_shape", "") == "m16n8k16":
-            for name, fields in [("spec", {})] + VARIANTS:
+            # The spec is timed again after the variants: long float64 runs can lower the clocks,
+            # and spec_end_us against spec_us shows how much the later variants may have lost so.
+            for name, fields in [("spec", {})] + VARIANTS + [("spec_end", {})]:
                 k = kgen.build(spec.replace(**fields))
                 err, us, _ = checked_graph_time(torch, lambda a, b, c, k=k: k(a, b, out=c),
                                                 ops.A, ops.B, ops.C, ref, 15)
@@ -87,6 +90,9 @@ def main():
             mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
             print(f"{TAG} {name}: {mean:.3f}x the spec over {len(ratios)} products "
                   f"({min(ratios):.3f}-{max(ratios):.3f}x)")
+    drift = [r["spec_us"] / r["spec_end_us"] for r in out["rows"] if "spec_end_us" in r]
+    if drift:
+        print(f"{TAG} the spec timed last against first: {min(drift):.3f}-{max(drift):.3f}x")
 
 
 if __name__ == "__main__":
