@@ -512,6 +512,15 @@ def test_device_array_checks_without_pycuda():
         runtime.view(masked, "x")
     with pytest.raises(ArrayError, match="x is a dict"):
         runtime.view({}, "x")
+    # data that starts inside an element (4 bytes into a float64) is refused by name, with the
+    # element size; an element-aligned start is taken
+    odd = CAIArray(np.zeros(8, np.float64))
+    odd.__cuda_array_interface__["data"] = (0x7F0000001004, False)
+    with pytest.raises(ArrayError, match=r"B starts at address 0x7f0000001004.*multiple of its element size "
+                                         r"\(8 bytes for float64\)"):
+        runtime.view(odd, "B")
+    odd.__cuda_array_interface__["data"] = (0x7F0000001008, False)
+    assert runtime.view(odd, "B").ptr == 0x7F0000001008
     v = runtime.view(CAIArray(np.zeros((3, 0), np.float32)), "A")
     assert v.shape == (3, 0) and v.strides == (1, 1)  # empty: row-major, whatever it said
 

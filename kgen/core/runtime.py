@@ -251,6 +251,10 @@ def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 def view(x: Any, name: str) -> DeviceView:
     """Describe a device array without copying it."""
     v = _view(x, name)
+    if v.ptr % v.dtype.itemsize:
+        # Every kernel reads whole elements; one that straddles its own size faults on the GPU.
+        raise ArrayError(f"{name} starts at address {v.ptr:#x}, which is not a multiple of its element size "
+                         f"({v.dtype.itemsize} bytes for {v.dtype}); pass an array whose data is element-aligned")
     if 0 in v.shape:
         # An empty array addresses no element, and libraries report its strides as 0 (or
         # anything); row-major strides let the families' layout checks accept it.
