@@ -1060,25 +1060,26 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
     dispatch.forget()
 
 
-def test_float64_row_major_weights_of_an_odd_n_are_read_in_place_at_65_to_256_rows():
-    """On an H100 (stand-in), a float64 product of 65-256 rows on the FP64 tensor cores reads a
-    row-major weight whose rows are not 16 bytes apart (odd N) in place (repack off); an even N,
-    a W.t() weight of an odd K from 97 rows up (65-96 rows run the 96-row tiles, which read it in
-    place), products from 257 rows up and an A100 keep repack on (copied first)."""
-    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_TALL_MAX_ROWS
+def test_float64_weights_whose_rows_are_not_16_bytes_apart_are_read_in_place_up_to_1024_rows():
+    """On an H100 (stand-in), a float64 product of 65-F64_IN_PLACE_MAX_ROWS rows on the FP64
+    tensor cores reads a weight whose rows are not 16 bytes apart (a row-major one of an odd N,
+    a W.t() of an odd K) in place (repack off); a weight of even rows, products of more rows and
+    an A100 keep repack on (copied first)."""
     from kgen.tune import dispatch
     from kgen.tune.dispatch import F64_IN_PLACE_MAX_ROWS
 
     spec = _float64_spec
-
+    assert F64_IN_PLACE_MAX_ROWS == 1024
     rng = random.Random(96)
     for _ in range(30):
-        M = rng.randint(F64_FEW_MAX_ROWS + 1, F64_IN_PLACE_MAX_ROWS)
+        M = rng.randint(65, F64_IN_PLACE_MAX_ROWS)
         N, K = rng.randint(2048, 12000) | 1, rng.randint(2048, 12000) | 1
         assert spec(M, N, K, False).repack is False, (M, N, K)
+        assert spec(M, N, K, True).repack is False, (M, N, K)
         assert spec(M, N + 1, K, False).repack is True, (M, N + 1, K)
-        assert spec(M, N, K, True).repack is (M > F64_TALL_MAX_ROWS), (M, N, K)   # 65-96: the 96-row tiles
-        assert spec(rng.randint(F64_IN_PLACE_MAX_ROWS + 1, 2048), N, K, False).repack is True
+        assert spec(M, N, K + 1, True).repack is True, (M, N, K + 1)
+        big = rng.randint(F64_IN_PLACE_MAX_ROWS + 1, 4096)
+        assert spec(big, N, K, False).repack is True and spec(big, N, K, True).repack is True, (big, N, K)
         assert spec(M, N, K, False, _A100).repack is True   # measured on sm_90 only
     dispatch.forget()
 

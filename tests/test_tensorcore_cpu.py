@@ -1787,7 +1787,7 @@ def test_whole_tile_copies_land_where_the_clamped_copies_do():
     for spec in _mma_sync_tile_specs(edge_copies="clamped"):
         ctx = spec.template_context()
         source = kgen.render(spec)
-        assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in source, spec.to_json()
+        assert _whole_guard(spec, "whole_block && k + BK <= k_end") in source, spec.to_json()
         assert "const bool whole_block = m_lim == BM && n_lim == BN;" in source, spec.to_json()
         threads, vec = ctx["THREADS"], ctx["VEC"]
         for which in ("A", "B"):
@@ -1795,7 +1795,7 @@ def test_whole_tile_copies_land_where_the_clamped_copies_do():
             body = source[source.index(f"void load_{name}_whole("):]
             body = body[:body.index("\n}\n")]
             rows, ch = ctx[f"{which}_ROWS"], ctx[f"{which}_CH"]
-            found = re.search(r"cp_async16\(sm \+ first \+ i \* (\d+), "
+            found = re.search(r"copy_chunk<ALIGNED>\(sm \+ first \+ i \* (\d+), "
                               r"g \+ \(index_t\)\(i \* (\d+)\) \* ld, 16\)", body)
             if found is None:
                 assert "(r - tid / " in body, (which, spec.to_json())
@@ -1833,6 +1833,12 @@ def _mma_sync_tile_specs(**fields):
     return [s.replace(layout_a=a, layout_b=b, **fields) for s in base for a in ("row", "col") for b in ("row", "col")]
 
 
+def _whole_guard(spec, condition: str) -> str:
+    """The rendered guard of the copies without clamps: the element-load entry takes them too
+    where its elements are copied by cp.async (4- and 8-byte types), else only the aligned one."""
+    return f"if ({'' if spec.template_context()['elem_async'] else 'ALIGNED && '}{condition}) {{"
+
+
 def _limit_args(call: str) -> tuple[str, str]:
     """The (r_lim, c_lim) arguments of a rendered load_a/load_b call (the two before `tid`)."""
     args = [a.strip() for a in call[call.index("(") + 1:call.rindex(")")].split(",")]
@@ -1852,14 +1858,14 @@ def test_masked_edge_copies_copy_what_the_clamped_copies_do():
     for spec in _mma_sync_tile_specs(edge_copies="masked"):
         ctx = spec.template_context()
         source = kgen.render(spec)
-        assert "if (ALIGNED && k + BK <= k_end) {" in source, spec.to_json()
+        assert _whole_guard(spec, "k + BK <= k_end") in source, spec.to_json()
         assert "            if (!whole_block) {\n" in source, spec.to_json()
         threads, vec, item = ctx["THREADS"], ctx["VEC"], {"float64": 8, "float32": 4}.get(spec.dtype, 2)
         bk = spec.tile[2]
         for which in ("A", "B"):
             name = which.lower()
             clamped = re.search(rf"load_{name}<ALIGNED>\(sa[^;]*\);", source).group(0)
-            masked = re.search(rf"load_{name}_masked<(true|false)>\(sa[^;]*\);",
+            masked = re.search(rf"load_{name}_masked<ALIGNED, (true|false)>\(sa[^;]*\);",
                                source[source.index("if (!whole_block)"):])
             cut_rows = masked.group(1) == "true"
             r_arg, c_arg = _limit_args(clamped)
@@ -1870,8 +1876,8 @@ def test_masked_edge_copies_copy_what_the_clamped_copies_do():
             body = source[source.index(f"void load_{name}_masked("):]
             body = body[:body.index("\n}\n")]
             rows, ch = ctx[f"{which}_ROWS"], ctx[f"{which}_CH"]
-            shifted = re.search(r"cp_async16\(sm \+ first \+ i \* (\d+), b \? g \+ \(index_t\)\(i \* (\d+)\) \* ld : "
-                                r"safe, b\)", body)
+            shifted = re.search(r"copy_chunk<ALIGNED>\(sm \+ first \+ i \* (\d+), "
+                                r"b \? g \+ \(index_t\)\(i \* (\d+)\) \* ld : safe, b\)", body)
             if shifted is not None:
                 step_at, step_rows = int(shifted.group(1)), int(shifted.group(2))
                 assert f"!CUT_ROWS || r0 + i * {step_rows} < lim ? bytes : 0" in body
@@ -1951,7 +1957,7 @@ def test_edge_variants_are_the_mma_sync_kernels_and_render_only_when_asked():
     for other in others:
         assert other.edge_copies == "clamped", other.to_json()
         assert "load_a_masked" not in kgen.render(other), other.to_json()
-        assert "if (ALIGNED && whole_block && k + BK <= k_end) {" in kgen.render(other), other.to_json()
+        assert _whole_guard(other, "whole_block && k + BK <= k_end") in kgen.render(other), other.to_json()
     with pytest.raises(ValueError, match=r"edge_copies='edgy' is not allowed: one of \('clamped', 'masked'\)"):
         f64.replace(edge_copies="edgy")
     with pytest.raises(ValueError, match="edge_copies.*wgmma"):

@@ -332,6 +332,42 @@ def test_edge_block_variants_property(index, layouts, M, N, K, pad_a, pad_b, off
     _check_product(EDGE_POOL[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
 
 
+def element_pool() -> list[TensorMatmul]:
+    """mma.sync specs reading their operands in place (repack off) whose element-load entry copies
+    each element by its own cp.async (float32 as TF32, float64), with clamped and masked edge
+    copies: the dispatch tiles of float64 on sm_90 (the default, K split, 96 rows, 16 and 48
+    rows), TF32 in both shared layouts, a float64 split of one warp."""
+    T = TensorMatmul
+    pool = [T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
+            T(dtype="float32", tf32=True, tile=(32, 64, 8), warp_tile=(16, 32), stages=2, smem_layout="pad",
+              raster="col"),
+            T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle", split_k=2),
+            T(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=3, smem_layout="pad")]
+    if _hopper():
+        pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
+                 T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64"),
+                 T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+                 T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
+                 T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
+    return [s.replace(repack=False, edge_copies=copies) for s in pool for copies in ("clamped", "masked")]
+
+
+ELEMENT_POOL = element_pool()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(ELEMENT_POOL) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
+       K=st.one_of(st.just(1), SIZE, st.integers(400, 3000)), pad_a=st.sampled_from([0, 1, 8]),
+       pad_b=st.sampled_from([0, 1, 3]), off_a=st.sampled_from([0, 1]), off_b=st.sampled_from([1, 3]),
+       ldc_pad=st.sampled_from([0, 1]), alpha=st.sampled_from([1.0, -0.75]), beta=st.sampled_from([0.0, 0.5]))
+def test_element_copies_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
+    """The element-load entry with its elements copied by cp.async: B always starts an odd
+    number of elements past a 16-byte boundary (so the call takes that entry), whole tiles,
+    edge blocks and partial K tiles of any M, N and K, every output (NaN-poisoned) against
+    float64."""
+    _check_product(ELEMENT_POOL[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
+
+
 def _check_product(base, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
     """`base` in the storage orders `layouts` on operands padded and offset as given: alpha and
     beta applied to a NaN-poisoned C (beta's C from fresh random values) against float64."""

@@ -1171,7 +1171,10 @@ class TensorMatmul(Spec):
             b_classes=self.b_classes,
             PHASE_PAD=PHASE_PAD,
             staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked",
-            mma_inside=self.edge_mma == "inside")
+            mma_inside=self.edge_mma == "inside",
+            # Element-wise cp.async (4 or 8 bytes) in the element-load entry; 16-bit elements
+            # are narrower than any cp.async and go through registers.
+            elem_async=not self.wgmma and ITEMSIZE[self.dtype] >= 4, ITEM=ITEMSIZE[self.dtype])
 
     @property
     def stage_bytes(self) -> int:

@@ -433,13 +433,14 @@ def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_
 # 0.35-0.61x; at 512^3 the two tied (0.89x / 0.90x) and at 200^3 the SIMT tiles won (1.03x / 0.87x).
 TENSOR_F64_MIN_MACS = 1 << 28
 # float64 products of F64_FEW_MAX_ROWS + 1 to F64_IN_PLACE_MAX_ROWS rows on the FP64 tensor cores
-# read a row-major weight whose rows are not 16 bytes apart (odd N) in place, not copied first.
-# Device time on an H100 (docs/bench/research/f64_few_rows.py MODE=inplace ODD=1, seed 95502):
-# over five such products in place ran 1.11x as fast (0.630x -> 0.700x cuBLAS; 117x3953x1230
-# 80.3 -> 63.6 µs); held out (seed 95601, six products) 0.577x -> 0.644x. W.t() weights of an
-# odd K lost in place (seed 95501: 0.543x -> 0.517x), and so did both orders from 257 rows up
-# (seeds 95503-95505: 0.63-0.89x -> 0.55-0.73x), where the kernel's own time outweighs the copy's.
-F64_IN_PLACE_MAX_ROWS = 256
+# read a weight whose rows are not 16 bytes apart (W.t() of an odd K, row-major of an odd N) in
+# place, not copied first: the element entry copies each element by its own cp.async inside the
+# pipeline. Device time on an H100 (docs/bench/research/mma_whole_tiles.py, VARIANTS
+# inplace/copy, seeds 99701 and 99702 plus five fixed products; docs/matmul.md): in place ran
+# 1.02-1.60x the copy on 11 of 13 products of 152-877 rows, and lost at 591x3663x4828 (0.92x)
+# and 1424x1867x1651 (0.84x), where many row tiles read each weight element and one copy of
+# it costs less than their element copies.
+F64_IN_PLACE_MAX_ROWS = 1024
 
 
 def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
@@ -449,8 +450,8 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
     16 bytes apart read in place rather than copied first:
       - by the few-row tiles (copying made them 0.65x as fast on an H100; docs/matmul.md, "Float64
         at 9-64 rows");
-      - on sm_90, where the next two were measured, by the 96-row tiles (an odd K) and by any
-        tiles at 65-F64_IN_PLACE_MAX_ROWS rows against a row-major weight (an odd N)."""
+      - on sm_90, where it was measured, by any tiles at 65-F64_IN_PLACE_MAX_ROWS rows, both
+        storage orders of the weight."""
     from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     out: dict[str, Any] = {}
@@ -460,7 +461,7 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
         out["f64_tall_rows"] = True
     if max(_element_strides(B)) % 2 and (
             TensorMatmul.few_rows_f64_suits(M, N, K)
-            or (tall or (not w_t and F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS)) and _runs_wgmma()):
+            or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and _runs_wgmma()):
         out["repack"] = False
     return out
 
