@@ -4,10 +4,11 @@ each, TAG naming the output). Every result is first checked against float64 on a
 output. The shapes: SHAPES (dtype:MxNxK:layout, layout row or col = W.t()), or SEED and COUNT,
 drawn per class in CLASSES (f64any: kgen.bench.calls' draw in float64; f64rows: float64, 65-256
 rows against N and K of 1024-16384; f64few: float64, 9-64 rows; bf16: kgen.bench.calls' draw in
-bfloat16), half of each class against W.t(). VARIANTS ("name:field=value,field=value;...", a tuple as 128/64/16, a bool as True or False):
-the spec kgen.matmul runs (dispatch.call_spec), where it is a float64 m16n8k16 tile, built
-again with those fields replaced and timed beside it (kgen.build, the same call), in the order
-given, the spec itself first and again last (spec_end_us).
+bfloat16), half of each class against W.t(). VARIANTS ("name:field=value,field=value;...", a
+tuple as 128/64/16, a bool as True or False): the spec kgen.matmul runs (dispatch.call_spec),
+where it is a float64 m16n8k16 tile, built again with those fields replaced and timed beside it
+(kgen.build, the same call), in the order given, the spec itself first and again last
+(spec_end_us).
 Output: $OUT/mma_whole_tiles_<TAG>.json."""
 import json
 import math
