@@ -10,7 +10,8 @@ the spec before TensorMatmul.few_rows_f64_suits (REPACK=1 adds its tiles copying
 first); MODE=wave, splits by wave_split and 32-row tiles; MODE=wave_rule, the dispatched spec's
 split before wave_split; MODE=inplace, the dispatched spec copying the weight first and reading
 it in place (ODD=1 draws weights whose rows are not 16 bytes apart); MODE=rows96, row tiles of
-80 and 96 (rows96_candidates). With PRECOMPILE=1 the
+80 and 96 (rows96_candidates); MODE=tiles, row tiles of 32-128 rows each split for its own waves
+(tile_candidates). With PRECOMPILE=1 the
 script only compiles them (the same draw) into the disk cache, so that a GPU run finds them
 there.
 Output: $OUT/f64_few_rows_<SEED>_<ORDER>.json."""
@@ -92,6 +93,8 @@ def candidates(M, N, K):
                 "copy": host_dispatched(M, N, K).replace(repack=True)}
     if os.environ.get("MODE") == "rows96":   # row tiles of 96 and 80 beside the 64 x 64 default
         return rows96_candidates(M, N, K)
+    if os.environ.get("MODE") == "tiles":   # row tiles of 32-128 rows, each with its own K split
+        return tile_candidates(M, N, K)
     if os.environ.get("MODE") == "wave_rule":   # the dispatched spec against its split before wave_split
         return {"before": before_wave(M, N, K)}
     if os.environ.get("MODE") == "rule":
@@ -165,6 +168,47 @@ def rows96_candidates(M, N, K):
         tiles = -(-M // BM) * -(-N // 64)
         out[name] = base.replace(tile=(BM, 64, 16), warp_tile=warp, min_blocks=per_sm,
                                  split_k=wave_split(tiles, SMS * per_sm, K))
+    return out
+
+
+TILE_SHAPES = {   # name: (BM, warp tile, stages)
+    "t32": (32, (16, 32), 4), "t48": (48, (16, 32), 4), "t48w": (48, (48, 32), 3),
+    "t64w16": (64, (16, 32), 4), "t96": (96, (32, 32), 4), "t128": (128, (32, 32), 3)}
+
+
+def tile_split(tiles, slots, K):
+    """wave_split without its whole-wave limit: the split whose blocks best fill whole waves,
+    from any number of tiles (at most 16 slices of at least 256 of K)."""
+    from kgen.ops.tensorcore import WAVE_SPLIT_COST
+    top = max(1, min(16, K // 256))
+    return min(range(1, top + 1), key=lambda s: (-(-tiles * s // slots) / s + WAVE_SPLIT_COST * s, s))
+
+
+def tile_candidates(M, N, K):
+    """The dispatched spec's fields (layouts, repack) in row tiles of 32-128 rows and 64 columns
+    (TILE_SHAPES), as many resident an SM as shared memory and the registers allow (up to 8), K
+    split by wave_split over those blocks; and the dispatched spec split by tile_split where
+    its tiles fill a wave or more ("dw")."""
+    from kgen.ops.tensorcore import c_tiles, wave_split as ws
+    base = host_dispatched(M, N, K)
+    if base.kernel != "tensor_matmul":
+        return {}
+    out = {}
+    tiles = c_tiles(M, N, base.tile[0], base.tile[1])
+    s = tile_split(tiles, SMS * base.min_blocks, K)
+    if s != base.split_k:
+        out["dw"] = base.replace(split_k=s)
+    for name, (BM, warp, stages) in TILE_SHAPES.items():
+        spec = base.replace(tile=(BM, 64, 16), warp_tile=warp, stages=stages, min_blocks=1, split_k=1,
+                            edge_copies="clamped", smem_layout="pad")
+        threads = (BM // warp[0]) * (64 // warp[1]) * 32
+        regs = 168 if warp == (32, 32) else 128
+        shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
+        per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * regs)))
+        t = c_tiles(M, N, BM, 64)
+        spec = spec.replace(min_blocks=per_sm, split_k=ws(t, SMS * per_sm, K))
+        if spec != base:
+            out[name] = spec
     return out
 
 
