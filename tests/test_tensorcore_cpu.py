@@ -1989,3 +1989,64 @@ def test_edge_variants_compile_without_spills_at_the_defaults_bounds():
     for s, c in zip(specs, built):
         for name, r in c.resources.items():
             assert not r["spill_stores"] and not r["spill_loads"], (s.to_json(), name, r)
+
+
+def test_fragments_ahead_is_refused_where_there_are_no_fragments_or_an_odd_number_of_k_steps():
+    """fragments_ahead alternates two fragment sets within a k tile: a BK that is one MMA deep
+    (float64's m16n8k16 at BK = 16) is refused with the ratio named, and so is the wgmma kernel,
+    which loads no fragments."""
+    f64 = TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")
+    with pytest.raises(SpecError, match=r"fragments_ahead=True is not allowed: False unless BK / MMA_K is even "
+                                        r"\(here 16 / 16\)"):
+        f64.replace(fragments_ahead=True)
+    assert f64.replace(mma_shape="m16n8k8", fragments_ahead=True).fragments_ahead
+    with pytest.raises(SpecError, match="fragments_ahead.*instruction='wgmma'"):
+        TensorMatmul(dtype="bfloat16", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma",
+                     fragments_ahead=True)
+
+
+def test_fragments_ahead_loads_the_next_k_step_before_the_mmas_and_refills_after_the_barrier():
+    """The rendered main loop of fragments_ahead: two fragment sets, the prologue filling every
+    stage, the next k-step's load before this k-step's MMAs, and at a tile's last k-step the
+    wait for the next tile, the barrier, the refill of the stage just read and the next tile's
+    first fragments, in that order; without the field the loop is the one-set pipeline."""
+    for spec in (TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64").replace(mma_shape="m16n8k8"),
+                 TensorMatmul(dtype="bfloat16", tile=(64, 64, 32), warp_tile=(32, 32), stages=3),
+                 TensorMatmul(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4)):
+        plain = kgen.render(spec)
+        ahead = kgen.render(spec.replace(fragments_ahead=True))
+        assert "frag_a_t fa[2][MI];" in ahead and "frag_a_t fa[2][MI];" not in plain
+        assert "for (int s = 0; s < STAGES; ++s)" in ahead and "for (int s = 0; s < STAGES - 1; ++s)" in plain
+        loop = ahead[ahead.index("for (int ks = 0;"):]
+        order = [loop.index(part) for part in (
+            "load_fragments(sa, sb, (ks + 1) *", "cp_async_wait<STAGES - 2>();", "__syncthreads();",
+            "issue(t + STAGES, read_stage);", "cp_async_commit();", "load_fragments(na, na + A_TILE, 0,",
+            "mma(acc[mi][ni], fa[cur][mi], fb[cur][ni]);")]
+        assert order == sorted(order), order
+
+
+@pytest.mark.nvcc
+def test_fragments_ahead_float64_tiles_compile_without_spills_at_two_blocks_an_sm():
+    """float64's 64 x 64 m16n8k8 tiles with fragments ahead hold two fragment sets: at two
+    blocks an SM (204 registers' room) ptxas fits them in every storage order without spills."""
+    base = TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")
+    specs = [base.replace(mma_shape="m16n8k8", fragments_ahead=True, min_blocks=2, layout_a=a, layout_b=b, repack=r)
+             for a in ("row", "col") for b in ("row", "col") for r in (True, False)]
+    with cf.ThreadPoolExecutor(2) as ex:
+        built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
+    for s, c in zip(specs, built):
+        for name, r in c.resources.items():
+            assert not r["spill_stores"] and not r["spill_loads"], (s.to_json(), name, r)
+
+
+def test_the_tuner_space_of_a_few_row_float64_product_holds_its_tiles_with_fragments_ahead():
+    """For float64 products of 9-64 rows the search space holds the few-row tiles in m16n8k8
+    with fragments loaded ahead (their tile, blocks an SM and split as dispatched), and every
+    candidate with fragments ahead is a valid mma.sync spec of an even number of k-steps."""
+    p = {"M": 40, "N": 4096, "K": 4096}
+    few = TensorMatmul.few_rows_f64_spec(p)
+    space = TensorMatmul.search_space(p, "float64")
+    ahead = [s for s in space if s.fragments_ahead]
+    assert few.replace(mma_shape="m16n8k8", fragments_ahead=True) in ahead
+    assert all(s.instruction == "mma_sync" and (s.tile[2] // s.mma_mnk[2]) % 2 == 0 for s in ahead)
+    assert not any(s.fragments_ahead for s in TensorMatmul.search_space({"M": 512, "N": 512, "K": 512}, "float64"))

@@ -317,14 +317,17 @@ def edge_pool() -> list[TensorMatmul]:
 
 
 EDGE_POOL = edge_pool()
+# A product's draws on top of a spec: storage orders, any M and N, K of 1 to past many k tiles,
+# padded and offset operands, an output of an odd pitch, alpha and beta.
+PRODUCT_DRAWS = dict(layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
+                     K=st.one_of(st.just(1), SIZE, st.integers(400, 3000)), pad_a=st.sampled_from([0, 0, 1, 8]),
+                     pad_b=st.sampled_from([0, 0, 3, 8]), off_a=st.sampled_from([0, 0, 0, 1]),
+                     off_b=st.sampled_from([0, 0, 0, 1]), ldc_pad=st.sampled_from([0, 0, 1, 5]),
+                     alpha=st.sampled_from([1.0, 1.0, -0.75]), beta=st.sampled_from([0.0, 0.0, 0.5]))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(index=st.integers(0, len(EDGE_POOL) - 1), layouts=st.sampled_from(LAYOUTS), M=SIZE, N=SIZE,
-       K=st.one_of(st.just(1), SIZE, st.integers(400, 3000)), pad_a=st.sampled_from([0, 0, 1, 8]),
-       pad_b=st.sampled_from([0, 0, 3, 8]), off_a=st.sampled_from([0, 0, 0, 1]), off_b=st.sampled_from([0, 0, 0, 1]),
-       ldc_pad=st.sampled_from([0, 0, 1, 5]), alpha=st.sampled_from([1.0, 1.0, -0.75]),
-       beta=st.sampled_from([0.0, 0.0, 0.5]))
+@given(index=st.integers(0, len(EDGE_POOL) - 1), **PRODUCT_DRAWS)
 def test_edge_block_variants_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
     """edge_copies="masked" (edge blocks copy their k tiles by counts fixed for the block) and
     edge_mma="inside" (warps skip MMA row tiles past M), alone and together: M and N of any
@@ -366,6 +369,39 @@ def test_element_copies_property(index, layouts, M, N, K, pad_a, pad_b, off_a, o
     edge blocks and partial K tiles of any M, N and K, every output (NaN-poisoned) against
     float64."""
     _check_product(ELEMENT_POOL[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
+
+
+def fragments_ahead_pool() -> list[TensorMatmul]:
+    """mma.sync specs that load the next k-step's fragments before this k-step's MMAs
+    (fragments_ahead): float64 in m16n8k8 (on sm_90: the default's, 96-row and 16-row tiles at
+    three and two blocks an SM, K split, edge blocks masked and MMAs past M skipped) and m8n8k4,
+    TF32 and 16-bit (ldmatrix) tiles, two to four stages, repack on and off."""
+    T = TensorMatmul
+    pool = [T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=3, smem_layout="pad"),
+            T(dtype="bfloat16", tile=(64, 64, 32), warp_tile=(32, 32), stages=2, split_k=3),
+            T(dtype="float16", tile=(128, 64, 32), warp_tile=(32, 32), stages=4, repack=False),
+            T(dtype="float64", tile=(32, 32, 8), warp_tile=(16, 16), stages=2, smem_layout="swizzle", split_k=2)]
+    if _hopper():   # float64's 16-row MMAs need sm_90
+        k8 = {"mma_shape": "m16n8k8"}
+        pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64").replace(**k8),
+                 T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64").replace(**k8, min_blocks=2),
+                 T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64").replace(**k8, repack=False,
+                                                                                   edge_mma="inside"),
+                 T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}).replace(**k8),
+                 T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}).replace(**k8, edge_copies="masked")]
+    return [s.replace(fragments_ahead=True) for s in pool]
+
+
+FRAGMENTS_AHEAD_POOL = fragments_ahead_pool()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, len(FRAGMENTS_AHEAD_POOL) - 1), **PRODUCT_DRAWS)
+def test_fragments_ahead_property(index, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):
+    """fragments_ahead: K of one k tile, fewer k tiles than stages and many more (the stage
+    refilled at the barrier that awaits the next tile), K split, every output (NaN-poisoned)
+    against float64."""
+    _check_product(FRAGMENTS_AHEAD_POOL[index], layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta)
 
 
 def _check_product(base, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, alpha, beta):

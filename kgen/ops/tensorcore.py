@@ -702,6 +702,13 @@ class TensorMatmul(Spec):
                  M. Their A rows are zeros and their sums are never stored, so only the blocks of
                  the last row of tiles change; where M leaves most of that tile empty (65 rows
                  in 64-row tiles, 67 in a 96-row one) that is much of their work.
+    fragments_ahead
+                 mma_sync only: each warp requests the next k-step's fragments from shared
+                 memory before it issues this k-step's MMAs, across k tiles too (at a tile's
+                 last k-step it waits for the next tile and refills the stage it has just read
+                 first), so the loads' latency hides behind MMAs rather than stalling them. Two
+                 fragment sets in registers; all `stages` hold k tiles in flight before the loop.
+                 Needs an even number of k-steps a tile (BK / MMA_K).
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -736,6 +743,7 @@ class TensorMatmul(Spec):
     stream_k: bool = False
     edge_copies: str = "clamped"
     edge_mma: str = "all"
+    fragments_ahead: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -834,6 +842,12 @@ class TensorMatmul(Spec):
         if acc_regs > 128:
             fail("warp_tile", self.warp_tile, f"{acc_regs} accumulator registers per thread; at most 128 "
                  f"(the fragments and addresses need the rest of the 255)")
+        if self.fragments_ahead and self.instruction == "wgmma":
+            fail("fragments_ahead", self.fragments_ahead, "False with instruction='wgmma' (its warpgroups read "
+                 "their operands from shared memory by descriptor: there are no fragments to load ahead)")
+        if self.fragments_ahead and (BK // mk) % 2:
+            fail("fragments_ahead", self.fragments_ahead, f"False unless BK / MMA_K is even (here {BK} / {mk}): "
+                 "the two fragment sets alternate within a k tile")
         most_stages = WGMMA_MAX_STAGES if self.wgmma else 6
         if not 2 <= self.stages <= most_stages:
             fail("stages", self.stages, f"an integer from 2 to {most_stages}"
@@ -1171,7 +1185,7 @@ class TensorMatmul(Spec):
             b_classes=self.b_classes,
             PHASE_PAD=PHASE_PAD,
             staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked",
-            mma_inside=self.edge_mma == "inside",
+            mma_inside=self.edge_mma == "inside", fragments_ahead=self.fragments_ahead,
             # Element-wise cp.async (4 or 8 bytes) in the element-load entry; 16-bit elements
             # are narrower than any cp.async and go through registers.
             elem_async=not self.wgmma and ITEMSIZE[self.dtype] >= 4, ITEM=ITEMSIZE[self.dtype])
@@ -1692,10 +1706,13 @@ class TensorMatmul(Spec):
                                 add(tile=(BM, BN, BK), warp_tile=warp, stages=stages, smem_layout="pad",
                                     mma_shape="m16n8k8")
             if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
-                # Row tiles sized to a few rows, at three K splits about the default's.
+                # Row tiles sized to a few rows, at three K splits about the default's, and in
+                # m16n8k8 with fragments loaded ahead (1.02x over 24 products on an H100, 0.98-1.07x;
+                # docs/tensorcore.md, "Fragments loaded ahead").
                 few = cls.few_rows_f64_spec(p)
                 for split in sorted({max(1, few.split_k // 2), few.split_k, min(16, few.split_k * 2)}):
                     add(**dict(_fields(few), split_k=split))
+                add(**dict(_fields(few), mma_shape="m16n8k8", fragments_ahead=True))
             if cls.tall_f64_suits(p["M"], p["N"], p["K"]):
                 add(**_fields(cls.tall_f64_spec(p)))
         if dtype in ("float16", "bfloat16", "float32"):
