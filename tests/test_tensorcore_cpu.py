@@ -1982,8 +1982,12 @@ def test_edge_variants_compile_without_spills_at_the_defaults_bounds():
            T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096})]
     variants = [(s, "masked", "all") for s in f64 + [T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]]
     variants += [(s, copies, "inside") for s in f64 for copies in ("clamped", "masked")]
-    specs = [s.replace(edge_copies=copies, edge_mma=mma, layout_b=b) for s, copies, mma in variants
-             for b in ("row", "col")]
+    _assert_no_spills([s.replace(edge_copies=copies, edge_mma=mma, layout_b=b) for s, copies, mma in variants
+                       for b in ("row", "col")])
+
+
+def _assert_no_spills(specs):
+    """Every entry point of every spec compiles for sm_90 without spill stores or loads."""
     with cf.ThreadPoolExecutor(2) as ex:
         built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
     for s, c in zip(specs, built):
@@ -2026,21 +2030,18 @@ def test_fragments_ahead_loads_the_next_k_step_before_the_mmas_and_refills_after
 
 
 @pytest.mark.nvcc
-def test_fragments_ahead_float64_tiles_compile_without_spills_at_two_blocks_an_sm():
-    """float64's 64 x 64 m16n8k8 tiles with fragments ahead hold two fragment sets: at two
-    blocks an SM (204 registers' room) ptxas fits them in every storage order without spills."""
-    base = TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")
-    specs = [base.replace(mma_shape="m16n8k8", fragments_ahead=True, min_blocks=2, layout_a=a, layout_b=b, repack=r)
-             for a in ("row", "col") for b in ("row", "col") for r in (True, False)]
-    with cf.ThreadPoolExecutor(2) as ex:
-        built = list(ex.map(lambda s: kgen.compile(s, arch="sm_90"), specs))
-    for s, c in zip(specs, built):
-        for name, r in c.resources.items():
-            assert not r["spill_stores"] and not r["spill_loads"], (s.to_json(), name, r)
+def test_fragments_ahead_float64_tiles_compile_without_spills():
+    """float64's m16n8k8 tiles with fragments ahead hold two fragment sets: the few-row tiles the
+    tuner's space holds (16-48 rows, at the blocks an SM their rule gives) and the 64 x 64 tile at
+    two blocks an SM fit without spills, both storage orders of B, in place or copied."""
+    few = [TensorMatmul.few_rows_f64_spec({"M": m, "N": 4096, "K": 4096}) for m in (13, 27, 40)]
+    wide = TensorMatmul.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64").replace(min_blocks=2)
+    _assert_no_spills([s.replace(mma_shape="m16n8k8", fragments_ahead=True, layout_b=b, repack=r)
+                       for s in (*few, wide) for b in ("row", "col") for r in (True, False)])
 
 
 def test_the_tuner_space_of_a_few_row_float64_product_holds_its_tiles_with_fragments_ahead():
-    """For float64 products of 9-64 rows the search space holds the few-row tiles in m16n8k8
+    """For float64 products of 9-48 rows the search space holds the few-row tiles in m16n8k8
     with fragments loaded ahead (their tile, blocks an SM and split as dispatched), and every
     candidate with fragments ahead is a valid mma.sync spec of an even number of k-steps."""
     p = {"M": 40, "N": 4096, "K": 4096}
@@ -2050,3 +2051,4 @@ def test_the_tuner_space_of_a_few_row_float64_product_holds_its_tiles_with_fragm
     assert few.replace(mma_shape="m16n8k8", fragments_ahead=True) in ahead
     assert all(s.instruction == "mma_sync" and (s.tile[2] // s.mma_mnk[2]) % 2 == 0 for s in ahead)
     assert not any(s.fragments_ahead for s in TensorMatmul.search_space({"M": 512, "N": 512, "K": 512}, "float64"))
+    assert not any(s.fragments_ahead for s in TensorMatmul.search_space({"M": 60, "N": 4096, "K": 4096}, "float64"))

@@ -1706,13 +1706,15 @@ class TensorMatmul(Spec):
                                 add(tile=(BM, BN, BK), warp_tile=warp, stages=stages, smem_layout="pad",
                                     mma_shape="m16n8k8")
             if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
-                # Row tiles sized to a few rows, at three K splits about the default's, and in
-                # m16n8k8 with fragments loaded ahead (1.02x over 24 products on an H100, 0.98-1.07x;
-                # docs/tensorcore.md, "Fragments loaded ahead").
+                # Row tiles sized to a few rows, at three K splits about the default's, and up to
+                # 48 rows in m16n8k8 with fragments loaded ahead (1.02x over 24 products on an
+                # H100, 0.98-1.07x; docs/tensorcore.md, "Fragments loaded ahead"; the 64-row tile's
+                # element entry spills with the second fragment set).
                 few = cls.few_rows_f64_spec(p)
                 for split in sorted({max(1, few.split_k // 2), few.split_k, min(16, few.split_k * 2)}):
                     add(**dict(_fields(few), split_k=split))
-                add(**dict(_fields(few), mma_shape="m16n8k8", fragments_ahead=True))
+                if few.tile[0] <= 48:
+                    add(**dict(_fields(few), mma_shape="m16n8k8", fragments_ahead=True))
             if cls.tall_f64_suits(p["M"], p["N"], p["K"]):
                 add(**_fields(cls.tall_f64_spec(p)))
         if dtype in ("float16", "bfloat16", "float32"):
