@@ -1111,3 +1111,36 @@ def test_float64_w_t_products_of_65_to_96_rows_run_one_96_row_tile_on_hopper():
         assert spec(M, N, K, True, a100).repack is True
     dispatch.forget()
 
+
+
+def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_multiply_adds_on_hopper():
+    """On an H100 (stand-in), a float64 product of 65-256 rows against N and K of 1024 or more
+    (no more rows than columns) runs TensorMatmul's m16n8k16 tiles however few its multiply-adds:
+    the 64 x 64 default split by wave_split, or the 96-row tiles against W.t() at 65-96 rows, a
+    weight whose rows are not 16 bytes apart read in place. An A100, 257 rows, N or K under 1024
+    and more rows than columns keep the SIMT tiles below dispatch.TENSOR_F64_MIN_MACS."""
+    from kgen.ops.tensorcore import F64_TALL_MAX_ROWS, F64_TENSOR_MAX_ROWS, TensorMatmul, wave_split
+
+    spec, a100 = _float64_spec, _A100
+    rng = random.Random(2028)
+    seen = set()
+    while len(seen) < 40:
+        M, N, K = rng.randint(65, F64_TENSOR_MAX_ROWS), rng.randint(1024, 2600), rng.randint(1024, 2600)
+        if M * N * K >= dispatch.TENSOR_F64_MIN_MACS:
+            continue
+        w_t = rng.random() < 0.5
+        got = spec(M, N, K, w_t)
+        seen.add((M, N, K, w_t))
+        tall = w_t and M <= F64_TALL_MAX_ROWS
+        assert got.kernel == "tensor_matmul" and got.mma_shape == "m16n8k16", (M, N, K, w_t, got.to_json())
+        assert got.tile == ((96, 64, 16) if tall else (64, 64, 16)), got.to_json()
+        blocks = 2 if tall else 3
+        assert got.split_k == wave_split(-(-M // got.tile[0]) * -(-N // 64), 132 * blocks, K), got.to_json()
+        assert got.repack == ((K if w_t else N) % 2 == 0), got.to_json()   # unaligned rows read in place
+        assert TensorMatmul.rows_f64_suits(M, N, K)
+        assert spec(M, N, K, w_t, a100).kernel == "matmul"
+    for M, N, K in ((257, 1024, 1000), (100, 1023, 2000), (100, 2000, 1023), (300, 256, 3000)):
+        assert M * N * K < dispatch.TENSOR_F64_MIN_MACS
+        for w_t in (False, True):
+            assert spec(M, N, K, w_t).kernel == "matmul", (M, N, K, w_t)
+    dispatch.forget()

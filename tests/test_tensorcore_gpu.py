@@ -982,6 +982,29 @@ def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
             assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
 
 
+def test_float64_products_of_65_to_256_rows_under_2_28_multiply_adds_run_on_the_tensor_cores():
+    """kgen.matmul on float64 products of 65-256 rows below dispatch.TENSOR_F64_MIN_MACS (N and K
+    of 1024 or more): on sm_90 the m16n8k16 tiles (TensorMatmul.rows_f64_suits; the 96-row ones
+    against W.t() at 65-96 rows), odd sides, both weight orders, rows not 16 bytes apart read in
+    place; elsewhere the SIMT tiles. The result within the kernel's tolerance of the float64
+    product on a NaN-poisoned output."""
+    torch = _torch()
+    from kgen.tune import dispatch
+
+    for M, N, K, b_col in ((88, 1025, 2221, True), (72, 1074, 1183, True), (142, 1545, 1130, False),
+                           (190, 1166, 1126, False), (70, 1745, 1221, True), (250, 1031, 1024, False)):
+        assert M * N * K < dispatch.TENSOR_F64_MIN_MACS
+        A, B, C, spec = _float64_call(torch, M, N, K, b_col)
+        if _hopper():
+            assert spec.kernel == "tensor_matmul" and spec.mma_shape == "m16n8k16", spec.to_json()
+            assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()
+            _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
+        else:
+            assert spec.kernel == "matmul", spec.to_json()
+            ref = A @ B
+            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+
+
 def test_float64_w_t_products_of_65_to_96_rows_run_96_row_tiles():
     """kgen.matmul on float64 products of 65-96 rows against a W.t() weight: on sm_90 the 96 x 64
     tiles of tall_f64_spec (K split; a weight of an odd K read in place, element by element);

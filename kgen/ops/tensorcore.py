@@ -487,6 +487,15 @@ WAVE_SPLIT_COST = 0.005
 # tiles (dispatch.call_overrides): 0.557x -> 0.585x against copying it first (seed 95901, five of
 # five faster), held out 1.02-1.04x on three more (seed 95902).
 F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
+# float64 products of up to this many rows (no more than their columns, N and K of at least
+# F64_FEW_MIN_SIDE) run on the FP64 tensor cores on sm_90 below dispatch.TENSOR_F64_MIN_MACS too
+# (rows_f64_suits): there the SIMT tiles read every weight element once a 32-row tile. Device time
+# on an H100 (docs/bench/research/f64_small_family.py, 65-256 rows under 2^28 multiply-adds, both
+# weight orders, 16 products a seed): the tensor-core spec ran 0.827x cuBLAS against the SIMT
+# tiles' 0.563x (seed 97201) and 0.615x (97202), faster on 30 of 32 (72x1074x1183 W.t() lost,
+# 26.2 -> 29.9 µs); on seed 97203, drawn after the rule was set, 0.811x against 0.567x, faster on
+# all 16. At 9-64 rows few_rows_f64_suits already took them.
+F64_TENSOR_MAX_ROWS = 256
 
 
 # Pipeline stages of the float64 64 x 64 m16n8k16 default on sm_90. Once its whole tiles were
@@ -1344,6 +1353,14 @@ class TensorMatmul(Spec):
         """Whether a float64 M x N x K product runs few_rows_f64_spec: F64_FEW_MIN_ROWS to
         F64_FEW_MAX_ROWS rows, no more than its columns, N and K of at least F64_FEW_MIN_SIDE."""
         return F64_FEW_MIN_ROWS <= M <= F64_FEW_MAX_ROWS and _f64_wide_enough(M, N, K)
+
+    @classmethod
+    def rows_f64_suits(cls, M: int, N: int, K: int) -> bool:
+        """Whether a float64 M x N x K product runs on the FP64 tensor cores however few its
+        multiply-adds (dispatch sends smaller float64 products to the SIMT tiles): the few-row
+        products of few_rows_f64_suits and those of up to F64_TENSOR_MAX_ROWS rows, no more than
+        its columns, N and K of at least F64_FEW_MIN_SIDE."""
+        return F64_FEW_MIN_ROWS <= M <= F64_TENSOR_MAX_ROWS and _f64_wide_enough(M, N, K)
 
     @classmethod
     def tall_f64_suits(cls, M: int, N: int, K: int) -> bool:

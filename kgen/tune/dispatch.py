@@ -431,6 +431,8 @@ def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_
 # Measured on an H100 (kgen.bench.f64_route, docs/dispatch.md): from 64x2048x2048 and 777x555x999
 # up the tensor-core kernels ran at 0.47-0.72x cuBLAS DGEMM where the SIMT tiles ran at
 # 0.35-0.61x; at 512^3 the two tied (0.89x / 0.90x) and at 200^3 the SIMT tiles won (1.03x / 0.87x).
+# On sm_90, float64 products of up to 256 rows against N and K of 1024 or more run there whatever
+# their size (TensorMatmul.rows_f64_suits; F64_TENSOR_MAX_ROWS says how that was measured).
 TENSOR_F64_MIN_MACS = 1 << 28
 # float64 products of F64_FEW_MAX_ROWS + 1 to F64_IN_PLACE_MAX_ROWS rows on the FP64 tensor cores
 # read a weight whose rows are not 16 bytes apart (W.t() of an odd K, row-major of an odd N) in
@@ -610,7 +612,7 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     otherwise to the tensor-core family, as do large float64 products and float32 ones
     when TF32 is allowed, and large float32 ones as three TF32 products where `split_tf32`
     (an sm_90 GPU, KGEN_SPLIT_TF32 not off), and float64 ones of a few rows where
-    `few_rows_f64` (an sm_90 GPU: TensorMatmul.few_rows_f64_suits); everything else to the
+    `few_rows_f64` (an sm_90 GPU: TensorMatmul.rows_f64_suits); everything else to the
     tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
@@ -621,7 +623,7 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
     if dtype == "float64" and (M * N * K >= TENSOR_F64_MIN_MACS
-                               or few_rows_f64 and TensorMatmul.few_rows_f64_suits(M, N, K)):
+                               or few_rows_f64 and TensorMatmul.rows_f64_suits(M, N, K)):
         return TensorMatmul
     if dtype == "float32" and split_tf32 and not allow_tf32 and split_tf32_suits(M, N, K):
         return TensorMatmul
