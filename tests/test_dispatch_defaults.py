@@ -1112,7 +1112,6 @@ def test_float64_w_t_products_of_65_to_96_rows_run_one_96_row_tile_on_hopper():
     dispatch.forget()
 
 
-
 def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_multiply_adds_on_hopper():
     """On an H100 (stand-in), a float64 product of 65-256 rows against N and K of 1024 or more
     (no more rows than columns) runs TensorMatmul's m16n8k16 tiles however few its multiply-adds:

@@ -494,7 +494,10 @@ F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 # weight orders, 16 products a seed): the tensor-core spec ran 0.827x cuBLAS against the SIMT
 # tiles' 0.563x (seed 97201) and 0.615x (97202), faster on 30 of 32 (72x1074x1183 W.t() lost,
 # 26.2 -> 29.9 µs); on seed 97203, drawn after the rule was set, 0.811x against 0.567x, faster on
-# all 16. At 9-64 rows few_rows_f64_suits already took them.
+# all 16. As users call it (kgen bench calls, host time included, the 24 products of those seeds,
+# each tree timed twice in one command): 0.739x -> 0.940x cuBLAS against row-major weights and
+# 0.700x -> 0.909x against W.t(), slower on one product of each order. At 9-64 rows
+# few_rows_f64_suits already took them.
 F64_TENSOR_MAX_ROWS = 256
 
 
