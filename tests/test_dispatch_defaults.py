@@ -1030,7 +1030,8 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
     """On an H100 (stand-in), float64 products past the few-row tiles (65-1024 rows, or too few
     columns for them) run the 64 x 64 m16n8k16 default, three blocks an SM; where its tiles are
     fewer than a wave (396) and K is 512 or more, K is split by wave_split (more than once where
-    the tiles leave a third of the wave idle), else it stays whole. An A100 keeps m8n8k4."""
+    the tiles leave a third of the wave idle), else it stays whole; from a wave up, at 65-256 rows,
+    into slices of at least 1024 that shrink the last wave. An A100 keeps m8n8k4."""
     from kgen.ops.tensorcore import wave_split
     from kgen.tune import dispatch
 
@@ -1049,14 +1050,21 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
         assert got.kernel == "tensor_matmul" and got.tile[:2] == (64, 64) and got.mma_shape == "m16n8k16"
         assert got.min_blocks == 3, got.to_json()
         tiles = -(-M // 64) * -(-N // 64)
-        assert got.split_k == wave_split(tiles, 396, K), ((M, N, K), got.to_json())
-        if tiles >= 396:
+        assert got.split_k == wave_split(tiles, 396, K, whole_waves=M <= 256), ((M, N, K), got.to_json())
+        if tiles >= 396 and (M > 256 or K < 2048 or tiles % 396 == 0):
             assert got.split_k == 1
         elif tiles <= 396 * 2 // 3 and K >= 1024:
             assert got.split_k > 1, ((M, N, K), got.to_json())
         seen.add(got.split_k > 1)
         assert spec(M, N, K, device=a100).mma_shape != "m16n8k16"
     assert seen == {True, False}
+    # From a wave of tiles up, 65-256 rows split K into two or three slices of at least 1024 where
+    # that shrinks the last wave; past 256 rows, or with a short K, K stays whole.
+    for (M, N, K), split in (((241, 6395, 5505), 3), ((175, 11305, 5267), 2), ((196, 8768, 12613), 2),
+                             ((143, 12486, 1348), 1), ((429, 4051, 2356), 1), ((300, 9000, 9000), 1)):
+        got = spec(M, N, K)
+        assert -(-M // 64) * -(-N // 64) >= 396 and got.tile[:2] == (64, 64), got.to_json()
+        assert got.split_k == split, ((M, N, K), got.to_json())
     dispatch.forget()
 
 

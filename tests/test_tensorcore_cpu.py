@@ -261,6 +261,14 @@ def test_wave_split_fills_whole_waves_of_resident_blocks():
         return math.ceil(tiles * s / slots) / s
 
     assert wave_split(448, 396, 2356) == wave_split(396, 396, 9000) == 1
+    # whole_waves: past a wave too, at most three slices of at least 1024 of K, fewest waves a unit of K.
+    assert wave_split(400, 396, 5505, whole_waves=True) == 3      # 1.01 waves: 4/3 of a wave a unit of K
+    assert wave_split(531, 396, 5267, whole_waves=True) == 2      # 1.34 waves: 3/2 against 5/3
+    assert wave_split(651, 396, 9027, whole_waves=True) == 3      # 1.64 waves: 5/3 against 2
+    assert wave_split(448, 396, 2356, whole_waves=True) == 2      # slices of 785 are too short for 3
+    assert wave_split(588, 396, 1348, whole_waves=True) == 1      # slices of 674: K stays whole
+    assert wave_split(792, 396, 9000, whole_waves=True) == 1      # two whole waves: nothing to gain
+    assert wave_split(190, 264, 4301, whole_waves=True) == wave_split(190, 264, 4301)   # under a wave: as before
     assert wave_split(136, 264, 2204) in (3, 4, 5, 6, 7, 8)
     assert wave_split(190, 264, 4301) == 4
     assert wave_split(42, 264, 9664) == 6

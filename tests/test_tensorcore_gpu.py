@@ -960,21 +960,22 @@ def test_few_row_float64_products_run_tiles_sized_to_their_rows():
 
 
 def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
-    """kgen.matmul on float64 products of 65-256 rows whose 64 x 64 tiles are fewer than a wave:
-    on sm_90 the m16n8k16 default with K split by wave_split (here 3-5 slices, K not a multiple
-    of the split, odd sides, both weight orders), a weight whose rows are not 16 bytes apart (a
-    row-major B of an odd N, W.t() of an odd K) read in place; the result within the kernel's
-    tolerance of the float64 product on a NaN-poisoned output."""
+    """kgen.matmul on float64 products of 65-256 rows on the 64 x 64 tiles, fewer than a wave or
+    1.0-1.4 waves of them: on sm_90 the m16n8k16 default with K split by wave_split (here 2-5
+    slices, K not a multiple of the split, odd sides, both weight orders), a weight whose rows
+    are not 16 bytes apart (a row-major B of an odd N, W.t() of an odd K) read in place; the
+    result within the kernel's tolerance of the float64 product on a NaN-poisoned output."""
     torch = _torch()
     from kgen.ops.tensorcore import wave_split
 
     for M, N, K, b_col in ((100, 3001, 1500, True), (130, 2049, 1031, False), (250, 1100, 2049, True),
-                           (77, 4100, 1001, False), (200, 1500, 4097, False)):
+                           (77, 4100, 1001, False), (200, 1500, 4097, False),
+                           (241, 6395, 5505, False), (175, 11305, 5267, True), (196, 8767, 4099, True)):
         A, B, C, spec = _float64_call(torch, M, N, K, b_col)
         if _hopper():
             tiles = -(-M // 64) * -(-N // 64)
             assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (64, 64), spec.to_json()
-            assert spec.split_k == wave_split(tiles, 396, K) > 1, spec.to_json()
+            assert spec.split_k == wave_split(tiles, 396, K, whole_waves=True) > 1, spec.to_json()
             assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()   # odd rows in place
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:

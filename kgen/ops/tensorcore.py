@@ -473,8 +473,23 @@ F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
 # of five; at 9-64 rows the few-row tiles' earlier split (slots / tiles, rounded) overshot one wave
 # at 52x8660x2204 (2 x 136 blocks in 264 slots: 115.6 µs; 3 or 5 slices 93-95), and a cost of 0.02
 # split 10x1863x5345 7 ways instead of 16 (54.5 -> 63.5 µs). From a whole wave of tiles up,
-# splitting lost (429x4051x2356: 448 tiles, 258.7 -> 292.3 µs), so those stay whole.
+# splitting lost (429x4051x2356: 448 tiles, 258.7 -> 292.3 µs), so those stay whole past 256
+# rows (F64_WAVE_MAX_SPLIT below for fewer).
 WAVE_SPLIT_COST = 0.005
+# From a whole wave of tiles up, the 64 x 64 float64 default at up to F64_TENSOR_MAX_ROWS rows
+# splits K too (wave_split with whole_waves): at most F64_WAVE_MAX_SPLIT slices of at least
+# F64_WAVE_MIN_SLICE of K, chosen by the same count of waves, so the last, part-empty wave shrinks.
+# Device time on an H100 (docs/bench/research/mma_whole_tiles.py, VARIANTS split_k=2 and 3, CUDA
+# graphs over operands rotated past L2), 65-256 rows with 396-660 tiles (1.0-1.67 waves), both
+# weight orders: fitted on seed 98801 (16 products), where the rule ran 1.074x the whole-K spec
+# (0.986-1.234x; 241x6395x5505 row-major 611 -> 506 µs; slices of at least 768 did as well there,
+# of 256 or 512 1.071x, and the longer slices were kept); held out (seed 98802, 16 products)
+# 1.059x (1.000-1.178x). Splits of a short K (143x12486x1348: 0.89-0.95x) and of the 96-row
+# tiles (0.76-0.97x) lost, and past 256 rows a split lost before (429x4051x2356 above), so those
+# stay whole. As users call it (kgen bench calls, host time included, seed 98803's ten products
+# the rule splits, both weight orders, the trees before and after alternating twice): 1.080x
+# against row-major weights (0.847x -> 0.915x cuBLAS) and 1.050x against W.t() (0.791x -> 0.830x).
+F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE = 3, 1024
 # float64 products of F64_TALL_MIN_ROWS to F64_TALL_MAX_ROWS rows (M <= N, N and K of at least
 # F64_FEW_MIN_SIDE) against a W.t() weight: one row tile of 96 rows (96 x 64 blocks of 32 x 32 warp
 # tiles, two an SM, K split by wave_split) where the default's 64-row tiles leave a second row tile
@@ -533,13 +548,17 @@ def c_tiles(M: int, N: int, BM: int, BN: int) -> int:
     return -(-M // BM) * -(-N // BN)
 
 
-def wave_split(tiles: int, slots: int, K: int) -> int:
-    """K slices for `tiles` C tiles where `slots` blocks fit on the GPU at once: 1 from a wave
-    of tiles up or below K = 512, else the split (at most 16, slices of at least 256 of K) that
-    minimises the waves a unit of K takes plus WAVE_SPLIT_COST a slice."""
+def wave_split(tiles: int, slots: int, K: int, whole_waves: bool = False) -> int:
+    """K slices for `tiles` C tiles where `slots` blocks fit on the GPU at once: below K = 512
+    1, else the split (at most 16, slices of at least 256 of K) that minimises the waves a unit
+    of K takes plus WAVE_SPLIT_COST a slice. From a wave of tiles up 1, or with `whole_waves`
+    the same choice among at most F64_WAVE_MAX_SPLIT slices of at least F64_WAVE_MIN_SLICE."""
     if tiles >= slots:
-        return 1
-    top = max(1, min(16, K // 256))
+        if not whole_waves:
+            return 1
+        top = max(1, min(F64_WAVE_MAX_SPLIT, K // F64_WAVE_MIN_SLICE))
+    else:
+        top = max(1, min(16, K // 256))
     return min(range(1, top + 1), key=lambda s: (-(-tiles * s // slots) / s + WAVE_SPLIT_COST * s, s))
 
 
@@ -1328,10 +1347,12 @@ class TensorMatmul(Spec):
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
             # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages,
             # edge blocks copied as F64_EDGE_COPIES says.
-            # K split to fill the waves of those blocks (wave_split: K whole below 512).
+            # K split to fill the waves of those blocks (wave_split: K whole below 512), past a
+            # whole wave too at up to F64_TENSOR_MAX_ROWS rows.
             tiles = c_tiles(p["M"], p["N"], spec.tile[0], spec.tile[1])
+            split = wave_split(tiles, _SMS * 3, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS)
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
-                                       edge_copies=F64_EDGE_COPIES, split_k=wave_split(tiles, _SMS * 3, p["K"]))
+                                       edge_copies=F64_EDGE_COPIES, split_k=split)
         return spec
 
     @classmethod

@@ -1,5 +1,4 @@
 """Compile on the host the cubins kgen.matmul would launch on an H100 for the float64 few-row draws of device_command.sh (run from the repository root)."""
-import os
 import kgen
 from kgen.bench.calls import random_matmul_shapes
 from kgen.tune import ahead
