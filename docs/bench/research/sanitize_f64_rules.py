@@ -12,13 +12,17 @@ import torch
 import kgen
 from kgen.tune import dispatch
 
-# (M, N, K, W.t()?), each of at least 2^28 multiply-adds (dispatch.TENSOR_F64_MIN_MACS).
+# (M, N, K, W.t()?): products of at least 2^28 multiply-adds (dispatch.TENSOR_F64_MIN_MACS); then
+# 65-256 rows below it (TensorMatmul.rows_f64_suits), and 65-256 rows past a whole wave of 64 x 64
+# tiles, K split two or three ways (wave_split's whole_waves).
 PRODUCTS = [
     (100, 3001, 1500, True), (130, 2049, 1031, False), (250, 1100, 2049, True), (200, 1500, 4097, False),
     (9, 1031, 28931, True), (33, 4097, 2051, False), (64, 2049, 2049, True),
     (65, 2100, 2001, True), (80, 2049, 2051, True), (96, 1500, 2000, True), (73, 1031, 4097, True),
     (77, 4101, 1001, False), (255, 1031, 1025, False),
     (1000, 1001, 300, False), (2001, 3001, 64, True), (1500, 2049, 97, False),
+    (72, 1074, 1183, True), (142, 1545, 1131, False), (250, 1031, 1024, False), (88, 1025, 2221, False),
+    (241, 6395, 5505, False), (175, 11305, 5267, True), (196, 8767, 4099, True),
 ]
 
 
