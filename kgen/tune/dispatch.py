@@ -602,7 +602,7 @@ def shape_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
                   large_k_contiguous: bool | None = None, wgmma_in_place: bool = False,
-                  split_tf32: bool = False, few_rows_f64: bool = False) -> type[Spec]:
+                  split_tf32: bool = False, rows_f64: bool = False) -> type[Spec]:
     """The family that runs an M x N x K product: few rows or columns (the products of
     model layers against a batch of tokens) go to the skinny-product kernels, which stream
     the large operand at memory speed (how many rows count as few depends on the dtype
@@ -611,8 +611,8 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     kernel can read it in place: `wgmma_in_place`); 16-bit inputs
     otherwise to the tensor-core family, as do large float64 products and float32 ones
     when TF32 is allowed, and large float32 ones as three TF32 products where `split_tf32`
-    (an sm_90 GPU, KGEN_SPLIT_TF32 not off), and float64 ones of a few rows where
-    `few_rows_f64` (an sm_90 GPU: TensorMatmul.rows_f64_suits); everything else to the
+    (an sm_90 GPU, KGEN_SPLIT_TF32 not off), and float64 ones of up to 256 rows where
+    `rows_f64` (an sm_90 GPU: TensorMatmul.rows_f64_suits); everything else to the
     tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
@@ -623,7 +623,7 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
     if dtype == "float64" and (M * N * K >= TENSOR_F64_MIN_MACS
-                               or few_rows_f64 and TensorMatmul.rows_f64_suits(M, N, K)):
+                               or rows_f64 and TensorMatmul.rows_f64_suits(M, N, K)):
         return TensorMatmul
     if dtype == "float32" and split_tf32 and not allow_tf32 and split_tf32_suits(M, N, K):
         return TensorMatmul
