@@ -251,10 +251,11 @@ def short_k_specs(dtype: str) -> list[TensorMatmul]:
 
 
 def test_wave_split_fills_whole_waves_of_resident_blocks():
-    """wave_split leaves a wave or more of tiles whole, never cuts K below 256 or past 16
-    slices, and never takes more waves a unit of K than K whole does; on the products it was
-    fitted on it gives the splits that won there (52x8660x2204's 136 tiles of 264 slots: not 2,
-    whose 272 blocks spill one block past the wave)."""
+    """wave_split leaves a wave or more of tiles whole (with whole_waves: at most three slices
+    of at least 1024), never cuts K below 256 or past 16 slices, and never takes more waves a
+    unit of K than K whole does; on the products it was fitted on it gives the splits that won
+    there (52x8660x2204's 136 tiles of 264 slots: not 2, whose 272 blocks spill one block past
+    the wave)."""
     from kgen.ops.tensorcore import wave_split
 
     def waves_per_k(tiles, slots, s):
