@@ -940,6 +940,12 @@ def _float64_call(torch, M, N, K, b_col):
     return A, B, C, dispatch.call_spec(A, B)
 
 
+def _assert_near_float64_product(torch, A, B, C, spec):
+    """Off sm_90 (the SIMT tiles, or m8n8k4): C finite and within 1e-13 of A @ B by relative norm."""
+    ref = A @ B
+    assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+
+
 def test_few_row_float64_products_run_tiles_sized_to_their_rows():
     """kgen.matmul on float64 products of 9-64 rows against N and K of 1024 or more: on sm_90,
     the m16n8k16 tiles of few_rows_f64_spec (a row tile of the rows rounded up to 16), reading a
@@ -955,8 +961,7 @@ def test_few_row_float64_products_run_tiles_sized_to_their_rows():
             assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:   # the SIMT tiles elsewhere
-            ref = A @ B
-            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+            _assert_near_float64_product(torch, A, B, C, spec)
 
 
 def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
@@ -979,8 +984,7 @@ def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
             assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()   # odd rows in place
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:
-            ref = A @ B
-            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+            _assert_near_float64_product(torch, A, B, C, spec)
 
 
 def test_float64_products_of_65_to_256_rows_under_2_28_multiply_adds_run_on_the_tensor_cores():
@@ -1002,8 +1006,7 @@ def test_float64_products_of_65_to_256_rows_under_2_28_multiply_adds_run_on_the_
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:
             assert spec.kernel == "matmul", spec.to_json()
-            ref = A @ B
-            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+            _assert_near_float64_product(torch, A, B, C, spec)
 
 
 def test_float64_w_t_products_of_65_to_96_rows_run_96_row_tiles():
@@ -1018,8 +1021,7 @@ def test_float64_w_t_products_of_65_to_96_rows_run_96_row_tiles():
             assert spec.repack == (K % 2 == 0), spec.to_json()   # a weight of an odd K read in place
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} W.t() {spec.to_json()}")
         else:
-            ref = A @ B
-            assert torch.isfinite(C).all() and float((C - ref).norm() / ref.norm()) <= 1e-13, spec.to_json()
+            _assert_near_float64_product(torch, A, B, C, spec)
 
 
 def test_large_float32_products_run_three_tf32_products_at_float32_accuracy():
