@@ -284,7 +284,7 @@ def test_16_bit_products_never_ask_for_the_skinny_wgmma_form_on_hopper(monkeypat
     dispatch.forget()
     rng = random.Random(9)
     seen = set()
-    for _ in range(120):
+    for _ in range(400):
         M, N, K = rng.randint(17, 64), rng.randint(1024, 8192), rng.randint(1024, 8192)
         dtype = rng.choice(["float16", "float32"])   # (numpy has no bfloat16; the rules read the name)
         W = np.zeros((N, K), dtype)
@@ -999,8 +999,10 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
     TensorMatmul's m16n8k16 tiles of the rows rounded up to 16, 64 columns, K split to fill the
     waves of resident blocks (wave_split); a weight whose rows are not 16 bytes apart is read in place (repack
     off), an aligned one keeps repack on (a no-op for it). 8 rows, N or K under 1024 and a GPU
-    other than sm_90 keep the specs they had. The tuner's space holds the same tiles."""
-    from kgen.ops.tensorcore import F64_FEW_MAX_ROWS, F64_FEW_MIN_ROWS, F64_FEW_MIN_SIDE, TensorMatmul, wave_split
+    other than sm_90 keep the specs they had. The tuner's space holds the same tiles. They ask
+    the L2 for whole 128-byte lines around each copy (l2_fetch)."""
+    from kgen.ops.tensorcore import (F64_FEW_L2_FETCH, F64_FEW_MAX_ROWS, F64_FEW_MIN_ROWS, F64_FEW_MIN_SIDE,
+                                     TensorMatmul, wave_split)
     from kgen.tune import dispatch
 
     spec, a100 = _float64_spec, _A100
@@ -1014,6 +1016,7 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
         bm = -(-M // 16) * 16
         assert got.kernel == "tensor_matmul" and got.tile == (bm, 64, 16), ((M, N, K, w_t), got.to_json())
         assert got.mma_shape == "m16n8k16" and got.warp_tile == (16, 32) and got.layout_b == ("col" if w_t else "row")
+        assert got.l2_fetch == F64_FEW_L2_FETCH == 128, got.to_json()
         assert got.repack == ((K if w_t else N) % 2 == 0), ((M, N, K, w_t), got.to_json())
         tiles = -(-N // 64)
         assert got.min_blocks >= 1 and got.split_k == wave_split(tiles, 132 * got.min_blocks, K)
@@ -1023,6 +1026,47 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
         for other in (spec(rng.randint(1, F64_FEW_MIN_ROWS - 1), N, K, w_t), spec(M, N, rng.randint(64, 1023), w_t),
                       spec(M, N, K, w_t, device=a100)):
             assert not (other.kernel == "tensor_matmul" and other.warp_tile == (16, 32)), other.to_json()
+    dispatch.forget()
+
+
+def test_float64_products_of_65_to_256_rows_take_64_by_128_tiles_where_their_waves_fill_better():
+    """On an H100 (stand-in), a float64 product of 65-256 rows that the 64 x 64 default would run
+    takes wide_f64_spec's 64 x 128 tiles exactly where both leave K whole (wave_split) and
+    f64_wave_cost puts the wide tiles F64_WIDE_MARGIN below the 64 x 64 ones; a W.t() weight at
+    65-96 rows keeps the 96-row tiles, and products past 256 rows or on an A100 never take them."""
+    from kgen.ops.tensorcore import F64_WIDE_MARGIN, c_tiles, f64_wave_cost, wave_split
+
+    spec, a100 = _float64_spec, _A100
+    rng = random.Random(1004)
+    wide_seen = narrow_seen = 0
+    for _ in range(120):
+        M, N, K = rng.randint(65, 256), rng.randint(1024, 16000), rng.randint(1024, 3000)
+        w_t = rng.random() < 0.5
+        got = spec(M, N, K, w_t)
+        if w_t and M <= 96:
+            assert got.tile == (96, 64, 16), got.to_json()
+            continue
+        narrow, wide = c_tiles(M, N, 64, 64), c_tiles(M, N, 64, 128)
+        s64 = wave_split(narrow, 396, K, whole_waves=True)
+        s128 = wave_split(wide, 264, K, whole_waves=True)
+        if s64 == s128 == 1 and (f64_wave_cost(wide, 1, 264, 64 * 128)
+                                 < (1 - F64_WIDE_MARGIN) * f64_wave_cost(narrow, 1, 396, 64 * 64)):
+            wide_seen += 1
+            assert (got.tile, got.warp_tile, got.mma_shape, got.min_blocks, got.split_k) == (
+                (64, 128, 16), (32, 64), "m16n8k8", 2, s128), ((M, N, K, w_t), got.to_json())
+            assert got.edge_copies == "masked" and got.stages == 3
+            assert spec(M, N, K, w_t, a100).tile[:2] != (64, 128)
+        else:
+            narrow_seen += 1
+            assert got.tile == (64, 64, 16) and got.split_k == s64, ((M, N, K, w_t), got.to_json())
+    assert wide_seen >= 8 and narrow_seen >= 40, (wide_seen, narrow_seen)
+    # 186x11244x1609: 528 64 x 64 tiles are 1.33 waves of 396 and K too short to split; 264 wide
+    # tiles are one wave of 264.
+    assert spec(186, 11244, 1609, False).tile == (64, 128, 16)
+    assert spec(189, 6022, 3409, False).tile == (64, 64, 16)
+    assert spec(241, 6395, 5505, False).tile == (64, 64, 16)   # 64 x 128 tiles would split K 9 ways
+    for M in (257, 400, 1000):
+        assert spec(M, 11244, 1609, False).tile[:2] != (64, 128)
     dispatch.forget()
 
 
@@ -1047,6 +1091,8 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
         if M * N * K < 1 << 28:
             continue
         got = spec(M, N, K)
+        if M <= 256 and got.tile[:2] == (64, 128):
+            continue   # wide_f64_spec's waves fill better (the test above says exactly where)
         assert got.kernel == "tensor_matmul" and got.tile[:2] == (64, 64) and got.mma_shape == "m16n8k16"
         assert got.min_blocks == 3, got.to_json()
         tiles = -(-M // 64) * -(-N // 64)
@@ -1096,7 +1142,7 @@ def test_float64_w_t_products_of_65_to_96_rows_run_one_96_row_tile_on_hopper():
     """On an H100 (stand-in), a float64 product of 65-96 rows against a W.t() weight (N and K of
     1024 or more) runs 96 x 64 m16n8k16 tiles of 32 x 32 warps, two an SM, K split by wave_split
     over those blocks, a weight of an odd K read in place (repack off); a row-major weight, 97 rows and an A100 keep
-    the 64 x 64 default. The tuner's space holds the 96-row tiles."""
+    the default's 64-row tiles (64 x 64, or 64 x 128: wide_f64_spec). The tuner's space holds the 96-row tiles."""
     from kgen.ops.tensorcore import F64_TALL_MAX_ROWS, F64_TALL_MIN_ROWS, TensorMatmul, wave_split
     from kgen.tune import dispatch
 
@@ -1115,7 +1161,7 @@ def test_float64_w_t_products_of_65_to_96_rows_run_one_96_row_tile_on_hopper():
         assert got.replace(layout_b="row", repack=True) in TensorMatmul.search_space({"M": M, "N": N, "K": K},
                                                                                       "float64")
         for other in (spec(M, N, K, False), spec(F64_TALL_MAX_ROWS + 1, N, K, True), spec(M, N, K, True, a100)):
-            assert other.tile[:2] == (64, 64), other.to_json()
+            assert other.tile[:2] in ((64, 64), (64, 128)), other.to_json()   # (wide_f64_spec)
         assert spec(M, N, K, True, a100).repack is True
     dispatch.forget()
 
@@ -1141,6 +1187,7 @@ def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_m
         tall = w_t and M <= F64_TALL_MAX_ROWS
         assert got.kernel == "tensor_matmul" and got.mma_shape == "m16n8k16", (M, N, K, w_t, got.to_json())
         assert got.tile == ((96, 64, 16) if tall else (64, 64, 16)), got.to_json()
+        assert got.l2_fetch == 0, got.to_json()   # the hint is the few-row tiles' alone
         blocks = 2 if tall else 3
         assert got.split_k == wave_split(-(-M // got.tile[0]) * -(-N // 64), 132 * blocks, K), got.to_json()
         assert got.repack == ((K if w_t else N) % 2 == 0), got.to_json()   # unaligned rows read in place

@@ -2049,6 +2049,40 @@ def test_fragments_ahead_float64_tiles_compile_without_spills():
                        for s in (*few, wide) for b in ("row", "col") for r in (True, False)])
 
 
+@pytest.mark.nvcc
+def test_wide_float64_tiles_compile_without_spills():
+    """wide_f64_spec's 64 x 128 tiles (32 x 64 warp tiles of m16n8k8, two blocks an SM) fit their
+    registers without spills in both orders of B, copied or read in place, K whole or split."""
+    wide = [TensorMatmul.wide_f64_spec(p) for p in ({"M": 186, "N": 11244, "K": 1609},
+                                                    {"M": 241, "N": 6395, "K": 5505})]
+    assert wide[0].split_k == 1 and wide[1].split_k > 1
+    _assert_no_spills([s.replace(layout_b=b, repack=r) for s in wide for b in ("row", "col") for r in (True, False)])
+
+
+def test_l2_fetch_puts_the_prefetch_size_on_every_cp_async_and_is_refused_outside_mma_sync():
+    """l2_fetch adds PTX's .L2::<n>B to the 16-byte and the element cp.async of the mma.sync
+    kernel and nothing else; 0 renders the copies without it; a size PTX lacks and the wgmma
+    kernel (TMA reads its tiles) are refused with what is allowed; the tuner's space of a
+    few-row float64 product holds its tile with each size."""
+    few = TensorMatmul.few_rows_f64_spec({"M": 29, "N": 14706, "K": 2298})
+    assert few.l2_fetch == 128
+    hinted, plain = kgen.render(few), kgen.render(few.replace(l2_fetch=0))
+    assert "cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" in hinted
+    assert "cp.async.ca.shared.global.L2::128B [%0], [%1], 8, %2;" in hinted
+    assert ".L2::" not in plain and "cp.async.cg.shared.global [%0], [%1], 16, %2;" in plain
+    note = "// .L2::128B: the L2 fetches 128 bytes around each copy's bytes from DRAM (l2_fetch).\n"
+    assert hinted.replace(note, "").replace(".L2::128B", "").replace('"l2_fetch":128', '"l2_fetch":0') == plain
+    assert ".L2::256B [%0]" in kgen.render(few.replace(l2_fetch=256))
+    with pytest.raises(SpecError, match=r"l2_fetch=96 is not allowed: one of \[0, 64, 128, 256\] \(bytes\)"):
+        few.replace(l2_fetch=96)
+    with pytest.raises(SpecError, match="l2_fetch.*instruction='wgmma'"):
+        TensorMatmul(dtype="bfloat16", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma",
+                     l2_fetch=128)
+    space = TensorMatmul.search_space({"M": 29, "N": 14706, "K": 2298}, "float64")
+    assert {s.l2_fetch for s in space if s.tile == few.tile and s.split_k == few.split_k
+            and not s.fragments_ahead} == {0, 64, 128, 256}
+
+
 def test_the_tuner_space_of_a_few_row_float64_product_holds_its_tiles_with_fragments_ahead():
     """For float64 products of 9-48 rows the search space holds the few-row tiles in m16n8k8
     with fragments loaded ahead (their tile, blocks an SM and split as dispatched), and every

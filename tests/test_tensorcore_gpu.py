@@ -964,6 +964,23 @@ def test_few_row_float64_products_run_tiles_sized_to_their_rows():
             _assert_near_float64_product(torch, A, B, C, spec)
 
 
+@pytest.mark.parametrize("fetch", [64, 128, 256])
+def test_l2_fetch_sizes_keep_the_few_row_float64_tiles_exact(fetch):
+    """l2_fetch changes only what the L2 brings in around each copy: the few-row float64 tile
+    (split K) with each size, in every storage order, copied whole or element by element
+    (repack off, operands at odd offsets and padded), ragged M, N and K, with and without beta,
+    within the tolerance of the float64 product on a NaN-poisoned output."""
+    if not _hopper():
+        pytest.skip("float64's m16n8k16 tiles need sm_90")
+    base = TensorMatmul.few_rows_f64_spec({"M": 27, "N": 4096, "K": 4096}).replace(l2_fetch=fetch)
+    assert base.split_k > 1 and base.tile[0] == 32
+    for repack in (True, False):
+        for layouts in LAYOUTS:
+            for M, N, K, pad, off, alpha, beta in ((27, 1031, 2049, 0, 0, 1.0, 0.0), (9, 200, 77, 1, 1, 1.0, 0.0),
+                                                   (32, 129, 1030, 3, 3, -0.5, 2.0)):
+                _check_product(base.replace(repack=repack), layouts, M, N, K, pad, pad, off, off, 1, alpha, beta)
+
+
 def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
     """kgen.matmul on float64 products of 65-256 rows on the 64 x 64 tiles, fewer than a wave or
     1.0-1.4 waves of them: on sm_90 the m16n8k16 default with K split by wave_split (here 2-5
@@ -981,6 +998,24 @@ def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
             tiles = -(-M // 64) * -(-N // 64)
             assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (64, 64), spec.to_json()
             assert spec.split_k == wave_split(tiles, 396, K, whole_waves=True) > 1, spec.to_json()
+            assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()   # odd rows in place
+            _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
+        else:
+            _assert_near_float64_product(torch, A, B, C, spec)
+
+
+def test_float64_products_whose_waves_fill_better_in_64_by_128_tiles_run_them():
+    """kgen.matmul on float64 products of 65-256 rows, K whole, whose 64 x 128 tiles fit in
+    fewer waves than the 64 x 64 ones (f64_wave_cost): on sm_90 wide_f64_spec (m16n8k8), both
+    weight orders, a weight whose rows are not 16 bytes apart read in place; the result within
+    the kernel's tolerance of the float64 product on a NaN-poisoned output."""
+    torch = _torch()
+    for M, N, K, b_col in ((186, 11244, 1609, False), (110, 14957, 1093, True), (66, 14853, 1198, False),
+                           (126, 13824, 1085, True), (166, 10893, 1459, False), (216, 7200, 1502, True)):
+        A, B, C, spec = _float64_call(torch, M, N, K, b_col)
+        if _hopper():
+            assert spec.kernel == "tensor_matmul" and spec.tile == (64, 128, 16), spec.to_json()
+            assert spec.mma_shape == "m16n8k8" and spec.split_k == 1, spec.to_json()
             assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()   # odd rows in place
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:

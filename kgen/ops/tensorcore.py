@@ -59,6 +59,9 @@ INSTRUCTIONS = ("mma_sync", "wgmma")
 EDGE_COPIES = ("clamped", "masked")
 # Which MMAs the mma.sync kernel's blocks issue (TensorMatmul.edge_mma), the default first.
 EDGE_MMA = ("all", "inside")
+# Sizes the L2 may fetch around each of the mma.sync kernel's cp.async reads (PTX's L2 prefetch
+# size qualifier, .L2::64B/128B/256B); 0 leaves the qualifier out, as the kernels always had.
+L2_FETCH_BYTES = (0, 64, 128, 256)
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 # 16-bit products of 129-192 rows whose tiles general_wgmma_spec's cost model picks as 64x256 or
@@ -463,6 +466,14 @@ ELEMENT_SPLIT_MIN_K = 512
 # unaligned rows read in place): 0.70x -> 0.91x cuBLAS, 1.18x over W.t() and 1.44x over row-major
 # weights (docs/matmul.md, "Float64 at 9-64 rows").
 F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
+# The few-row float64 tiles ask the L2 for whole 128-byte lines around each copy (l2_fetch): a
+# W.t() weight's tile is 64 rows of 128 bytes (16 k each), 64 lines a k tile. Device time on an
+# H100 (docs/bench/research/mma_whole_tiles.py VARIANTS l2_fetch=128 and 256, CUDA graphs over
+# operands rotated past L2; raw docs/bench/f64_l2_fetch/): against W.t() 1.07-1.11x on the four
+# few-row products of the fitted draw (29x14706x2298 151.9 -> 141.6 µs; 31x7959x15668 408.7 ->
+# 370.0) and 1.00-1.08x on three held out; against row-major weights 0.99-1.01x. 256 bytes was
+# mixed (0.96-1.15x), and the 64 x 64 and 96-row tiles gained nothing (0.95-1.03x).
+F64_FEW_L2_FETCH = 128
 # The K split of float64 tiles fewer than one wave of resident blocks (wave_split): the split s
 # that least waves a unit of K (ceil(tiles * s / slots) / s) plus WAVE_SPLIT_COST a slice, so a
 # few more slices must buy at least a whole wave back. Fitted on an H100 (docs/bench/research/
@@ -514,6 +525,19 @@ F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
 # 0.700x -> 0.909x against W.t(), slower on one product of each order. At 9-64 rows
 # few_rows_f64_suits already took them.
 F64_TENSOR_MAX_ROWS = 256
+# At up to F64_TENSOR_MAX_ROWS rows, where K stays whole (wave_split gives 1 for both tiles), the
+# float64 default runs 64 x 128 tiles instead of 64 x 64 (wide_f64_spec: 32 x 64 warp tiles of
+# m16n8k8, two blocks an SM) where they take fewer waves: an SM holds about as much C either way
+# (three 64 x 64 blocks, two 64 x 128), so each is modelled as its waves times the C an SM's
+# worth of its blocks holds (f64_wave_cost), and the wide tiles run where that is at least
+# F64_WIDE_MARGIN below the 64 x 64 tiles' (in effect: 397-792 tiles of 64 x 64, two waves with
+# the second part-empty, against at most 264 wide ones, one wave). Device time on an H100
+# (docs/bench/research/mma_whole_tiles.py VARIANTS, CUDA graphs over operands rotated past L2; raw
+# docs/bench/f64_wide_tiles/): of 43 products of 65-256 rows (seeds 1004, 1005 and 1006-draws),
+# the nine this rule takes ran 1.133x (0.959-1.464x; 186x11244x1609 row-major 245.4 -> 167.6 µs,
+# 0.71x -> 1.03x cuBLAS), while a looser margin of 0.05, which also took products whose K the
+# wide tiles split 5-14 ways, ran 0.82-1.25x there (W.t() 163x9738x3440 290.0 -> 340.1 µs).
+F64_WIDE_MARGIN = 0.25
 
 
 # Pipeline stages of the float64 64 x 64 m16n8k16 default on sm_90. Once its whole tiles were
@@ -546,6 +570,12 @@ def c_tiles(M: int, N: int, BM: int, BN: int) -> int:
     """C tiles of BM x BN that cover an M x N product (the last row and column of tiles may be
     part-empty)."""
     return -(-M // BM) * -(-N // BN)
+
+
+def f64_wave_cost(tiles: int, split: int, slots: int, tile_elems: int) -> float:
+    """The time model of F64_WIDE_MARGIN: waves of `tiles` C tiles split `split` ways in `slots`
+    resident blocks, per unit of K, times the C elements the slots hold (tile_elems a block)."""
+    return -(-tiles * split // slots) / split * tile_elems * slots
 
 
 def wave_split(tiles: int, slots: int, K: int, whole_waves: bool = False) -> int:
@@ -740,6 +770,10 @@ class TensorMatmul(Spec):
                  first), so the loads' latency hides behind MMAs rather than stalling them. Two
                  fragment sets in registers; all `stages` hold k tiles in flight before the loop.
                  Needs an even number of k-steps a tile (BK / MMA_K).
+    l2_fetch     mma_sync only: 0, or 64, 128 or 256: each cp.async of an operand asks the L2
+                 to fetch that many bytes around the bytes it reads (PTX's .L2::<n>B prefetch
+                 size), so a tile row of 128 bytes brings its neighbour in along K from DRAM in
+                 the same request. 0 leaves the hint out.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -775,6 +809,7 @@ class TensorMatmul(Spec):
     edge_copies: str = "clamped"
     edge_mma: str = "all"
     fragments_ahead: bool = False
+    l2_fetch: int = 0
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -879,6 +914,10 @@ class TensorMatmul(Spec):
         if self.fragments_ahead and (BK // mk) % 2:
             fail("fragments_ahead", self.fragments_ahead, f"False unless BK / MMA_K is even (here {BK} / {mk}): "
                  "the two fragment sets alternate within a k tile")
+        if self.l2_fetch not in L2_FETCH_BYTES:
+            fail("l2_fetch", self.l2_fetch, f"one of {list(L2_FETCH_BYTES)} (bytes)")
+        if self.l2_fetch and self.instruction == "wgmma":
+            fail("l2_fetch", self.l2_fetch, "0 with instruction='wgmma' (TMA reads its tiles; l2_prefetch is its hint)")
         most_stages = WGMMA_MAX_STAGES if self.wgmma else 6
         if not 2 <= self.stages <= most_stages:
             fail("stages", self.stages, f"an integer from 2 to {most_stages}"
@@ -1217,6 +1256,7 @@ class TensorMatmul(Spec):
             PHASE_PAD=PHASE_PAD,
             staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked",
             mma_inside=self.edge_mma == "inside", fragments_ahead=self.fragments_ahead,
+            l2_fetch=self.l2_fetch,
             # Element-wise cp.async (4 or 8 bytes) in the element-load entry; 16-bit elements
             # are narrower than any cp.async and go through registers.
             elem_async=not self.wgmma and ITEMSIZE[self.dtype] >= 4, ITEM=ITEMSIZE[self.dtype])
@@ -1353,7 +1393,23 @@ class TensorMatmul(Spec):
             split = wave_split(tiles, _SMS * 3, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS)
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
                                        edge_copies=F64_EDGE_COPIES, split_k=split)
+            if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS and split == 1:
+                wide = cls.wide_f64_spec(p)
+                if wide.split_k == 1 and (f64_wave_cost(c_tiles(p["M"], p["N"], 64, 128), 1, _SMS * 2, 64 * 128)
+                                          < (1 - F64_WIDE_MARGIN) * f64_wave_cost(tiles, 1, _SMS * 3, 64 * 64)):
+                    return wide
         return spec
+
+    @classmethod
+    def wide_f64_spec(cls, problem):
+        """float64 tiles of 64 x 128 (the constants at F64_WIDE_MARGIN say where they run and
+        how that was chosen): 32 x 64 warp tiles of m16n8k8, two blocks an SM, K split by
+        wave_split as the 64 x 64 default's is, its stages and edge copies."""
+        p = cls.normalize_problem(problem)
+        tiles = c_tiles(p["M"], p["N"], 64, 128)
+        return cls(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=F64_STAGES, smem_layout="pad",
+                   mma_shape="m16n8k8", min_blocks=2, edge_copies=F64_EDGE_COPIES,
+                   split_k=wave_split(tiles, _SMS * 2, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS))
 
     @classmethod
     def short_k_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
@@ -1407,7 +1463,8 @@ class TensorMatmul(Spec):
         """float64 tiles sized to a few rows (the constants at F64_FEW_MAX_ROWS say how this
         was chosen): one row tile of the rows rounded up to 16, 64 columns of 16 x 32 warp
         tiles, the most resident blocks an SM that shared memory (in either operand order) and
-        128 registers a thread allow, up to 8, and K split by wave_split."""
+        128 registers a thread allow, up to 8, K split by wave_split, and whole L2 lines
+        fetched around each copy (F64_FEW_L2_FETCH)."""
         p = cls.normalize_problem(problem)
         bm = min(F64_FEW_MAX_ROWS, -(-p["M"] // 16) * 16)
         spec = cls(dtype="float64", tile=(bm, 64, 16), warp_tile=(16, 32), stages=4, smem_layout="pad",
@@ -1416,7 +1473,8 @@ class TensorMatmul(Spec):
         threads = (bm // 16) * 2 * 32
         per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
         tiles = c_tiles(p["M"], p["N"], bm, 64)
-        return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]))
+        return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]),
+                            l2_fetch=F64_FEW_L2_FETCH)
 
     @classmethod
     def element_spec(cls, problem, dtype):
@@ -1756,6 +1814,9 @@ class TensorMatmul(Spec):
                     add(**dict(_fields(few), split_k=split))
                 if few.tile[0] <= 48:
                     add(**dict(_fields(few), mma_shape="m16n8k8", fragments_ahead=True))
+                for fetch in L2_FETCH_BYTES:
+                    if fetch != few.l2_fetch:
+                        add(**dict(_fields(few), l2_fetch=fetch))
             if cls.tall_f64_suits(p["M"], p["N"], p["K"]):
                 add(**_fields(cls.tall_f64_spec(p)))
         if dtype in ("float16", "bfloat16", "float32"):
@@ -1989,13 +2050,15 @@ class TensorMatmul(Spec):
         suit): phased_fill_spec of with_phased_b of the result where that applies (the
         transposed tiles), else as b_realign=True, the transposed tiles for wide ones by row sets.
         f64_tall_rows=True (a request: a W.t() weight): where this is the float64 default's 64 x 64
-        m16n8k16 tiles and tall_f64_suits the product, tall_f64_spec.
+        m16n8k16 tiles or its 64 x 128 ones (wide_f64_spec) and tall_f64_suits the product,
+        tall_f64_spec.
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
         reading the operands in place)."""
         p = self.normalize_problem(problem)
-        if (layouts.pop("f64_tall_rows", False) and self.dtype == "float64" and self.mma_shape == "m16n8k16"
-                and self.tile[:2] == (64, 64) and self.tall_f64_suits(p["M"], p["N"], p["K"])):
+        if (layouts.pop("f64_tall_rows", False) and self.dtype == "float64"
+                and (self.mma_shape, self.tile[:2]) in (("m16n8k16", (64, 64)), ("m16n8k8", (64, 128)))
+                and self.tall_f64_suits(p["M"], p["N"], p["K"])):
             return self.tall_f64_spec(p).replace(**layouts)
         if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32 and (
                 self.short_k_suits(p["M"], p["N"], p["K"], self.dtype)

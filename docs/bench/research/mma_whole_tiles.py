@@ -6,9 +6,9 @@ drawn per class in CLASSES (f64any: kgen.bench.calls' draw in float64; f64rows: 
 rows against N and K of 1024-16384; f64few: float64, 9-64 rows; bf16: kgen.bench.calls' draw in
 bfloat16), half of each class against W.t(). VARIANTS ("name:field=value,field=value;...", a
 tuple as 128/64/16, a bool as True or False): the spec kgen.matmul runs (dispatch.call_spec),
-where it is a float64 m16n8k16 tile, built again with those fields replaced and timed beside it
+where it is a float64 sm_90 tile (m16n8k16 or m16n8k8), built again with those fields replaced and timed beside it
 (kgen.build, the same call), in the order given, the spec itself first and again last
-(spec_end_us).
+(spec_end_us). bk and resplit name no spec field: precompile.variant_spec says what they do.
 Output: $OUT/mma_whole_tiles_<TAG>.json."""
 import json
 import math
@@ -21,6 +21,7 @@ import kgen
 from kgen.tune import dispatch
 from kgen.bench.calls import random_matmul_shapes
 from kgen.bench.skinny import Operands, checked_graph_time
+from precompile import field_value, variant_spec   # this folder's host precompile script
 
 SEED = int(os.environ.get("SEED", "0"))
 COUNT = int(os.environ.get("COUNT", "6"))
@@ -45,15 +46,6 @@ def parse(s: str):
     return dtype, M, N, K, layout
 
 
-def field_value(text: str):
-    """A VARIANTS value: 128/64/16 a tuple of ints, True or False a bool, digits an int, else the text."""
-    if "/" in text:
-        return tuple(int(v) for v in text.split("/"))
-    if text in ("True", "False"):
-        return text == "True"
-    return int(text) if text.isdigit() else text
-
-
 VARIANTS = [(v.split(":")[0], {f.split("=")[0]: field_value(f.split("=")[1]) for f in v.split(":")[1].split(",")})
             for v in os.environ.get("VARIANTS", "").split(";") if v]
 SHAPES = [parse(s) for s in os.environ["SHAPES"].split(",")] if os.environ.get("SHAPES") else drawn(SEED, COUNT)
@@ -71,11 +63,11 @@ def main():
             row[f"{name}_us"], row[f"{name}_err"] = us, err
         spec = dispatch.call_spec(ops.A[0], ops.B[0])
         row["spec"] = spec.to_json()
-        if VARIANTS and getattr(spec, "mma_shape", "") == "m16n8k16":
+        if VARIANTS and getattr(spec, "mma_shape", "") in ("m16n8k16", "m16n8k8"):
             # The spec is timed again after the variants: long float64 runs can lower the clocks,
             # and spec_end_us against spec_us shows how much the later variants may have lost so.
             for name, fields in [("spec", {})] + VARIANTS + [("spec_end", {})]:
-                k = kgen.build(spec.replace(**fields))
+                k = kgen.build(variant_spec(spec, fields, M, N, K))
                 err, us, _ = checked_graph_time(torch, lambda a, b, c, k=k: k(a, b, out=c),
                                                 ops.A, ops.B, ops.C, ref, 15)
                 row[f"{name}_us"], row[f"{name}_err"] = us, err

@@ -1,5 +1,5 @@
 """The float64 tensor-core rules of kgen.matmul on edge shapes: the 64 x 64 default with K split
-by wave_split (K not a multiple of the split), the few-row tiles (9-64 rows), the 96-row tiles of
+by wave_split (K not a multiple of the split) and its 64 x 128 tiles, the few-row tiles (9-64 rows), the 96-row tiles of
 65-96 rows against W.t() (an odd K read in place, element by element), and row-major weights of
 an odd N at 65-256 rows read in place, and outputs of an odd N from K left whole (stored through
 shared memory, staged_unaligned_output); operands at an odd element offset inside NaN-filled
@@ -14,7 +14,8 @@ from kgen.tune import dispatch
 
 # (M, N, K, W.t()?): products of at least 2^28 multiply-adds (dispatch.TENSOR_F64_MIN_MACS); then
 # 65-256 rows below it (TensorMatmul.rows_f64_suits), and 65-256 rows past a whole wave of 64 x 64
-# tiles, K split two or three ways (wave_split's whole_waves).
+# tiles, K split two or three ways (wave_split's whole_waves); then 65-256 rows on the 64 x 128
+# tiles (wide_f64_spec), K whole, rows of an odd length read in place.
 PRODUCTS = [
     (100, 3001, 1500, True), (130, 2049, 1031, False), (250, 1100, 2049, True), (200, 1500, 4097, False),
     (9, 1031, 28931, True), (33, 4097, 2051, False), (64, 2049, 2049, True),
@@ -23,6 +24,7 @@ PRODUCTS = [
     (1000, 1001, 300, False), (2001, 3001, 64, True), (1500, 2049, 97, False),
     (72, 1074, 1183, True), (142, 1545, 1131, False), (250, 1031, 1024, False), (88, 1025, 2221, False),
     (241, 6395, 5505, False), (175, 11305, 5267, True), (196, 8767, 4099, True),
+    (186, 11244, 1609, False), (110, 14957, 1093, True), (166, 10893, 1459, False),
 ]
 
 
