@@ -60,7 +60,7 @@ EDGE_COPIES = ("clamped", "masked")
 # Which MMAs the mma.sync kernel's blocks issue (TensorMatmul.edge_mma), the default first.
 EDGE_MMA = ("all", "inside")
 # Sizes the L2 may fetch around each of the mma.sync kernel's cp.async reads (PTX's L2 prefetch
-# size qualifier, .L2::64B/128B/256B); 0 leaves the qualifier out, as the kernels always had.
+# size qualifier, .L2::64B/128B/256B; TensorMatmul.l2_fetch); 0 leaves the qualifier out.
 L2_FETCH_BYTES = (0, 64, 128, 256)
 # Block tiles the wgmma default chooses among, and the SM count its wave estimate assumes.
 _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64))
@@ -533,10 +533,12 @@ F64_TENSOR_MAX_ROWS = 256
 # F64_WIDE_MARGIN below the 64 x 64 tiles' (in effect: 397-792 tiles of 64 x 64, two waves with
 # the second part-empty, against at most 264 wide ones, one wave). Device time on an H100
 # (docs/bench/research/mma_whole_tiles.py VARIANTS, CUDA graphs over operands rotated past L2; raw
-# docs/bench/f64_wide_tiles/): of 43 products of 65-256 rows (seeds 1004, 1005 and 1006-draws),
-# the nine this rule takes ran 1.133x (0.959-1.464x; 186x11244x1609 row-major 245.4 -> 167.6 µs,
-# 0.71x -> 1.03x cuBLAS), while a looser margin of 0.05, which also took products whose K the
-# wide tiles split 5-14 ways, ran 0.82-1.25x there (W.t() 163x9738x3440 290.0 -> 340.1 µs).
+# docs/bench/f64_wide_tiles/): of 43 products of 65-256 rows (seed 1004 and three draws of
+# products earlier rules took), the nine this rule takes ran 1.133x (0.959-1.464x; 186x11244x1609
+# row-major 245.4 -> 167.6 µs, 0.71x -> 1.03x cuBLAS), while a looser margin of 0.05, which also
+# took products whose K the wide tiles split 5-14 ways, ran 0.82-1.25x there (W.t()
+# 163x9738x3440 290.0 -> 340.1 µs). Held out (ten products the rule takes, drawn after it was
+# set): 1.020x (0.956-1.068x), faster on six.
 F64_WIDE_MARGIN = 0.25
 
 
@@ -772,8 +774,8 @@ class TensorMatmul(Spec):
                  Needs an even number of k-steps a tile (BK / MMA_K).
     l2_fetch     mma_sync only: 0, or 64, 128 or 256: each cp.async of an operand asks the L2
                  to fetch that many bytes around the bytes it reads (PTX's .L2::<n>B prefetch
-                 size), so a tile row of 128 bytes brings its neighbour in along K from DRAM in
-                 the same request. 0 leaves the hint out.
+                 size), so the eight 16-byte pieces of a 128-byte tile row go to DRAM as one
+                 request for their line. 0 leaves the hint out.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
