@@ -1371,7 +1371,9 @@ class TensorMatmul(Spec):
         float64: few_rows_f64_spec where few_rows_f64_suits, else mma_default_spec, with sm_90's
         m16n8k16 shape and 3 blocks an SM (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000,
         4096³ and 8192³, against 0.47-0.50x with m8n8k4; docs/tensorcore.md) and K split by
-        wave_split, which dispatch replaces by m8n8k4 below sm_90."""
+        wave_split, or at up to F64_TENSOR_MAX_ROWS rows wide_f64_spec where K stays whole and
+        its tiles take fewer waves (F64_WIDE_MARGIN); dispatch replaces either by m8n8k4 below
+        sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
             p = cls.normalize_problem(problem)
             small = p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS
