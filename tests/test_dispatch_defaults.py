@@ -1034,7 +1034,7 @@ def test_float64_products_of_65_to_256_rows_take_64_by_128_tiles_where_their_wav
     takes wide_f64_spec's 64 x 128 tiles exactly where both leave K whole (wave_split) and
     f64_wave_cost puts the wide tiles F64_WIDE_MARGIN below the 64 x 64 ones; a W.t() weight at
     65-96 rows keeps the 96-row tiles, and products past 256 rows or on an A100 never take them."""
-    from kgen.ops.tensorcore import F64_WIDE_MARGIN, c_tiles, f64_wave_cost, wave_split
+    from kgen.ops.tensorcore import F64_WIDE_MARGIN, c_tiles, wave_split
 
     spec, a100 = _float64_spec, _A100
     rng = random.Random(1004)
@@ -1049,8 +1049,9 @@ def test_float64_products_of_65_to_256_rows_take_64_by_128_tiles_where_their_wav
         narrow, wide = c_tiles(M, N, 64, 64), c_tiles(M, N, 64, 128)
         s64 = wave_split(narrow, 396, K, whole_waves=True)
         s128 = wave_split(wide, 264, K, whole_waves=True)
-        if s64 == s128 == 1 and (f64_wave_cost(wide, 1, 264, 64 * 128)
-                                 < (1 - F64_WIDE_MARGIN) * f64_wave_cost(narrow, 1, 396, 64 * 64)):
+        # f64_wave_cost: waves of each tile's blocks (two or three an SM) times the C they hold.
+        if s64 == s128 == 1 and (-(-wide // 264) * 64 * 128 * 264
+                                 < (1 - F64_WIDE_MARGIN) * -(-narrow // 396) * 64 * 64 * 396):
             wide_seen += 1
             assert (got.tile, got.warp_tile, got.mma_shape, got.min_blocks, got.split_k) == (
                 (64, 128, 16), (32, 64), "m16n8k8", 2, s128), ((M, N, K, w_t), got.to_json())

@@ -574,10 +574,12 @@ def c_tiles(M: int, N: int, BM: int, BN: int) -> int:
     return -(-M // BM) * -(-N // BN)
 
 
-def f64_wave_cost(tiles: int, split: int, slots: int, tile_elems: int) -> float:
-    """The time model of F64_WIDE_MARGIN: waves of `tiles` C tiles split `split` ways in `slots`
-    resident blocks, per unit of K, times the C elements the slots hold (tile_elems a block)."""
-    return -(-tiles * split // slots) / split * tile_elems * slots
+def f64_wave_cost(spec, M: int, N: int, sms: int = _SMS) -> int:
+    """The time model of F64_WIDE_MARGIN for a spec that leaves K whole: the waves its C tiles
+    take in `sms` x min_blocks resident blocks, times the C elements those blocks hold."""
+    BM, BN, _ = spec.tile
+    slots = sms * spec.min_blocks
+    return -(-c_tiles(M, N, BM, BN) // slots) * BM * BN * slots
 
 
 def wave_split(tiles: int, slots: int, K: int, whole_waves: bool = False) -> int:
@@ -1399,8 +1401,8 @@ class TensorMatmul(Spec):
                                        edge_copies=F64_EDGE_COPIES, split_k=split)
             if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS and split == 1:
                 wide = cls.wide_f64_spec(p)
-                if wide.split_k == 1 and (f64_wave_cost(c_tiles(p["M"], p["N"], 64, 128), 1, _SMS * 2, 64 * 128)
-                                          < (1 - F64_WIDE_MARGIN) * f64_wave_cost(tiles, 1, _SMS * 3, 64 * 64)):
+                if wide.split_k == 1 and (f64_wave_cost(wide, p["M"], p["N"])
+                                          < (1 - F64_WIDE_MARGIN) * f64_wave_cost(spec, p["M"], p["N"])):
                     return wide
         return spec
 
