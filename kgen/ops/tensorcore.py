@@ -1820,9 +1820,8 @@ class TensorMatmul(Spec):
                     add(**dict(_fields(few), split_k=split))
                 if few.tile[0] <= 48:
                     add(**dict(_fields(few), mma_shape="m16n8k8", fragments_ahead=True))
-                for fetch in L2_FETCH_BYTES:
-                    if fetch != few.l2_fetch:
-                        add(**dict(_fields(few), l2_fetch=fetch))
+                for fetch in L2_FETCH_BYTES:   # (add drops the dispatched one by its key)
+                    add(**dict(_fields(few), l2_fetch=fetch))
             if cls.tall_f64_suits(p["M"], p["N"], p["K"]):
                 add(**_fields(cls.tall_f64_spec(p)))
         if dtype in ("float16", "bfloat16", "float32"):
