@@ -1029,54 +1029,76 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
     dispatch.forget()
 
 
-def test_float64_products_of_65_to_256_rows_take_64_by_128_tiles_where_their_waves_fill_better():
-    """On an H100 (stand-in), a float64 product of 65-256 rows that the 64 x 64 default would run
-    takes wide_f64_spec's 64 x 128 tiles exactly where both leave K whole (wave_split) and
-    f64_wave_cost puts the wide tiles F64_WIDE_MARGIN below the 64 x 64 ones; a W.t() weight at
-    65-96 rows keeps the 96-row tiles, and products past 256 rows or on an A100 never take them."""
-    from kgen.ops.tensorcore import F64_WIDE_MARGIN, c_tiles, wave_split
+def _row_tile_rows(M):
+    """Rows a tile at 65-256 rows: 96 where 96-row tiles cover M with fewer rows than 64-row ones
+    (65-96 rows), else the default's 64 (128-row tiles only ever tie with them)."""
+    return 96 if M <= 96 else 64
+
+
+def test_float64_products_of_65_to_256_rows_run_96_row_tiles_where_they_cover_fewer_rows_or_64_by_128():
+    """On an H100 (stand-in), a float64 product of 65-256 rows (N and K of 1024 or more, either
+    weight order) runs 96 x 64 tiles at 65-96 rows (fewer rows than two 64-row tiles), two blocks
+    an SM, and the 64 x 64 default (three an SM) past that, K split by wave_split past a whole
+    wave too; it takes wide_f64_spec's 64 x 128 tiles instead exactly where both leave K whole and
+    f64_wave_cost puts the wide tiles F64_WIDE_MARGIN below the others. Products past 256 rows and
+    an A100 take neither new tile; the tuner's space holds the 96- and 128-row tiles."""
+    from kgen.ops.tensorcore import F64_WIDE_MARGIN, TensorMatmul, c_tiles, f64_row_tile, wave_split
 
     spec, a100 = _float64_spec, _A100
     rng = random.Random(1004)
-    wide_seen = narrow_seen = 0
-    for _ in range(120):
-        M, N, K = rng.randint(65, 256), rng.randint(1024, 16000), rng.randint(1024, 3000)
+    seen = {96: 0, 64: 0, "wide": 0}
+    # 160 draws of 65-256 rows, then 60 of 129-192 rows and K short enough to stay whole, where
+    # the wide tiles can take fewer waves.
+    for i in range(220):
+        if i < 160:
+            M, N, K = rng.randint(65, 256), rng.randint(1024, 16000), rng.randint(1024, rng.choice((3000, 16000)))
+        else:
+            M, N, K = rng.randint(129, 192), rng.randint(1024, 16000), rng.randint(1024, 2047)
         w_t = rng.random() < 0.5
         got = spec(M, N, K, w_t)
-        if w_t and M <= 96:
-            assert got.tile == (96, 64, 16), got.to_json()
-            continue
-        narrow, wide = c_tiles(M, N, 64, 64), c_tiles(M, N, 64, 128)
-        s64 = wave_split(narrow, 396, K, whole_waves=True)
-        s128 = wave_split(wide, 264, K, whole_waves=True)
+        bm = _row_tile_rows(M)
+        assert f64_row_tile(M) == bm
+        slots = 264 if bm == 96 else 396
+        rows, wide = c_tiles(M, N, bm, 64), c_tiles(M, N, 64, 128)
+        s_rows = wave_split(rows, slots, K, whole_waves=True)
+        s_wide = wave_split(wide, 264, K, whole_waves=True)
         # f64_wave_cost: waves of each tile's blocks (two or three an SM) times the C they hold.
-        if s64 == s128 == 1 and (-(-wide // 264) * 64 * 128 * 264
-                                 < (1 - F64_WIDE_MARGIN) * -(-narrow // 396) * 64 * 64 * 396):
-            wide_seen += 1
+        if s_rows == s_wide == 1 and (-(-wide // 264) * 64 * 128 * 264
+                                      < (1 - F64_WIDE_MARGIN) * -(-rows // slots) * bm * 64 * slots):
+            seen["wide"] += 1
             assert (got.tile, got.warp_tile, got.mma_shape, got.min_blocks, got.split_k) == (
-                (64, 128, 16), (32, 64), "m16n8k8", 2, s128), ((M, N, K, w_t), got.to_json())
-            assert got.edge_copies == "masked" and got.stages == 3
+                (64, 128, 16), (32, 64), "m16n8k8", 2, 1), ((M, N, K, w_t), got.to_json())
             assert spec(M, N, K, w_t, a100).tile[:2] != (64, 128)
         else:
-            narrow_seen += 1
-            assert got.tile == (64, 64, 16) and got.split_k == s64, ((M, N, K, w_t), got.to_json())
-    assert wide_seen >= 8 and narrow_seen >= 40, (wide_seen, narrow_seen)
+            seen[bm] += 1
+            assert (got.tile, got.warp_tile, got.mma_shape, got.min_blocks, got.split_k) == (
+                (bm, 64, 16), (32, 32), "m16n8k16", 2 if bm == 96 else 3, s_rows), ((M, N, K, w_t), got.to_json())
+        assert got.edge_copies == "masked" and got.stages == 3 and got.l2_fetch == 0, got.to_json()
+        assert got.layout_b == ("col" if w_t else "row")
+        assert spec(M, N, K, w_t, a100).tile[:2] in ((64, 64), (64, 128))
+    assert min(seen.values()) >= 5, seen
     # 186x11244x1609: 528 64 x 64 tiles are 1.33 waves of 396 and K too short to split; 264 wide
-    # tiles are one wave of 264.
+    # tiles are one wave.
     assert spec(186, 11244, 1609, False).tile == (64, 128, 16)
     assert spec(189, 6022, 3409, False).tile == (64, 64, 16)
+    assert spec(87, 11949, 11072, False).tile == (96, 64, 16)
     assert spec(241, 6395, 5505, False).tile == (64, 64, 16)   # 64 x 128 tiles would split K 9 ways
+    space = TensorMatmul.search_space({"M": 150, "N": 8000, "K": 4000}, "float64")
+    for bm in (96, 128):
+        assert TensorMatmul.row_tile_f64_spec({"M": 150, "N": 8000, "K": 4000}, bm) in space
+    with pytest.raises(ValueError, match=r"bm=64 is not allowed: one of \(96, 128\)"):
+        TensorMatmul.row_tile_f64_spec({"M": 150, "N": 8000, "K": 4000})
     for M in (257, 400, 1000):
-        assert spec(M, 11244, 1609, False).tile[:2] != (64, 128)
+        assert spec(M, 11244, 1609, False).tile == (64, 64, 16)
     dispatch.forget()
 
 
 def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_hopper():
-    """On an H100 (stand-in), float64 products past the few-row tiles (65-1024 rows, or too few
-    columns for them) run the 64 x 64 m16n8k16 default, three blocks an SM; where its tiles are
-    fewer than a wave (396) and K is 512 or more, K is split by wave_split (more than once where
-    the tiles leave a third of the wave idle), else it stays whole; from a wave up, at 65-256 rows,
-    into slices of at least 1024 that shrink the last wave. An A100 keeps m8n8k4."""
+    """On an H100 (stand-in), float64 products past the 96-row tiles (97-1024 rows) run the 64 x 64
+    m16n8k16 default, three blocks an SM; where its tiles are fewer than a wave (396) and K is 512
+    or more, K is split by wave_split (more than once where the tiles leave a third of the wave
+    idle), else it stays whole; from a wave up, at 97-256 rows, into slices of at least 1024 that
+    shrink the last wave. An A100 keeps m8n8k4."""
     from kgen.ops.tensorcore import wave_split
     from kgen.tune import dispatch
 
@@ -1088,7 +1110,7 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
     rng = random.Random(95)
     seen = set()
     for _ in range(40):
-        M, N, K = rng.randint(65, 1024), rng.randint(1024, 12000), rng.randint(512, 12000)
+        M, N, K = rng.randint(97, 1024), rng.randint(1024, 12000), rng.randint(512, 12000)
         if M * N * K < 1 << 28:
             continue
         got = spec(M, N, K)
@@ -1139,41 +1161,13 @@ def test_float64_weights_whose_rows_are_not_16_bytes_apart_are_read_in_place_up_
     dispatch.forget()
 
 
-def test_float64_w_t_products_of_65_to_96_rows_run_one_96_row_tile_on_hopper():
-    """On an H100 (stand-in), a float64 product of 65-96 rows against a W.t() weight (N and K of
-    1024 or more) runs 96 x 64 m16n8k16 tiles of 32 x 32 warps, two an SM, K split by wave_split
-    over those blocks, a weight of an odd K read in place (repack off); a row-major weight, 97 rows and an A100 keep
-    the default's 64-row tiles (64 x 64, or 64 x 128: wide_f64_spec). The tuner's space holds the 96-row tiles."""
-    from kgen.ops.tensorcore import F64_TALL_MAX_ROWS, F64_TALL_MIN_ROWS, TensorMatmul, wave_split
-    from kgen.tune import dispatch
-
-    spec, a100 = _float64_spec, _A100
-
-    rng = random.Random(97)
-    for _ in range(30):
-        M, N, K = rng.randint(F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS), rng.randint(1024, 12000), rng.randint(1024, 12000)
-        if M * N * K < 1 << 28:   # the SIMT tiles (dispatch.TENSOR_F64_MIN_MACS)
-            continue
-        got = spec(M, N, K, True)
-        assert got.kernel == "tensor_matmul" and got.tile == (96, 64, 16) and got.warp_tile == (32, 32), got.to_json()
-        assert got.min_blocks == 2 and got.mma_shape == "m16n8k16" and got.layout_b == "col"
-        assert got.split_k == wave_split(-(-N // 64), 264, K), got.to_json()
-        assert got.repack == (K % 2 == 0), got.to_json()   # a weight of an odd K read in place
-        assert got.replace(layout_b="row", repack=True) in TensorMatmul.search_space({"M": M, "N": N, "K": K},
-                                                                                      "float64")
-        for other in (spec(M, N, K, False), spec(F64_TALL_MAX_ROWS + 1, N, K, True), spec(M, N, K, True, a100)):
-            assert other.tile[:2] in ((64, 64), (64, 128)), other.to_json()   # (wide_f64_spec)
-        assert spec(M, N, K, True, a100).repack is True
-    dispatch.forget()
-
-
 def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_multiply_adds_on_hopper():
     """On an H100 (stand-in), a float64 product of 65-256 rows against N and K of 1024 or more
     (no more rows than columns) runs TensorMatmul's m16n8k16 tiles however few its multiply-adds:
-    the 64 x 64 default split by wave_split, or the 96-row tiles against W.t() at 65-96 rows, a
-    weight whose rows are not 16 bytes apart read in place. An A100, 257 rows, N or K under 1024
+    the 96-row tiles at 65-96 rows, else the 64 x 64 default, K split by wave_split, a weight whose
+    rows are not 16 bytes apart read in place. An A100, 257 rows, N or K under 1024
     and more rows than columns keep the SIMT tiles below dispatch.TENSOR_F64_MIN_MACS."""
-    from kgen.ops.tensorcore import F64_TALL_MAX_ROWS, F64_TENSOR_MAX_ROWS, TensorMatmul, wave_split
+    from kgen.ops.tensorcore import F64_TENSOR_MAX_ROWS, TensorMatmul, wave_split
 
     spec, a100 = _float64_spec, _A100
     rng = random.Random(2028)
@@ -1185,12 +1179,12 @@ def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_m
         w_t = rng.random() < 0.5
         got = spec(M, N, K, w_t)
         seen.add((M, N, K, w_t))
-        tall = w_t and M <= F64_TALL_MAX_ROWS
         assert got.kernel == "tensor_matmul" and got.mma_shape == "m16n8k16", (M, N, K, w_t, got.to_json())
-        assert got.tile == ((96, 64, 16) if tall else (64, 64, 16)), got.to_json()
+        bm = _row_tile_rows(M)
+        assert got.tile == (bm, 64, 16), got.to_json()   # these few tiles split K
         assert got.l2_fetch == 0, got.to_json()   # the hint is the few-row tiles' alone
-        blocks = 2 if tall else 3
-        assert got.split_k == wave_split(-(-M // got.tile[0]) * -(-N // 64), 132 * blocks, K), got.to_json()
+        slots = 264 if bm == 96 else 396
+        assert got.split_k == wave_split(-(-M // bm) * -(-N // 64), slots, K, whole_waves=True), got.to_json()
         assert got.repack == ((K if w_t else N) % 2 == 0), got.to_json()   # unaligned rows read in place
         assert TensorMatmul.rows_f64_suits(M, N, K)
         assert spec(M, N, K, w_t, a100).kernel == "matmul"

@@ -184,7 +184,7 @@ def test_rendered_source_names_its_entry_points_and_instruction():
 def representative() -> list[TensorMatmul]:
     """What kgen launches by default must not spill: each dtype's default specs (every
     shape of the benchmark), the largest default in column layouts, and the float64 few-row
-    and 96-row tiles."""
+    tiles and row tiles of 96 and 128 rows."""
     T = TensorMatmul
     specs = {}
     for dtype in DTYPES:
@@ -202,10 +202,13 @@ def representative() -> list[TensorMatmul]:
         for lb, repack in (("row", True), ("col", False)):
             s = few.replace(layout_b=lb, repack=repack)
             specs[s.key] = s
-    # The float64 96-row tiles of 65-96 rows against a W.t() weight, copied first or read in place.
-    for repack in (True, False):
-        s = T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}).replace(layout_b="col", repack=repack)
-        specs[s.key] = s
+    # The float64 row tiles of 96 and 128 rows (65-256 rows), both storage orders of the weight,
+    # copied first or read in place.
+    for bm in (96, 128):
+        for lb in ("row", "col"):
+            for repack in (True, False):
+                s = T.row_tile_f64_spec({"M": 200, "N": 4096, "K": 4096}, bm).replace(layout_b=lb, repack=repack)
+                specs[s.key] = s
     return list(specs.values())
 
 
@@ -1821,7 +1824,7 @@ def test_whole_tile_copies_land_where_the_clamped_copies_do():
 
 def _mma_sync_tile_specs(**fields):
     """The mma.sync tiles whose copies the CPU tests step through, with `fields`, in all four
-    storage orders: each dtype's default, float64's m16n8k16 tiles of 16, 64 and 96 rows, short
+    storage orders: each dtype's default, float64's m16n8k16 tiles of 16, 64, 96 and 128 rows, short
     K, both shared layouts, rows of pieces that do not divide the threads (96 columns) and
     pieces that leave threads idle, and one warp whose pieces are 4 rows apart, which the
     swizzle moves."""
@@ -1837,7 +1840,8 @@ def _mma_sync_tile_specs(**fields):
              T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
              T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
              T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
-             T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+             T.row_tile_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+             T.row_tile_f64_spec({"M": 200, "N": 4096, "K": 4096}, 128),
              T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64")]
     return [s.replace(layout_a=a, layout_b=b, **fields) for s in base for a in ("row", "col") for b in ("row", "col")]
 
@@ -1949,19 +1953,25 @@ def test_inside_mma_skips_exactly_the_row_tiles_past_m():
 
 
 def test_edge_variants_are_the_mma_sync_kernels_and_render_only_when_asked():
-    """The fields' own defaults render neither variant; float64's 64 x 64 default (sm_90) asks
-    for the masked copies (F64_EDGE_COPIES), its few-row and 96-row tiles and the 16-bit
-    mma.sync defaults do not, and no default skips MMAs."""
+    """The fields' own defaults render neither variant; float64's 64 x 64 default (sm_90) and
+    its row tiles of 96 (the default at 65-96 rows) and 128 rows ask for the masked copies
+    (F64_EDGE_COPIES), its few-row tiles and the 16-bit mma.sync defaults do not, and no default
+    skips MMAs."""
     from kgen.ops.tensorcore import TensorMatmul as T
 
-    problem = {"M": 150, "N": 8192, "K": 8192}
+    problem = {"M": 300, "N": 8192, "K": 8192}
     assert T.mma_default_spec(problem, "float64").edge_copies == "clamped"
     f64 = T.default_spec(problem, "float64")
     assert f64.tile == (64, 64, 16) and f64.edge_copies == "masked", f64.to_json()
-    assert "load_a_masked<" in kgen.render(f64) and "load_b_masked<" in kgen.render(f64)
-    others = [T.tall_f64_spec({"M": 80, "N": 8192, "K": 8192}), T.few_rows_f64_spec({"M": 40, "N": 8192, "K": 8192}),
+    rows = [T.default_spec({"M": 80, "N": 8192, "K": 8192}, "float64"),
+            T.row_tile_f64_spec({"M": 200, "N": 8192, "K": 8192}, 128)]
+    assert [r.tile[0] for r in rows] == [96, 128]
+    for masked in [f64] + rows:
+        assert masked.edge_copies == "masked", masked.to_json()
+        assert "load_a_masked<" in kgen.render(masked) and "load_b_masked<" in kgen.render(masked)
+    others = [T.few_rows_f64_spec({"M": 40, "N": 8192, "K": 8192}),
               T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"), T.mma_default_spec(problem, "bfloat16")]
-    for other in others + [f64]:
+    for other in others + [f64] + rows:
         assert other.edge_mma == "all" and "mi_live" not in kgen.render(other), other.to_json()
     for other in others:
         assert other.edge_copies == "clamped", other.to_json()
@@ -1987,9 +1997,11 @@ def test_edge_variants_compile_without_spills_at_the_defaults_bounds():
     from kgen.ops.tensorcore import TensorMatmul as T
 
     f64 = [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
-           T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
            T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096})]
-    variants = [(s, "masked", "all") for s in f64 + [T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]]
+    # The row tiles of 96 and 128 rows, two blocks an SM, fit with the masked copies; with the
+    # MMAs past M skipped too (no default asks for it) ptxas spills them (28 stores at 96 rows).
+    rows = [T.row_tile_f64_spec({"M": 200, "N": 4096, "K": 4096}, bm) for bm in (96, 128)]
+    variants = [(s, "masked", "all") for s in f64 + rows + [T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16")]]
     variants += [(s, copies, "inside") for s in f64 for copies in ("clamped", "masked")]
     _assert_no_spills([s.replace(edge_copies=copies, edge_mma=mma, layout_b=b) for s, copies, mma in variants
                        for b in ("row", "col")])

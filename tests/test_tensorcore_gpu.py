@@ -299,7 +299,7 @@ def test_tensor_matmul_property(index, layouts, M, N, K, pad_a, pad_b, off_a, of
 def edge_pool() -> list[TensorMatmul]:
     """The edge-block variants (edge_copies="masked", edge_mma="inside", and both) of the
     mma.sync tiles dispatch runs and of tiles whose chunks do not divide the threads: float64
-    on sm_90 (the default, its 96-row and 16- and 48-row tiles), 16-bit short K, TF32, a
+    on sm_90 (the default, its 96- and 128-row and 16- and 48-row tiles), 16-bit short K, TF32, a
     swizzled one-warp tile."""
     T = TensorMatmul
     pool = [*odd_copy_tiles(),
@@ -309,7 +309,8 @@ def edge_pool() -> list[TensorMatmul]:
     if _hopper():   # float64's m16n8k16 tiles need sm_90
         pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
                  T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64"),   # K split
-                 T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+                 T.row_tile_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+                 T.row_tile_f64_spec({"M": 200, "N": 4096, "K": 4096}, 128),
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
                  T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
     return [s.replace(edge_copies=copies, edge_mma=mma) for s in pool
@@ -349,7 +350,8 @@ def element_pool() -> list[TensorMatmul]:
     if _hopper():
         pool += [T.default_spec({"M": 4096, "N": 4096, "K": 4096}, "float64"),
                  T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64"),
-                 T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+                 T.row_tile_f64_spec({"M": 80, "N": 4096, "K": 4096}),
+                 T.row_tile_f64_spec({"M": 200, "N": 4096, "K": 4096}, 128),
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
                  T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
     return [s.replace(repack=False, edge_copies=copies) for s in pool for copies in ("clamped", "masked")]
@@ -387,7 +389,7 @@ def fragments_ahead_pool() -> list[TensorMatmul]:
                  T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64").replace(**k8, min_blocks=2),
                  T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64").replace(**k8, repack=False,
                                                                                    edge_mma="inside"),
-                 T.tall_f64_spec({"M": 80, "N": 4096, "K": 4096}).replace(**k8),
+                 T.row_tile_f64_spec({"M": 80, "N": 4096, "K": 4096}).replace(**k8),
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}).replace(**k8, edge_copies="masked")]
     return [s.replace(fragments_ahead=True) for s in pool]
 
@@ -982,22 +984,24 @@ def test_l2_fetch_sizes_keep_the_few_row_float64_tiles_exact(fetch):
 
 
 def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
-    """kgen.matmul on float64 products of 65-256 rows on the 64 x 64 tiles, fewer than a wave or
-    1.0-1.4 waves of them: on sm_90 the m16n8k16 default with K split by wave_split (here 2-5
-    slices, K not a multiple of the split, odd sides, both weight orders), a weight whose rows
-    are not 16 bytes apart (a row-major B of an odd N, W.t() of an odd K) read in place; the
-    result within the kernel's tolerance of the float64 product on a NaN-poisoned output."""
+    """kgen.matmul on float64 products of 65-256 rows whose tiles are fewer than a wave or
+    1.0-1.4 waves: on sm_90 the 96-row tiles at 65-96 rows, else the 64 x 64 default, with K
+    split by wave_split (here 2-5 slices, K not a multiple of the split, odd
+    sides, both weight orders), a weight whose rows are not 16 bytes apart (a row-major B of an
+    odd N, W.t() of an odd K) read in place; the result within the kernel's tolerance of the
+    float64 product on a NaN-poisoned output."""
     torch = _torch()
-    from kgen.ops.tensorcore import wave_split
+    from kgen.ops.tensorcore import TensorMatmul, c_tiles, f64_row_tile, wave_split
 
     for M, N, K, b_col in ((100, 3001, 1500, True), (130, 2049, 1031, False), (250, 1100, 2049, True),
                            (77, 4100, 1001, False), (200, 1500, 4097, False),
                            (241, 6395, 5505, False), (175, 11305, 5267, True), (196, 8767, 4099, True)):
         A, B, C, spec = _float64_call(torch, M, N, K, b_col)
         if _hopper():
-            tiles = -(-M // 64) * -(-N // 64)
-            assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (64, 64), spec.to_json()
-            assert spec.split_k == wave_split(tiles, 396, K, whole_waves=True) > 1, spec.to_json()
+            bm = f64_row_tile(M) if TensorMatmul.rows_f64_suits(M, N, K) else 64
+            slots = 396 if bm == 64 else 264
+            assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (bm, 64), spec.to_json()
+            assert spec.split_k == wave_split(c_tiles(M, N, bm, 64), slots, K, whole_waves=True) > 1, spec.to_json()
             assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()   # odd rows in place
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:
@@ -1010,8 +1014,8 @@ def test_float64_products_whose_waves_fill_better_in_64_by_128_tiles_run_them():
     weight orders, a weight whose rows are not 16 bytes apart read in place; the result within
     the kernel's tolerance of the float64 product on a NaN-poisoned output."""
     torch = _torch()
-    for M, N, K, b_col in ((186, 11244, 1609, False), (110, 14957, 1093, True), (66, 14853, 1198, False),
-                           (126, 13824, 1085, True), (166, 10893, 1459, False), (216, 7200, 1502, True)):
+    for M, N, K, b_col in ((186, 11244, 1609, False), (110, 14957, 1093, True), (126, 13824, 1085, True),
+                           (166, 10893, 1459, False), (216, 7200, 1502, True)):
         A, B, C, spec = _float64_call(torch, M, N, K, b_col)
         if _hopper():
             assert spec.kernel == "tensor_matmul" and spec.tile == (64, 128, 16), spec.to_json()
@@ -1025,7 +1029,7 @@ def test_float64_products_whose_waves_fill_better_in_64_by_128_tiles_run_them():
 def test_float64_products_of_65_to_256_rows_under_2_28_multiply_adds_run_on_the_tensor_cores():
     """kgen.matmul on float64 products of 65-256 rows below dispatch.TENSOR_F64_MIN_MACS (N and K
     of 1024 or more): on sm_90 the m16n8k16 tiles (TensorMatmul.rows_f64_suits; the 96-row ones
-    against W.t() at 65-96 rows), odd sides, both weight orders, rows not 16 bytes apart read in
+    at 65-96 rows), odd sides, both weight orders, rows not 16 bytes apart read in
     place; elsewhere the SIMT tiles. The result within the kernel's tolerance of the float64
     product on a NaN-poisoned output."""
     torch = _torch()
@@ -1044,17 +1048,20 @@ def test_float64_products_of_65_to_256_rows_under_2_28_multiply_adds_run_on_the_
             _assert_near_float64_product(torch, A, B, C, spec)
 
 
-def test_float64_w_t_products_of_65_to_96_rows_run_96_row_tiles():
-    """kgen.matmul on float64 products of 65-96 rows against a W.t() weight: on sm_90 the 96 x 64
-    tiles of tall_f64_spec (K split; a weight of an odd K read in place, element by element);
-    the result within the kernel's tolerance of the float64 product on a NaN-poisoned output."""
+def test_float64_products_of_65_to_96_rows_run_96_row_tiles():
+    """kgen.matmul on float64 products of 65-96 rows, both weight orders: on sm_90 the 96 x 64
+    tiles of row_tile_f64_spec (K split where their tiles are few; a weight whose rows are not
+    16 bytes apart read in place, element by element), and at 97 rows the 64 x 64 default; the
+    result within the kernel's tolerance of the float64 product on a NaN-poisoned output."""
     torch = _torch()
-    for M, N, K in ((65, 2100, 2000), (80, 2049, 2051), (96, 1500, 2000), (73, 1031, 4097)):   # >= 2^28 MACs
-        A, B, C, spec = _float64_call(torch, M, N, K, True)
+    for M, N, K, b_col in ((65, 2100, 2000, True), (80, 2049, 2051, False), (96, 1500, 2000, True),
+                           (73, 1031, 4097, True), (71, 16349, 1109, False), (97, 2051, 1999, False)):
+        A, B, C, spec = _float64_call(torch, M, N, K, b_col)
         if _hopper():
-            assert spec.kernel == "tensor_matmul" and spec.tile[:2] == (96, 64) and spec.split_k > 1, spec.to_json()
-            assert spec.repack == (K % 2 == 0), spec.to_json()   # a weight of an odd K read in place
-            _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} W.t() {spec.to_json()}")
+            assert spec.kernel == "tensor_matmul", spec.to_json()
+            assert spec.tile[:2] == ((64, 64) if M == 97 else (96, 64)), spec.to_json()
+            assert spec.repack == ((K if b_col else N) % 2 == 0), spec.to_json()   # odd rows read in place
+            _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:
             _assert_near_float64_product(torch, A, B, C, spec)
 

@@ -501,18 +501,21 @@ WAVE_SPLIT_COST = 0.005
 # the rule splits, both weight orders, the trees before and after alternating twice): 1.080x
 # against row-major weights (0.847x -> 0.915x cuBLAS) and 1.050x against W.t() (0.791x -> 0.830x).
 F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE = 3, 1024
-# float64 products of F64_TALL_MIN_ROWS to F64_TALL_MAX_ROWS rows (M <= N, N and K of at least
-# F64_FEW_MIN_SIDE) against a W.t() weight: one row tile of 96 rows (96 x 64 blocks of 32 x 32 warp
-# tiles, two an SM, K split by wave_split) where the default's 64-row tiles leave a second row tile
-# mostly empty (tall_f64_spec; dispatch asks for it with f64_tall_rows). Device time on an H100
-# (docs/bench/research/f64_few_rows.py MODE=rows96): fitted on seeds 95701-95703, where W.t() at
-# 65-96 rows went 0.639x -> 0.796x cuBLAS (four of four faster), row-major weights 0.78x -> 0.74x
-# and 129-192 rows 0.73x -> 0.69x (both left as they were); held out (seeds 95704 and 95705, five
-# products each): W.t() 0.465x -> 0.564x (five of five faster, 1.10-1.30x); row-major weights,
-# had the rule taken them, 0.730x -> 0.676x. A W.t() weight of an odd K is read in place by these
-# tiles (dispatch.call_overrides): 0.557x -> 0.585x against copying it first (seed 95901, five of
-# five faster), held out 1.02-1.04x on three more (seed 95902).
-F64_TALL_MIN_ROWS, F64_TALL_MAX_ROWS = 65, 96
+# float64 products of F64_FEW_MAX_ROWS + 1 to F64_TENSOR_MAX_ROWS rows (M <= N, N and K of at least
+# F64_FEW_MIN_SIDE), either weight order, run tiles of one of F64_ROW_TILES rows and 64 columns,
+# two blocks an SM (row_tile_f64_spec), where those cover M with fewer rows than the 64 x 64
+# default's tiles (f64_row_tile: 96-row tiles at 65-96 rows, where 64-row tiles compute 128);
+# where rows tie, the 64 x 64 default stays. Device time on an H100 (docs/bench/research/
+# mma_whole_tiles.py VARIANTS, CUDA graphs over operands rotated past L2; raw
+# docs/bench/f64_tiles_65_256/): fitted on 32 products of 65-256 rows (seeds 103001-103002 and
+# earlier outliers), the 96-row tiles ran 1.13-1.42x the 64 x 64 default at 65-96 rows against
+# row-major weights (87x11949x11072 886 -> 623 µs) and 0.99-1.16x the four-stage 96-row tiles
+# that then ran against W.t() there; held out (seed 103003, 14 products), 1.35x, 1.10x, 0.88x,
+# 1.35x and 1.27x on the five of 65-96 rows. Where rows tie (97-256 rows) they were mixed:
+# 128-row tiles ran 1.04-1.24x on 12 of 13 fitted products but 0.84-0.97x on 5 of 6 held out
+# (K split more ways, or too few blocks for the SMs), 96-row tiles at 129-192 rows 1.00-1.11x
+# fitted and 0.85-1.08x held out, so those keep the 64 x 64 tiles (the tuner's space holds both).
+F64_ROW_TILES = (96, 128)
 # float64 products of up to this many rows (no more than their columns, N and K of at least
 # F64_FEW_MIN_SIDE) run on the FP64 tensor cores on sm_90 below dispatch.TENSOR_F64_MIN_MACS too
 # (rows_f64_suits): there the SIMT tiles read every weight element once a 32-row tile. Device time
@@ -547,8 +550,10 @@ F64_WIDE_MARGIN = 0.25
 # on an H100, docs/bench/research/mma_whole_tiles.py VARIANTS, seeds 99101-99102 and five fixed
 # products, 21 in all: 1.00-1.22x, none slower than 0.995x; 8192x8192x1024 against W.t() 3003.5
 # -> 2453.0 µs), with 57 KB of shared memory a block instead of 76. Held out (seeds 99103-99104
-# and four fixed products, 18 that run this tile): 1.050x, 0.939-1.322x. The few-row and 96-row
-# tiles keep four (14 held-out products: 1.018x, 0.938-1.186x, too mixed to change).
+# and four fixed products, 18 that run this tile): 1.050x, 0.939-1.322x. The few-row tiles keep
+# four (14 held-out products with the 96-row tiles of four stages: 1.018x, 0.938-1.186x, too mixed
+# to change); the 96-row tiles of row_tile_f64_spec take three, as they were measured
+# (F64_ROW_TILES).
 F64_STAGES = 3
 # How the float64 64 x 64 default copies the tiles of blocks whose C tile passes M or N: by counts
 # fixed for the block ("masked", TensorMatmul.edge_copies), not clamped piece by piece. Device time
@@ -556,9 +561,11 @@ F64_STAGES = 3
 # graphs over operands rotated past L2): fitted on seeds 99401-99402 and eight fixed products, 20
 # that run this tile, 1.028x (0.994-1.125x; 100x8192x8192 row-major 393.7 -> 350.0 µs); held out
 # (seeds 99403-99404, 13 products) 1.014x (0.977-1.116x), long K against a row-major weight gaining
-# most. The few-row and 96-row tiles stay clamped (28 and 6 products: 0.999-1.031x, level), and
-# skipping the MMAs past M (edge_mma="inside") lost (0.977x fitted, 0.979x held out; timed after
-# the spec, so lower clocks late in a run may account for part of it), so it is not used.
+# most. The few-row tiles stay clamped (28 products, and 6 of the four-stage 96-row tiles:
+# 0.999-1.031x, level; the 96-row tiles of row_tile_f64_spec copy as the default, as they were
+# measured held out), and skipping the MMAs past M (edge_mma="inside") lost (0.977x fitted,
+# 0.979x held out; timed after the spec, so lower clocks late in a run may account for part of
+# it), so it is not used.
 F64_EDGE_COPIES = "masked"
 
 
@@ -566,6 +573,13 @@ def _f64_wide_enough(M: int, N: int, K: int) -> bool:
     """The float64 row-tile rules' shared condition: no more rows than columns, N and K of at
     least F64_FEW_MIN_SIDE."""
     return M <= N and min(N, K) >= F64_FEW_MIN_SIDE
+
+
+def f64_row_tile(M: int) -> int:
+    """Rows a float64 tile at F64_FEW_MAX_ROWS + 1 to F64_TENSOR_MAX_ROWS rows: of 64 (the
+    default's) and F64_ROW_TILES, the one whose row tiles cover M with the fewest rows, 64 on a
+    tie, else the smaller."""
+    return min((64, *F64_ROW_TILES), key=lambda bm: (-(-M // bm) * bm, bm != 64, bm))
 
 
 def c_tiles(M: int, N: int, BM: int, BN: int) -> int:
@@ -1370,12 +1384,13 @@ class TensorMatmul(Spec):
         loads (one launch, no copies: element_spec for 16-bit inputs, mma_default_spec with
         repack off for TF32), except few rows that swap_suits takes (larger ones take
         element_spec where dispatch asks for element loads: for_layouts).
-        float64: few_rows_f64_spec where few_rows_f64_suits, else mma_default_spec, with sm_90's
-        m16n8k16 shape and 3 blocks an SM (0.75-0.90x cuBLAS DGEMM on an H100 at 2000x3000x1000,
-        4096³ and 8192³, against 0.47-0.50x with m8n8k4; docs/tensorcore.md) and K split by
-        wave_split, or at up to F64_TENSOR_MAX_ROWS rows wide_f64_spec where K stays whole and
-        its tiles take fewer waves (F64_WIDE_MARGIN); dispatch replaces either by m8n8k4 below
-        sm_90."""
+        float64: few_rows_f64_spec where few_rows_f64_suits; row_tile_f64_spec where
+        rows_f64_suits and f64_row_tile picks a tile of F64_ROW_TILES (65-96 rows); else
+        mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM (0.75-0.90x cuBLAS DGEMM
+        on an H100 at 2000x3000x1000, 4096³ and 8192³, against 0.47-0.50x with m8n8k4;
+        docs/tensorcore.md) and K split by wave_split. At up to F64_TENSOR_MAX_ROWS rows
+        wide_f64_spec replaces the row tiles or the 64 x 64 ones where K stays whole and its
+        tiles take fewer waves (F64_WIDE_MARGIN). Dispatch replaces these by m8n8k4 below sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
             p = cls.normalize_problem(problem)
             small = p["M"] * p["N"] * p["K"] <= SMALL_PRODUCT_MACS
@@ -1388,6 +1403,8 @@ class TensorMatmul(Spec):
             p = cls.normalize_problem(problem)
             if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
                 return cls.few_rows_f64_spec(p)
+            if cls.rows_f64_suits(p["M"], p["N"], p["K"]) and f64_row_tile(p["M"]) != 64:
+                return cls._wide_f64_where_fewer_waves(cls.row_tile_f64_spec(p), p)
         spec = cls.mma_default_spec(problem, dtype)
         if dtype == "float64":
             # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
@@ -1399,11 +1416,18 @@ class TensorMatmul(Spec):
             split = wave_split(tiles, _SMS * 3, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS)
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
                                        edge_copies=F64_EDGE_COPIES, split_k=split)
-            if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS and split == 1:
-                wide = cls.wide_f64_spec(p)
-                if wide.split_k == 1 and (f64_wave_cost(wide, p["M"], p["N"])
-                                          < (1 - F64_WIDE_MARGIN) * f64_wave_cost(spec, p["M"], p["N"])):
-                    return wide
+            if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS:
+                return cls._wide_f64_where_fewer_waves(spec, p)
+        return spec
+
+    @classmethod
+    def _wide_f64_where_fewer_waves(cls, spec, p):
+        """wide_f64_spec where it and `spec` (a float64 tile) both leave K whole and the wide
+        tiles' waves cost at least F64_WIDE_MARGIN less (f64_wave_cost), else `spec`."""
+        wide = cls.wide_f64_spec(p)
+        if spec.split_k == 1 and wide.split_k == 1 and (
+                f64_wave_cost(wide, p["M"], p["N"]) < (1 - F64_WIDE_MARGIN) * f64_wave_cost(spec, p["M"], p["N"])):
+            return wide
         return spec
 
     @classmethod
@@ -1449,30 +1473,34 @@ class TensorMatmul(Spec):
         return F64_FEW_MIN_ROWS <= M <= F64_TENSOR_MAX_ROWS and _f64_wide_enough(M, N, K)
 
     @classmethod
-    def tall_f64_suits(cls, M: int, N: int, K: int) -> bool:
-        """Whether a float64 M x N x K product against a W.t() weight runs tall_f64_spec:
-        F64_TALL_MIN_ROWS to F64_TALL_MAX_ROWS rows, no more than its columns, N and K of at
-        least F64_FEW_MIN_SIDE."""
-        return F64_TALL_MIN_ROWS <= M <= F64_TALL_MAX_ROWS and _f64_wide_enough(M, N, K)
-
-    @classmethod
-    def tall_f64_spec(cls, problem):
-        """float64 tiles of 96 rows (the constants at F64_TALL_MAX_ROWS say how this was chosen):
-        96 x 64 blocks of 32 x 32 m16n8k16 warp tiles, two an SM, K split by wave_split."""
+    def row_tile_f64_spec(cls, problem, bm: int = 0):
+        """float64 tiles of `bm` rows (one of F64_ROW_TILES; 0: f64_row_tile's for M, which must
+        be one) and 64 columns, two blocks an SM (the constants at F64_ROW_TILES say where they
+        run and how that was chosen): 32 x 32
+        warp tiles of m16n8k16 at 96 rows, 64 x 32 at 128, F64_STAGES stages, edge blocks copied
+        as F64_EDGE_COPIES says, K split by wave_split over those blocks, past a whole wave too."""
         p = cls.normalize_problem(problem)
-        tiles = c_tiles(p["M"], p["N"], 96, 64)
-        return cls(dtype="float64", tile=(96, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
-                   mma_shape="m16n8k16", min_blocks=2, split_k=wave_split(tiles, _SMS * 2, p["K"]))
+        bm = bm or f64_row_tile(p["M"])
+        warps = {96: (32, 32), 128: (64, 32)}
+        if bm not in warps:
+            raise ValueError(f"row_tile_f64_spec: bm={bm} is not allowed: one of {F64_ROW_TILES} (rows a tile)")
+        tiles = c_tiles(p["M"], p["N"], bm, 64)
+        return cls(dtype="float64", tile=(bm, 64, 16), warp_tile=warps[bm], stages=F64_STAGES, smem_layout="pad",
+                   mma_shape="m16n8k16", min_blocks=2, edge_copies=F64_EDGE_COPIES,
+                   split_k=wave_split(tiles, _SMS * 2, p["K"], whole_waves=True))
 
     @classmethod
-    def few_rows_f64_spec(cls, problem):
+    def few_rows_f64_spec(cls, problem, max_rows=F64_FEW_MAX_ROWS):
         """float64 tiles sized to a few rows (the constants at F64_FEW_MAX_ROWS say how this
-        was chosen): one row tile of the rows rounded up to 16, 64 columns of 16 x 32 warp
-        tiles, the most resident blocks an SM that shared memory (in either operand order) and
-        128 registers a thread allow, up to 8, K split by wave_split, and whole L2 lines
-        fetched around each copy (F64_FEW_L2_FETCH)."""
+        was chosen): as few row tiles of at most `max_rows` rows as cover M, each of M's share
+        rounded up to 16 (one tile of the rows rounded up to 16 where M fits), 64 columns of
+        16 x 32 warp tiles, the most resident blocks an SM that shared memory (in either operand
+        order) and 128 registers a thread allow, up to 8, K split by wave_split, and whole L2
+        lines fetched around each copy (F64_FEW_L2_FETCH)."""
         p = cls.normalize_problem(problem)
-        bm = min(F64_FEW_MAX_ROWS, -(-p["M"] // 16) * 16)
+        row_tiles = max(1, -(-p["M"] // max_rows))
+        share = -(-p["M"] // row_tiles)
+        bm = min(max_rows, -(-share // 16) * 16)
         spec = cls(dtype="float64", tile=(bm, 64, 16), warp_tile=(16, 32), stages=4, smem_layout="pad",
                    mma_shape="m16n8k16", min_blocks=1)
         shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
@@ -1822,8 +1850,9 @@ class TensorMatmul(Spec):
                     add(**dict(_fields(few), mma_shape="m16n8k8", fragments_ahead=True))
                 for fetch in L2_FETCH_BYTES:   # (add drops the dispatched one by its key)
                     add(**dict(_fields(few), l2_fetch=fetch))
-            if cls.tall_f64_suits(p["M"], p["N"], p["K"]):
-                add(**_fields(cls.tall_f64_spec(p)))
+            if cls.rows_f64_suits(p["M"], p["N"], p["K"]) and not cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
+                for bm in F64_ROW_TILES:
+                    add(**_fields(cls.row_tile_f64_spec(p, bm)))
         if dtype in ("float16", "bfloat16", "float32"):
             # The Hopper kernel: one to three consumer warpgroups, wgmma N from 64 to 256 (at most
             # 192 with three), as many stages as fit, split K where the tiles are few.
@@ -2054,17 +2083,10 @@ class TensorMatmul(Spec):
         else the result as it is (B copied). b_phased=True (the same, for a B that row sets
         suit): phased_fill_spec of with_phased_b of the result where that applies (the
         transposed tiles), else as b_realign=True, the transposed tiles for wide ones by row sets.
-        f64_tall_rows=True (a request: a W.t() weight): where this is the float64 default's 64 x 64
-        m16n8k16 tiles or its 64 x 128 ones (wide_f64_spec) and tall_f64_suits the product,
-        tall_f64_spec.
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
         reading the operands in place)."""
         p = self.normalize_problem(problem)
-        if (layouts.pop("f64_tall_rows", False) and self.dtype == "float64"
-                and (self.mma_shape, self.tile[:2]) in (("m16n8k16", (64, 64)), ("m16n8k8", (64, 128)))
-                and self.tall_f64_suits(p["M"], p["N"], p["K"])):
-            return self.tall_f64_spec(p).replace(**layouts)
         if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32 and (
                 self.short_k_suits(p["M"], p["N"], p["K"], self.dtype)
                 or self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype)):
@@ -2140,9 +2162,11 @@ class TensorMatmul(Spec):
         # spills); a cap below that (block size x min_blocks) spills.
         cap = register_cap(self.threads, self.min_blocks)
         if self.mma_shape:
-            # float64 16-row fragments are large: k/2 doubles of A a row tile, k/4 of B a column tile.
+            # float64 16-row fragments are large: k/2 doubles of A a row tile, k/4 of B a column tile;
+            # addresses and counters take ~24 more (ptxas kept 64 x 32 warp tiles of m16n8k16, 224
+            # registers of accumulators and fragments, in 239-250 with no spills, either order of B).
             mi, ni, k = self.warp_tile[0] // 16, self.warp_tile[1] // 8, self.mma_mnk[2]
-            need = self.accumulator_registers + k * mi + k // 2 * ni + 32
+            need = self.accumulator_registers + k * mi + k // 2 * ni + 24
             if self.accumulator_registers >= 128 and (self.tile[2] > 16 or self.layout_a == "col"):
                 # ptxas hoists the fragment loads of later k-steps (BK > 16), or keeps more
                 # addresses live (an M-major A), and spills next to 128 accumulator registers.

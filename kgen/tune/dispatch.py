@@ -239,7 +239,7 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
 
 # Requests in call_overrides that are not spec fields: the family's for_layouts reads them
 # (TensorMatmul.for_layouts: b_realign is both).
-LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms", "dot_sms", "f64_tall_rows"})
+LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms", "dot_sms"})
 
 
 def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None = None, *,
@@ -264,8 +264,7 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
         # instruction's specs (and repack settings, and both kinds of form) too: its choice stands.
-        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms", "dot_sms",
-                     "f64_tall_rows"):
+        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms", "dot_sms"):
             changes.pop(name, None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
@@ -446,10 +445,8 @@ F64_IN_PLACE_MAX_ROWS = 1024
 
 
 def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
-    """call_overrides' float64 part on the FP64 tensor cores: the 96-row tiles against W.t() at
-    65-96 rows (the request f64_tall_rows: TensorMatmul.for_layouts turns the 64 x 64 default into
-    tall_f64_spec; F64_TALL_MAX_ROWS says where it was measured), and a weight whose rows are not
-    16 bytes apart read in place rather than copied first:
+    """call_overrides' float64 part on the FP64 tensor cores: a weight whose rows are not 16 bytes
+    apart read in place rather than copied first:
       - by the few-row tiles (copying made them 0.65x as fast on an H100; docs/matmul.md, "Float64
         at 9-64 rows");
       - on sm_90, where it was measured, by any tiles at 65-F64_IN_PLACE_MAX_ROWS rows, both
@@ -457,10 +454,6 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
     from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     out: dict[str, Any] = {}
-    w_t = _col_major(B)
-    tall = w_t and TensorMatmul.tall_f64_suits(M, N, K)
-    if tall:
-        out["f64_tall_rows"] = True
     if max(_element_strides(B)) % 2 and (
             TensorMatmul.few_rows_f64_suits(M, N, K)
             or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and _runs_wgmma()):

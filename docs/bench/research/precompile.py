@@ -33,11 +33,19 @@ def variants() -> list[dict]:
 
 
 def variant_spec(spec, fields: dict, M: int, N: int, K: int, sms: int = 132):
-    """spec with a VARIANTS entry's fields replaced. Two fields name no spec field: bk sets the
-    tile's K depth alone (BM and BN kept), and resplit=1 splits K again for the new tile and
-    blocks an SM as the float64 default's rule would (wave_split over sms x min_blocks slots)."""
-    from kgen.ops.tensorcore import F64_TENSOR_MAX_ROWS, c_tiles, wave_split
+    """spec with a VARIANTS entry's fields replaced. Four fields name no spec field: fewrows=R
+    starts from few_rows_f64_spec with at most R rows a tile (in spec's operand orders), wrows=32
+    gives a tile of a multiple of 32 rows 32 x 32 warp tiles, bk sets the tile's K depth alone
+    (BM and BN kept), and resplit=1 splits K again for the new tile and blocks an SM as the
+    float64 default's rule would (wave_split over sms x min_blocks slots)."""
+    from kgen.ops.tensorcore import F64_TENSOR_MAX_ROWS, TensorMatmul, c_tiles, wave_split
     fields = dict(fields)
+    if "fewrows" in fields:
+        # The few-row float64 tiles of up to that many rows a tile, in the dispatched spec's orders.
+        spec = TensorMatmul.few_rows_f64_spec({"M": M, "N": N, "K": K}, max_rows=fields.pop("fewrows")).replace(
+            layout_a=spec.layout_a, layout_b=spec.layout_b, repack=spec.repack)
+    if fields.pop("wrows", 0) == 32 and spec.tile[0] % 32 == 0:
+        fields["warp_tile"] = (32, 32)
     if "bk" in fields:
         fields["tile"] = (*spec.tile[:2], fields.pop("bk"))
     resplit = fields.pop("resplit", 0)
