@@ -1093,6 +1093,36 @@ def test_float64_products_of_65_to_256_rows_run_96_row_tiles_where_they_cover_fe
     dispatch.forget()
 
 
+def test_float64_tiles_allocate_their_copies_in_l1_where_k_puts_rows_off_32_byte_sectors():
+    """On an H100 (stand-in), every float64 product on the FP64 tensor cores (9-4096 rows, either
+    weight order) runs with l1_copies exactly where K = 1 or 2 mod 4 (its contiguous A's rows then
+    start 16 bytes into a sector, in place or copied at the 16-byte pitch), and the tuner's space
+    holds the other choice; 16-bit and TF32 defaults never ask for it."""
+    from kgen.ops.tensorcore import TensorMatmul, f64_rows_off_sectors
+
+    spec = _float64_spec
+    rng = random.Random(4242)
+    seen = set()
+    for _ in range(80):
+        M = rng.choice((rng.randint(9, 64), rng.randint(65, 256), rng.randint(257, 4096)))
+        N, K = rng.randint(1024, 12000), rng.randint(1024, 12000)
+        got = spec(M, N, K, rng.random() < 0.5)
+        if got.kernel != "tensor_matmul":
+            continue
+        assert got.l1_copies == (K % 4 in (1, 2)) == f64_rows_off_sectors(K), ((M, N, K), got.to_json())
+        seen.add((got.tile[0] if M <= 256 else "big", got.l1_copies))
+        if len(seen) < 4:
+            default = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "float64")
+            assert default.l1_copies == got.l1_copies
+            space = TensorMatmul.search_space({"M": M, "N": N, "K": K}, "float64")
+            assert default in space and default.replace(l1_copies=not got.l1_copies) in space
+    assert {flag for _, flag in seen} == {True, False} and len(seen) >= 6, seen
+    for dtype in ("float16", "bfloat16", "float32"):
+        for M, N, K in ((4096, 4096, 4094), (30, 5000, 4001), (2000, 100, 30)):
+            assert not TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype).l1_copies
+    dispatch.forget()
+
+
 def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_hopper():
     """On an H100 (stand-in), float64 products past the 96-row tiles (97-1024 rows) run the 64 x 64
     m16n8k16 default, three blocks an SM; where its tiles are fewer than a wave (396) and K is 512

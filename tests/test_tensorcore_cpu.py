@@ -2071,13 +2071,31 @@ def test_wide_float64_tiles_compile_without_spills():
     _assert_no_spills([s.replace(layout_b=b, repack=r) for s in wide for b in ("row", "col") for r in (True, False)])
 
 
+def test_l1_copies_make_the_16_byte_copies_allocate_in_l1_and_are_refused_outside_mma_sync():
+    """l1_copies turns the operands' 16-byte cp.async from .cg (L2 only) into .ca (L1 too) and
+    changes nothing else in the source; the wgmma kernel (TMA reads its tiles) refuses it."""
+    spec = TensorMatmul.default_spec({"M": 150, "N": 8000, "K": 4000}, "float64")
+    assert not spec.l1_copies
+    on, off = kgen.render(spec.replace(l1_copies=True)), kgen.render(spec)
+    assert "cp.async.ca.shared.global [%0], [%1], 16, %2;" in on
+    assert "cp.async.cg.shared.global [%0], [%1], 16, %2;" in off and "cp.async.cg" not in on
+    note = ("// .ca: the copies allocate in L1 as well (l1_copies), so a sector that two k tiles of a row share\n"
+            "// is read from the L2 once.\n")
+    assert on.replace(note, "").replace("cp.async.ca.shared.global [%0], [%1], 16,",
+                                        "cp.async.cg.shared.global [%0], [%1], 16,").replace(
+        '"l1_copies":true', '"l1_copies":false') == off
+    with pytest.raises(SpecError, match="l1_copies.*instruction='wgmma'"):
+        TensorMatmul(dtype="bfloat16", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma",
+                     l1_copies=True)
+
+
 def test_l2_fetch_puts_the_prefetch_size_on_every_cp_async_and_is_refused_outside_mma_sync():
     """l2_fetch adds PTX's .L2::<n>B to the 16-byte and the element cp.async of the mma.sync
     kernel and nothing else; 0 renders the copies without it; a size PTX lacks and the wgmma
     kernel (TMA reads its tiles) are refused with what is allowed; the tuner's space of a
     few-row float64 product holds its tile with each size."""
-    few = TensorMatmul.few_rows_f64_spec({"M": 29, "N": 14706, "K": 2298})
-    assert few.l2_fetch == 128
+    few = TensorMatmul.few_rows_f64_spec({"M": 29, "N": 14706, "K": 2300})
+    assert few.l2_fetch == 128 and not few.l1_copies   # K = 0 mod 4: rows on sectors
     hinted, plain = kgen.render(few), kgen.render(few.replace(l2_fetch=0))
     assert "cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" in hinted
     assert "cp.async.ca.shared.global.L2::128B [%0], [%1], 8, %2;" in hinted
@@ -2090,7 +2108,7 @@ def test_l2_fetch_puts_the_prefetch_size_on_every_cp_async_and_is_refused_outsid
     with pytest.raises(SpecError, match="l2_fetch.*instruction='wgmma'"):
         TensorMatmul(dtype="bfloat16", tile=(128, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma",
                      l2_fetch=128)
-    space = TensorMatmul.search_space({"M": 29, "N": 14706, "K": 2298}, "float64")
+    space = TensorMatmul.search_space({"M": 29, "N": 14706, "K": 2300}, "float64")
     assert {s.l2_fetch for s in space if s.tile == few.tile and s.split_k == few.split_k
             and not s.fragments_ahead} == {0, 64, 128, 256}
 

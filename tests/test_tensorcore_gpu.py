@@ -311,6 +311,8 @@ def edge_pool() -> list[TensorMatmul]:
                  T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64"),   # K split
                  T.row_tile_f64_spec({"M": 80, "N": 4096, "K": 4096}),
                  T.row_tile_f64_spec({"M": 200, "N": 4096, "K": 4096}, 128),
+                 T.default_spec({"M": 127, "N": 4096, "K": 4094}, "float64"),   # l1_copies
+                 T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4094}),   # l1_copies
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
                  T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
     return [s.replace(edge_copies=copies, edge_mma=mma) for s in pool
@@ -352,6 +354,8 @@ def element_pool() -> list[TensorMatmul]:
                  T.default_spec({"M": 127, "N": 4096, "K": 4096}, "float64"),
                  T.row_tile_f64_spec({"M": 80, "N": 4096, "K": 4096}),
                  T.row_tile_f64_spec({"M": 200, "N": 4096, "K": 4096}, 128),
+                 T.default_spec({"M": 127, "N": 4096, "K": 4094}, "float64"),   # l1_copies
+                 T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4094}),   # l1_copies
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
                  T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
     return [s.replace(repack=False, edge_copies=copies) for s in pool for copies in ("clamped", "masked")]

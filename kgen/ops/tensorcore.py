@@ -567,6 +567,26 @@ F64_STAGES = 3
 # 0.979x held out; timed after the spec, so lower clocks late in a run may account for part of
 # it), so it is not used.
 F64_EDGE_COPIES = "masked"
+# The float64 tiles' 16-byte copies allocate in L1 too (l1_copies, cp.async.ca) where the rows
+# they read start 16 bytes into a 32-byte sector (f64_rows_off_sectors): with .cg such a row reads
+# the sector it shares with its next k tile twice from the L2. Device time on an H100
+# (docs/bench/research/mma_whole_tiles.py VARIANTS l1_copies=True/False, CUDA graphs over
+# operands rotated past L2; raw docs/bench/f64_l1_copies/): of 46 products of 65-256 rows, the 13
+# whose A rows start off a sector ran 1.05-1.39x (119x6217x7138 W.t() 1.39x), the 7 whose rows all
+# start on one 0.95-1.03x (left off), the 26 that read the weight element by element 1.00x
+# (their copies are .ca already). Held out (31 products, 10-4096 rows): the four the rule takes
+# 1.38x, 1.33x, 1.15x and 1.01x (103x6378x15989, 513x7001x3002, 40x4085x6982, 10x5370x9786),
+# the eleven of rows on sectors 0.91-1.08x with it on. As users call it (kgen bench calls, 72 calls
+# of 17-256 rows, both trees in one command): 0.978x -> 0.999x cuBLAS, the 13 calls it changes
+# 1.121x faster.
+
+
+def f64_rows_off_sectors(K: int) -> bool:
+    """Whether a float64 product of inner size K, its A stored contiguous and row-major (and a
+    W.t() weight, whose rows are K long too), gives the kernel's 16-byte copies rows that start
+    16 bytes into a 32-byte sector: K = 2 mod 4 read in place, K = 1 mod 4 copied first at the
+    copy's 16-byte pitch (K + 1)."""
+    return K % 4 in (1, 2)
 
 
 def _f64_wide_enough(M: int, N: int, K: int) -> bool:
@@ -792,6 +812,10 @@ class TensorMatmul(Spec):
                  to fetch that many bytes around the bytes it reads (PTX's .L2::<n>B prefetch
                  size), so the eight 16-byte pieces of a 128-byte tile row go to DRAM as one
                  request for their line. 0 leaves the hint out.
+    l1_copies    mma_sync only: the 16-byte cp.async of the operands allocate in L1 too
+                 (cp.async.ca rather than .cg, which reads the L2 alone), so a 32-byte sector
+                 that a tile row shares with the same row's next k tile (a row that starts off a
+                 sector) can come from L1 the second time.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -828,6 +852,7 @@ class TensorMatmul(Spec):
     edge_mma: str = "all"
     fragments_ahead: bool = False
     l2_fetch: int = 0
+    l1_copies: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -936,6 +961,8 @@ class TensorMatmul(Spec):
             fail("l2_fetch", self.l2_fetch, f"one of {list(L2_FETCH_BYTES)} (bytes)")
         if self.l2_fetch and self.instruction == "wgmma":
             fail("l2_fetch", self.l2_fetch, "0 with instruction='wgmma' (TMA reads its tiles; l2_prefetch is its hint)")
+        if self.l1_copies and self.instruction == "wgmma":
+            fail("l1_copies", self.l1_copies, "False with instruction='wgmma' (TMA reads its tiles)")
         most_stages = WGMMA_MAX_STAGES if self.wgmma else 6
         if not 2 <= self.stages <= most_stages:
             fail("stages", self.stages, f"an integer from 2 to {most_stages}"
@@ -1274,7 +1301,7 @@ class TensorMatmul(Spec):
             PHASE_PAD=PHASE_PAD,
             staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked",
             mma_inside=self.edge_mma == "inside", fragments_ahead=self.fragments_ahead,
-            l2_fetch=self.l2_fetch,
+            l2_fetch=self.l2_fetch, l1_copies=self.l1_copies,
             # Element-wise cp.async (4 or 8 bytes) in the element-load entry; 16-bit elements
             # are narrower than any cp.async and go through registers.
             elem_async=not self.wgmma and ITEMSIZE[self.dtype] >= 4, ITEM=ITEMSIZE[self.dtype])
@@ -1415,7 +1442,8 @@ class TensorMatmul(Spec):
             tiles = c_tiles(p["M"], p["N"], spec.tile[0], spec.tile[1])
             split = wave_split(tiles, _SMS * 3, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS)
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
-                                       edge_copies=F64_EDGE_COPIES, split_k=split)
+                                       edge_copies=F64_EDGE_COPIES, split_k=split,
+                                       l1_copies=f64_rows_off_sectors(p["K"]))
             if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS:
                 return cls._wide_f64_where_fewer_waves(spec, p)
         return spec
@@ -1439,6 +1467,7 @@ class TensorMatmul(Spec):
         tiles = c_tiles(p["M"], p["N"], 64, 128)
         return cls(dtype="float64", tile=(64, 128, 16), warp_tile=(32, 64), stages=F64_STAGES, smem_layout="pad",
                    mma_shape="m16n8k8", min_blocks=2, edge_copies=F64_EDGE_COPIES,
+                   l1_copies=f64_rows_off_sectors(p["K"]),
                    split_k=wave_split(tiles, _SMS * 2, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS))
 
     @classmethod
@@ -1487,6 +1516,7 @@ class TensorMatmul(Spec):
         tiles = c_tiles(p["M"], p["N"], bm, 64)
         return cls(dtype="float64", tile=(bm, 64, 16), warp_tile=warps[bm], stages=F64_STAGES, smem_layout="pad",
                    mma_shape="m16n8k16", min_blocks=2, edge_copies=F64_EDGE_COPIES,
+                   l1_copies=f64_rows_off_sectors(p["K"]),
                    split_k=wave_split(tiles, _SMS * 2, p["K"], whole_waves=True))
 
     @classmethod
@@ -1508,7 +1538,7 @@ class TensorMatmul(Spec):
         per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
         tiles = c_tiles(p["M"], p["N"], bm, 64)
         return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]),
-                            l2_fetch=F64_FEW_L2_FETCH)
+                            l2_fetch=F64_FEW_L2_FETCH, l1_copies=f64_rows_off_sectors(p["K"]))
 
     @classmethod
     def element_spec(cls, problem, dtype):
@@ -1853,6 +1883,9 @@ class TensorMatmul(Spec):
             if cls.rows_f64_suits(p["M"], p["N"], p["K"]) and not cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
                 for bm in F64_ROW_TILES:
                     add(**_fields(cls.row_tile_f64_spec(p, bm)))
+            # The default with its copies' L1 allocation the other way (f64_rows_off_sectors picks it
+            # from K alone, as if A were contiguous).
+            add(**dict(_fields(default), l1_copies=not default.l1_copies))
         if dtype in ("float16", "bfloat16", "float32"):
             # The Hopper kernel: one to three consumer warpgroups, wgmma N from 64 to 256 (at most
             # 192 with three), as many stages as fit, split K where the tiles are few.
