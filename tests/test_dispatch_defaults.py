@@ -1086,8 +1086,10 @@ def test_float64_products_of_65_to_256_rows_run_96_row_tiles_where_they_cover_fe
     space = TensorMatmul.search_space({"M": 150, "N": 8000, "K": 4000}, "float64")
     for bm in (96, 128):
         assert TensorMatmul.row_tile_f64_spec({"M": 150, "N": 8000, "K": 4000}, bm) in space
-    with pytest.raises(ValueError, match=r"bm=64 is not allowed: one of \(96, 128\)"):
+    with pytest.raises(ValueError, match=r"M=150 takes the 64 x 64 default's rows .*pass bm, one of \(96, 128\)"):
         TensorMatmul.row_tile_f64_spec({"M": 150, "N": 8000, "K": 4000})
+    with pytest.raises(ValueError, match=r"bm=64 is not allowed: one of \(96, 128\)"):
+        TensorMatmul.row_tile_f64_spec({"M": 150, "N": 8000, "K": 4000}, 64)
     for M in (257, 400, 1000):
         assert spec(M, 11244, 1609, False).tile == (64, 64, 16)
     dispatch.forget()

@@ -513,8 +513,9 @@ F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE = 3, 1024
 # that then ran against W.t() there; held out (seed 103003, 14 products), 1.35x, 1.10x, 0.88x,
 # 1.35x and 1.27x on the five of 65-96 rows. Where rows tie (97-256 rows) they were mixed:
 # 128-row tiles ran 1.04-1.24x on 12 of 13 fitted products but 0.84-0.97x on 5 of 6 held out
-# (K split more ways, or too few blocks for the SMs), 96-row tiles at 129-192 rows 1.00-1.11x
-# fitted and 0.85-1.08x held out, so those keep the 64 x 64 tiles (the tuner's space holds both).
+# (K split more ways, or too few blocks for the SMs) and 0.98x over 18 of a third draw (seeds
+# 103006-103007), 96-row tiles at 129-192 rows 1.00-1.11x fitted and 0.85-1.08x held out, so
+# those keep the 64 x 64 tiles (the tuner's space holds both).
 F64_ROW_TILES = (96, 128)
 # float64 products of up to this many rows (no more than their columns, N and K of at least
 # F64_FEW_MIN_SIDE) run on the FP64 tensor cores on sm_90 below dispatch.TENSOR_F64_MIN_MACS too
@@ -1505,12 +1506,15 @@ class TensorMatmul(Spec):
     def row_tile_f64_spec(cls, problem, bm: int = 0):
         """float64 tiles of `bm` rows (one of F64_ROW_TILES; 0: f64_row_tile's for M, which must
         be one) and 64 columns, two blocks an SM (the constants at F64_ROW_TILES say where they
-        run and how that was chosen): 32 x 32
-        warp tiles of m16n8k16 at 96 rows, 64 x 32 at 128, F64_STAGES stages, edge blocks copied
-        as F64_EDGE_COPIES says, K split by wave_split over those blocks, past a whole wave too."""
+        run and how that was chosen): 32 x 32 warp tiles of m16n8k16 at 96 rows, 64 x 32 at 128,
+        F64_STAGES stages, edge blocks copied as F64_EDGE_COPIES says, copies allocating in L1
+        where f64_rows_off_sectors, K split by wave_split over those blocks, past a whole wave too."""
         p = cls.normalize_problem(problem)
-        bm = bm or f64_row_tile(p["M"])
         warps = {96: (32, 32), 128: (64, 32)}
+        if not bm and f64_row_tile(p["M"]) not in warps:
+            raise ValueError(f"row_tile_f64_spec: M={p['M']} takes the 64 x 64 default's rows (f64_row_tile); "
+                             f"pass bm, one of {F64_ROW_TILES}")
+        bm = bm or f64_row_tile(p["M"])
         if bm not in warps:
             raise ValueError(f"row_tile_f64_spec: bm={bm} is not allowed: one of {F64_ROW_TILES} (rows a tile)")
         tiles = c_tiles(p["M"], p["N"], bm, 64)
