@@ -1020,8 +1020,9 @@ def test_float64_products_of_9_to_64_rows_run_tiles_sized_to_their_rows_on_hoppe
         assert got.repack == ((K if w_t else N) % 2 == 0), ((M, N, K, w_t), got.to_json())
         tiles = -(-N // 64)
         assert got.min_blocks >= 1 and got.split_k == wave_split(tiles, 132 * got.min_blocks, K)
-        assert got.replace(layout_b="row", repack=True) in TensorMatmul.search_space({"M": M, "N": N, "K": K},
-                                                                                      "float64")
+        # (A weight read by elements also sets the b_elements fields, which need repack off.)
+        assert got.replace(layout_b="row", repack=True, repack_a=False,
+                           spread_elements=False) in TensorMatmul.search_space({"M": M, "N": N, "K": K}, "float64")
         # Too few rows, short sides, another GPU: not these tiles.
         for other in (spec(rng.randint(1, F64_FEW_MIN_ROWS - 1), N, K, w_t), spec(M, N, rng.randint(64, 1023), w_t),
                       spec(M, N, K, w_t, device=a100)):
@@ -1190,6 +1191,42 @@ def test_float64_weights_whose_rows_are_not_16_bytes_apart_are_read_in_place_up_
         big = rng.randint(F64_IN_PLACE_MAX_ROWS + 1, 4096)
         assert spec(big, N, K, False).repack is True and spec(big, N, K, True).repack is True, (big, N, K)
         assert spec(M, N, K, False, _A100).repack is True   # measured on sm_90 only
+    dispatch.forget()
+
+
+def test_float64_64x64_tiles_reading_a_weight_by_elements_copy_a_aligned_and_spread_the_copies():
+    """On an H100 (stand-in), where a float64 weight is read in place by the element-load entry
+    (its rows not 16 bytes apart), the 64 x 64 tiles (the few-row tiles at 49-64 rows, the default
+    at 97-1024) copy A aligned first and spread B's element copies along its rows (repack_a,
+    spread_elements: with_b_elements); the 96-row and 16-48-row tiles, aligned weights and an A100
+    never do, and a spec the rule does not fit comes back unchanged."""
+    from kgen.ops.tensorcore import F64_B_ELEMENTS_TILE, TensorMatmul
+
+    spec = _float64_spec
+    assert F64_B_ELEMENTS_TILE == (64, 64)
+    rng = random.Random(104)
+    seen = set()
+    for _ in range(60):
+        M = rng.choice((rng.randint(9, 64), rng.randint(65, 256), rng.randint(257, 1024)))
+        N, K = rng.randint(1024, 12000) | 1, rng.randint(1024, 12000) | 1
+        for w_t in (False, True):
+            got = spec(M, N, K, w_t)
+            if got.kernel != "tensor_matmul":
+                continue
+            on = got.tile[:2] == (64, 64)
+            assert got.repack is False and got.repack_a == on and got.spread_elements == on, ((M, N, K, w_t),
+                                                                                             got.to_json())
+            seen.add((got.tile[0], on))
+            # An aligned weight of the same product: copied first where it must be, nothing to spread.
+            aligned = spec(M, N + 1, K, False) if not w_t else spec(M, N, K + 1, True)
+            assert not aligned.repack_a and not aligned.spread_elements, aligned.to_json()
+            a100 = spec(M, N, K, w_t, _A100)
+            assert not getattr(a100, "repack_a", False) and not getattr(a100, "spread_elements", False)
+    assert {(64, True), (96, False)} <= seen and any(bm < 64 for bm, _ in seen), seen
+    swizzled = TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), repack=False)
+    assert swizzled.with_b_elements() is swizzled   # the copies need rows linear in shared memory
+    copied = TensorMatmul.default_spec({"M": 200, "N": 5001, "K": 3001}, "float64")
+    assert copied.repack and copied.with_b_elements() is copied
     dispatch.forget()
 
 

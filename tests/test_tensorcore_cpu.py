@@ -1848,8 +1848,9 @@ def _mma_sync_tile_specs(**fields):
 
 def _whole_guard(spec, condition: str) -> str:
     """The rendered guard of the copies without clamps: the element-load entry takes them too
-    where its elements are copied by cp.async (4- and 8-byte types), else only the aligned one."""
-    return f"if ({'' if spec.template_context()['elem_async'] else 'ALIGNED && '}{condition}) {{"
+    where its elements are copied by cp.async (4- and 8-byte types), else only the one whose
+    operands are both aligned."""
+    return f"if ({'' if spec.template_context()['elem_async'] else 'A_ALIGNED && B_ALIGNED && '}{condition}) {{"
 
 
 def _limit_args(call: str) -> tuple[str, str]:
@@ -1877,8 +1878,8 @@ def test_masked_edge_copies_copy_what_the_clamped_copies_do():
         bk = spec.tile[2]
         for which in ("A", "B"):
             name = which.lower()
-            clamped = re.search(rf"load_{name}<ALIGNED>\(sa[^;]*\);", source).group(0)
-            masked = re.search(rf"load_{name}_masked<ALIGNED, (true|false)>\(sa[^;]*\);",
+            clamped = re.search(rf"load_{name}<{which}_ALIGNED>\(sa[^;]*\);", source).group(0)
+            masked = re.search(rf"load_{name}_masked<{which}_ALIGNED, (true|false)>\(sa[^;]*\);",
                                source[source.index("if (!whole_block)"):])
             cut_rows = masked.group(1) == "true"
             r_arg, c_arg = _limit_args(clamped)
@@ -2125,3 +2126,56 @@ def test_the_tuner_space_of_a_few_row_float64_product_holds_its_tiles_with_fragm
     assert all(s.instruction == "mma_sync" and (s.tile[2] // s.mma_mnk[2]) % 2 == 0 for s in ahead)
     assert not any(s.fragments_ahead for s in TensorMatmul.search_space({"M": 512, "N": 512, "K": 512}, "float64"))
     assert not any(s.fragments_ahead for s in TensorMatmul.search_space({"M": 60, "N": 4096, "K": 4096}, "float64"))
+
+
+def test_repack_a_reads_only_b_by_elements_and_is_refused_where_repack_copies_already():
+    """repack_a: the element-load entry instantiates the kernel body with A's copies 16 bytes wide
+    (A is copied aligned first where it is not, so the repack kernel is rendered) and B's by
+    elements; without it both operands are read by elements and no repack kernel is rendered.
+    repack on (which copies every unaligned operand; the wgmma kernel needs it) refuses it."""
+    spec = TensorMatmul.default_spec({"M": 119, "N": 8057, "K": 1097}, "float64").replace(
+        layout_b="col", repack=False)
+    plain, b_only = kgen.render(spec), kgen.render(spec.replace(repack_a=True))
+    assert "tc_body<false, false>(A, B, out" in plain and "kgen_tc_repack(" not in plain
+    assert "tc_body<true, false>(A, B, out" in b_only and "kgen_tc_repack(" in b_only
+    assert "tc_body<true, true>(A, B, out" in plain and "tc_body<true, true>(A, B, out" in b_only
+    with pytest.raises(SpecError, match=r"repack_a=True is not allowed: False unless repack=False"):
+        spec.replace(repack=True, repack_a=True)
+
+
+def test_spread_elements_orders_the_element_copies_along_rows_and_is_refused_where_it_cannot_apply():
+    """spread_elements: every element-load path (whole, masked and clamped tiles) copies through
+    copy_spread_async, which reads elements j, j + CH, ... of a row, and the 16-byte copies are as
+    they were; it needs repack off, float32 or float64 and the padded layout, and says so."""
+    spec = TensorMatmul.default_spec({"M": 119, "N": 8057, "K": 1097}, "float64").replace(repack=False)
+    assert spec.smem_layout == "pad" and spec.edge_copies == "masked"
+    spread, plain = kgen.render(spec.replace(spread_elements=True)), kgen.render(spec)
+    assert "copy_spread_async" not in plain
+    # One call in each of the clamped, whole and masked loaders, for A and for B.
+    assert spread.count("copy_spread_async<") == 2 * 3
+    assert "cp_async_elem(dst + j + u * CH, in ? src + j + u * CH : safe, in ? 8 : 0);" in spread
+    assert spread.count("cp_async16(") == plain.count("cp_async16(")
+    clamped = kgen.render(spec.replace(spread_elements=True, edge_copies="clamped"))
+    assert clamped.count("copy_spread_async<") == 2 * 2   # no masked loaders
+    for fields, why in ((dict(repack=True), "repack=False"), (dict(smem_layout="swizzle"), "smem_layout='pad'")):
+        with pytest.raises(SpecError, match=f"spread_elements=True is not allowed: .*{re.escape(why)}"):
+            spec.replace(spread_elements=True, **fields)
+    with pytest.raises(SpecError, match="spread_elements=True is not allowed: .*dtype float32 or float64"):
+        TensorMatmul(dtype="float16", tile=(64, 64, 32), warp_tile=(32, 32), smem_layout="pad", repack=False,
+                     spread_elements=True)
+
+
+@pytest.mark.nvcc
+def test_element_copy_variants_of_the_float64_tiles_compile_without_spills():
+    """The float64 tiles that take repack_a and spread_elements where dispatch reads a weight by
+    elements (the 64 x 64 default, the few-row tiles of 64 rows), and the 96- and 48-row tiles,
+    with both, in both weight orders: every entry point fits its registers. (The 64 x 128 tiles,
+    at 248 registers without them, spill with spread_elements against a row-major weight; the rule
+    leaves them out.)"""
+    p = {"M": 119, "N": 8057, "K": 1097}
+    tiles = [TensorMatmul.default_spec(p, "float64"), TensorMatmul.few_rows_f64_spec({"M": 60, "N": 8057, "K": 1097}),
+             TensorMatmul.row_tile_f64_spec({"M": 80, "N": 8057, "K": 1097}),
+             TensorMatmul.few_rows_f64_spec({"M": 40, "N": 8057, "K": 1097})]
+    assert [t.tile[:2] for t in tiles] == [(64, 64), (64, 64), (96, 64), (48, 64)]
+    _assert_no_spills([s.replace(layout_b=b, repack=False, repack_a=True, spread_elements=True)
+                       for s in tiles for b in ("row", "col")])

@@ -342,7 +342,8 @@ def element_pool() -> list[TensorMatmul]:
     """mma.sync specs reading their operands in place (repack off) whose element-load entry copies
     each element by its own cp.async (float32 as TF32, float64), with clamped and masked edge
     copies: the dispatch tiles of float64 on sm_90 (the default, K split, 96 rows, 16 and 48
-    rows), TF32 in both shared layouts, a float64 split of one warp."""
+    rows), TF32 in both shared layouts, a float64 split of one warp; the padded ones also with
+    repack_a, spread_elements and both."""
     T = TensorMatmul
     pool = [T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="swizzle"),
             T(dtype="float32", tf32=True, tile=(32, 64, 8), warp_tile=(16, 32), stages=2, smem_layout="pad",
@@ -358,7 +359,12 @@ def element_pool() -> list[TensorMatmul]:
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4094}),   # l1_copies
                  T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
                  T.few_rows_f64_spec({"M": 40, "N": 4096, "K": 4096})]
-    return [s.replace(repack=False, edge_copies=copies) for s in pool for copies in ("clamped", "masked")]
+    plain = [s.replace(repack=False, edge_copies=copies) for s in pool for copies in ("clamped", "masked")]
+    # The padded tiles also with A copied aligned first (repack_a), the element copies along rows
+    # (spread_elements), and both.
+    return plain + [s.replace(**fields) for s in plain if s.smem_layout == "pad"
+                    for fields in (dict(repack_a=True), dict(spread_elements=True),
+                                   dict(repack_a=True, spread_elements=True))]
 
 
 ELEMENT_POOL = element_pool()

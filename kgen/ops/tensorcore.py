@@ -582,6 +582,18 @@ F64_EDGE_COPIES = "masked"
 # 1.121x faster.
 
 
+# A float64 weight read in place by the element-load entry (dispatch's b_elements request, for a
+# weight whose rows are not 16 bytes apart) runs its 64 x 64 tiles (the default's at 97-1024 rows,
+# the few-row tiles' at 49-64) with repack_a (A copied aligned first where it is not, so A's tiles
+# take 16-byte copies) and spread_elements (B's element copies along its rows). Device time on an
+# H100 (docs/bench/research/mma_whole_tiles.py VARIANTS, CUDA graphs over operands rotated past
+# L2; raw docs/bench/f64_weight_elements/): both together ran 1.02-1.20x (geometric mean 1.109x)
+# over the 9 fitted 64 x 64 products (repack_a alone 1.085x, spread_elements alone 1.044x), 1.04-1.23x
+# (1.128x) over the 9 held out, and 1.12-1.20x at 343-839 rows on six of seven (505x10383x13013
+# 1.02x). On the 96-row and 16-48-row tiles both ran 0.96-1.04x (left off).
+F64_B_ELEMENTS_TILE = (64, 64)
+
+
 def f64_rows_off_sectors(K: int) -> bool:
     """Whether a float64 product of inner size K, its A stored contiguous and row-major (and a
     W.t() weight, whose rows are K long too), gives the kernel's 16-byte copies rows that start
@@ -817,6 +829,16 @@ class TensorMatmul(Spec):
                  (cp.async.ca rather than .cg, which reads the L2 alone), so a 32-byte sector
                  that a tile row shares with the same row's next k tile (a row that starts off a
                  sector) can come from L1 the second time.
+    repack_a     with repack off: an A whose pointer or leading dimension rules out 16-byte
+                 copies is copied to an aligned buffer first (kgen_tc_repack), so that
+                 kgen_tc_matmul_elem copies only B element by element and A by 16-byte copies
+                 (A aligned as it is needs no copy). For a weight B of an odd pitch beside a
+                 small A, which the element loads would otherwise read one element a copy too.
+    spread_elements  with repack off, float32/float64, smem_layout "pad": the element-load
+                 entry's thread that copies chunk j of a tile row copies the row's elements
+                 j, j + CH, ... (CH chunks a row) instead of the chunk's own, so that each
+                 element copy of a warp reads a contiguous stretch of a row rather than one
+                 element of each 16-byte chunk.
     """
 
     kernel: ClassVar[str] = "tensor_matmul"
@@ -854,6 +876,8 @@ class TensorMatmul(Spec):
     fragments_ahead: bool = False
     l2_fetch: int = 0
     l1_copies: bool = False
+    repack_a: bool = False
+    spread_elements: bool = False
 
     def __post_init__(self) -> None:
         # The output type spelled as the input type is the default: one spec, one key.
@@ -964,6 +988,14 @@ class TensorMatmul(Spec):
             fail("l2_fetch", self.l2_fetch, "0 with instruction='wgmma' (TMA reads its tiles; l2_prefetch is its hint)")
         if self.l1_copies and self.instruction == "wgmma":
             fail("l1_copies", self.l1_copies, "False with instruction='wgmma' (TMA reads its tiles)")
+        if self.repack_a and self.repack:
+            fail("repack_a", self.repack_a, "False unless repack=False (repack copies every unaligned operand "
+                 "already; repack_a copies A alone for mma.sync's element-load entry)")
+        if self.spread_elements and (self.repack or self.instruction == "wgmma" or ITEMSIZE[self.dtype] < 4
+                                     or self.smem_layout != "pad"):
+            fail("spread_elements", self.spread_elements, "False unless repack=False, instruction='mma_sync', "
+                 "dtype float32 or float64 and smem_layout='pad' (it orders the element-load entry's 4- and "
+                 "8-byte copies along rows that are linear in shared memory)")
         most_stages = WGMMA_MAX_STAGES if self.wgmma else 6
         if not 2 <= self.stages <= most_stages:
             fail("stages", self.stages, f"an integer from 2 to {most_stages}"
@@ -1302,7 +1334,8 @@ class TensorMatmul(Spec):
             PHASE_PAD=PHASE_PAD,
             staged_out=self.staged_unaligned_output, masked_edges=self.edge_copies == "masked",
             mma_inside=self.edge_mma == "inside", fragments_ahead=self.fragments_ahead,
-            l2_fetch=self.l2_fetch, l1_copies=self.l1_copies,
+            l2_fetch=self.l2_fetch, l1_copies=self.l1_copies, repack_a=self.repack_a,
+            spread=self.spread_elements,
             # Element-wise cp.async (4 or 8 bytes) in the element-load entry; 16-bit elements
             # are narrower than any cp.async and go through registers.
             elem_async=not self.wgmma and ITEMSIZE[self.dtype] >= 4, ITEM=ITEMSIZE[self.dtype])
@@ -2122,8 +2155,11 @@ class TensorMatmul(Spec):
         transposed tiles), else as b_realign=True, the transposed tiles for wide ones by row sets.
         element_loads=True (a request, not a field): where this is the wgmma kernel's general
         tiles and short_k_suits or element_loads_suits the product, element_spec (mma.sync
-        reading the operands in place)."""
+        reading the operands in place). b_elements=True (a request: B is read in place by the
+        element-load entry): with_b_elements of the result."""
         p = self.normalize_problem(problem)
+        if layouts.pop("b_elements", False):
+            return self.for_layouts(problem, **layouts).with_b_elements()
         if layouts.pop("element_loads", False) and self.wgmma and not self.swap_ab and not self.split_tf32 and (
                 self.short_k_suits(p["M"], p["N"], p["K"], self.dtype)
                 or self.element_loads_suits(p["M"], p["N"], p["K"], self.dtype)):
@@ -2185,6 +2221,15 @@ class TensorMatmul(Spec):
         if any(spec.transposes(op) and other[op] < TF32_TRANSPOSE_MIN for op in "AB"):
             return self.mma_default_spec(p, self.dtype).replace(**layouts)
         return spec
+
+    def with_b_elements(self):
+        """This spec where the element-load entry reads B (repack off): a float64 mma.sync tile of
+        F64_B_ELEMENTS_TILE in the padded layout copies A aligned first (repack_a) and copies B's
+        elements along its rows (spread_elements); any other spec as it is."""
+        if (self.dtype == "float64" and not self.wgmma and not self.repack and self.smem_layout == "pad"
+                and self.tile[:2] == F64_B_ELEMENTS_TILE):
+            return self.replace(repack_a=True, spread_elements=True)
+        return self
 
     def prune_reason(self, problem, limits):
         cc = limits.get("compute_capability", 90)
@@ -2809,6 +2854,10 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                     ldb = ldd
             a_ok = a_ok or repacks[0] is not None
             b_ok = b_ok or repacks[1] is not None or spec.b_realign
+        elif spec.repack_a and not a_ok and K:
+            # The element-load entry reads B alone by elements; A is copied aligned for it.
+            repacks[0], lda = self._repack_step("A", *((M, K) if spec.layout_a == "row" else (K, M)), lda)
+            a_ok = True
         aligned = a_ok and b_ok
         # b_classes: the grid covers the virtual columns (the kernel maps them to C's).
         grid, block, shared = spec.launch_geometry(M, N_tiles if phases and spec.b_classes else N, K, self._sms)

@@ -239,7 +239,7 @@ def _kernel(cls, problem: dict[str, Any], dtype: str, tune: bool, overrides: dic
 
 # Requests in call_overrides that are not spec fields: the family's for_layouts reads them
 # (TensorMatmul.for_layouts: b_realign is both).
-LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms", "dot_sms"})
+LAYOUT_REQUESTS = frozenset({"element_loads", "axpy_sms", "dot_sms", "b_elements"})
 
 
 def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None = None, *,
@@ -264,7 +264,7 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
     if choice.origin == "exact":
         # A tuned entry for this very problem was measured on this device against the other
         # instruction's specs (and repack settings, and both kinds of form) too: its choice stands.
-        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms", "dot_sms"):
+        for name in ("instruction", "repack", "tensor_cores", "element_loads", "axpy_sms", "dot_sms", "b_elements"):
             changes.pop(name, None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
@@ -450,7 +450,9 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
       - by the few-row tiles (copying made them 0.65x as fast on an H100; docs/matmul.md, "Float64
         at 9-64 rows");
       - on sm_90, where it was measured, by any tiles at 65-F64_IN_PLACE_MAX_ROWS rows, both
-        storage orders of the weight."""
+        storage orders of the weight.
+    On sm_90 such a call also makes the b_elements request (TensorMatmul.with_b_elements: the
+    64 x 64 tiles copy A aligned and spread B's element copies; F64_B_ELEMENTS_TILE says why)."""
     from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     out: dict[str, Any] = {}
@@ -458,6 +460,8 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
             TensorMatmul.few_rows_f64_suits(M, N, K)
             or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and _runs_wgmma()):
         out["repack"] = False
+        if _runs_wgmma():
+            out["b_elements"] = True
     return out
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 import kgen
 from kgen.bench.calls import random_matmul_shapes
+from kgen.core.spec import SpecError
 from kgen.tune import ahead, dispatch
 
 
@@ -37,7 +38,8 @@ def variant_spec(spec, fields: dict, M: int, N: int, K: int, sms: int = 132):
     starts from few_rows_f64_spec with at most R rows a tile (in spec's operand orders), wrows=32
     gives a tile of a multiple of 32 rows 32 x 32 warp tiles, bk sets the tile's K depth alone
     (BM and BN kept), and resplit=1 splits K again for the new tile and blocks an SM as the
-    float64 default's rule would (wave_split over sms x min_blocks slots)."""
+    float64 default's rule would (wave_split over sms x min_blocks slots). None where the
+    fields do not apply to the spec (its validation refuses them)."""
     from kgen.ops.tensorcore import F64_TENSOR_MAX_ROWS, TensorMatmul, c_tiles, wave_split
     fields = dict(fields)
     if "fewrows" in fields:
@@ -49,7 +51,10 @@ def variant_spec(spec, fields: dict, M: int, N: int, K: int, sms: int = 132):
     if "bk" in fields:
         fields["tile"] = (*spec.tile[:2], fields.pop("bk"))
     resplit = fields.pop("resplit", 0)
-    out = spec.replace(**fields)
+    try:
+        out = spec.replace(**fields)
+    except SpecError:   # a field that does not apply to this spec (repack_a with repack on): no variant
+        return None
     if resplit:
         tiles = c_tiles(M, N, out.tile[0], out.tile[1])
         out = out.replace(split_k=wave_split(tiles, sms * max(1, out.min_blocks), K,
@@ -94,6 +99,7 @@ def main() -> None:
             continue
         for fields in variants():
             todo.add(variant_spec(spec, fields, M, N, K))
+    todo.discard(None)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         list(pool.map(kgen.compile, todo))
     print("variants compiled:", len(todo))

@@ -1,7 +1,8 @@
 """The float64 tensor-core rules of kgen.matmul on edge shapes: the 64 x 64 default with K split by
 wave_split (K not a multiple of the split), the few-row tiles (9-64 rows), the row tiles of 96
 and 128 rows at 65-256 rows and their 64 x 128 alternative, weights whose rows are not 16 bytes
-apart (W.t() of an odd K, row-major of an odd N) read in place, element by element, and outputs
+apart (W.t() of an odd K, row-major of an odd N) read in place, element by element (the 64 x 64
+tiles copying A aligned first and B's elements along its rows: with_b_elements), and outputs
 of an odd N from K left whole (stored through shared memory, staged_unaligned_output); operands
 at an odd element offset inside NaN-filled buffers of exactly their extent (one element past
 either end is outside the allocation with PYTORCH_NO_CUDA_MEMORY_CACHING=1). Each result is
@@ -17,7 +18,8 @@ from kgen.tune import dispatch
 # 65-256 rows below it (TensorMatmul.rows_f64_suits), and 65-256 rows past a whole wave of row
 # tiles, K split two or three ways (wave_split's whole_waves); then 65-256 rows on the 64 x 128
 # tiles (wide_f64_spec), K whole, rows of an odd length read in place; then the 128-row tiles at
-# their edges (97 and 256 rows) and M one past a 96-row tile.
+# their edges (97 and 256 rows) and M one past a 96-row tile; then the 64 x 64 tiles reading such a
+# weight by elements (with_b_elements) at 49-64 rows (few-row tiles) and 97-256, K odd and even.
 PRODUCTS = [
     (100, 3001, 1500, True), (130, 2049, 1031, False), (250, 1100, 2049, True), (200, 1500, 4097, False),
     (9, 1031, 28931, True), (33, 4097, 2051, False), (64, 2049, 2049, True),
@@ -28,6 +30,7 @@ PRODUCTS = [
     (241, 6395, 5505, False), (175, 11305, 5267, True), (196, 8767, 4099, True),
     (186, 11244, 1609, False), (110, 14957, 1093, True), (166, 10893, 1459, False),
     (97, 3001, 2051, True), (256, 2047, 3001, False), (193, 1031, 2047, True),
+    (57, 3001, 1027, True), (150, 1027, 2000, False), (211, 2001, 1029, False),
 ]
 
 
