@@ -1036,11 +1036,23 @@ def _row_tile_rows(M):
     return 96 if M <= 96 else 64
 
 
+def _rows_split(M, N, K, bm):
+    """The K split of a float64 tile of bm rows and 64 columns at 65-256 rows: the SM model's
+    (f64_sm_split) for the 64 x 64 default's tiles from F64_BUSY_TILES_PER_SM an SM up, else
+    wave_split over the tiles' slots, past a whole wave too."""
+    from kgen.ops.tensorcore import F64_BUSY_TILES_PER_SM, f64_sm_split, wave_split
+
+    tiles = -(-M // bm) * -(-N // 64)
+    if bm == 64 and tiles >= F64_BUSY_TILES_PER_SM * 132:
+        return f64_sm_split(M, N, K, tiles)
+    return wave_split(tiles, 264 if bm == 96 else 396, K, whole_waves=True)
+
+
 def test_float64_products_of_65_to_256_rows_run_96_row_tiles_where_they_cover_fewer_rows_or_64_by_128():
     """On an H100 (stand-in), a float64 product of 65-256 rows (N and K of 1024 or more, either
     weight order) runs 96 x 64 tiles at 65-96 rows (fewer rows than two 64-row tiles), two blocks
-    an SM, and the 64 x 64 default (three an SM) past that, K split by wave_split past a whole
-    wave too; it takes wide_f64_spec's 64 x 128 tiles instead exactly where both leave K whole and
+    an SM, and the 64 x 64 default (three an SM) past that, K split as _rows_split says (past a whole
+    wave too); it takes wide_f64_spec's 64 x 128 tiles instead exactly where both leave K whole and
     f64_wave_cost puts the wide tiles F64_WIDE_MARGIN below the others. Products past 256 rows and
     an A100 take neither new tile; the tuner's space holds the 96- and 128-row tiles."""
     from kgen.ops.tensorcore import F64_WIDE_MARGIN, TensorMatmul, c_tiles, f64_row_tile, wave_split
@@ -1073,7 +1085,8 @@ def test_float64_products_of_65_to_256_rows_run_96_row_tiles_where_they_cover_fe
         else:
             seen[bm] += 1
             assert (got.tile, got.warp_tile, got.mma_shape, got.min_blocks, got.split_k) == (
-                (bm, 64, 16), (32, 32), "m16n8k16", 2 if bm == 96 else 3, s_rows), ((M, N, K, w_t), got.to_json())
+                (bm, 64, 16), (32, 32), "m16n8k16", 2 if bm == 96 else 3, _rows_split(M, N, K, bm)), (
+                (M, N, K, w_t), got.to_json())
         assert got.edge_copies == "masked" and got.stages == 3 and got.l2_fetch == 0, got.to_json()
         assert got.layout_b == ("col" if w_t else "row")
         assert spec(M, N, K, w_t, a100).tile[:2] in ((64, 64), (64, 128))
@@ -1152,10 +1165,11 @@ def test_float64_default_tiles_fewer_than_a_wave_split_k_to_fill_the_waves_on_ho
         assert got.kernel == "tensor_matmul" and got.tile[:2] == (64, 64) and got.mma_shape == "m16n8k16"
         assert got.min_blocks == 3, got.to_json()
         tiles = -(-M // 64) * -(-N // 64)
-        assert got.split_k == wave_split(tiles, 396, K, whole_waves=M <= 256), ((M, N, K), got.to_json())
+        want = _rows_split(M, N, K, 64) if M <= 256 else wave_split(tiles, 396, K)
+        assert got.split_k == want, ((M, N, K), got.to_json())
         if tiles >= 396 and (M > 256 or K < 2048 or tiles % 396 == 0):
             assert got.split_k == 1
-        elif tiles <= 396 * 2 // 3 and K >= 1024:
+        elif tiles < 396 // 2 and K >= 1024:   # under F64_BUSY_TILES_PER_SM an SM: split to fill
             assert got.split_k > 1, ((M, N, K), got.to_json())
         seen.add(got.split_k > 1)
         assert spec(M, N, K, device=a100).mma_shape != "m16n8k16"
@@ -1233,10 +1247,10 @@ def test_float64_64x64_tiles_reading_a_weight_by_elements_copy_a_aligned_and_spr
 def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_multiply_adds_on_hopper():
     """On an H100 (stand-in), a float64 product of 65-256 rows against N and K of 1024 or more
     (no more rows than columns) runs TensorMatmul's m16n8k16 tiles however few its multiply-adds:
-    the 96-row tiles at 65-96 rows, else the 64 x 64 default, K split by wave_split, a weight whose
+    the 96-row tiles at 65-96 rows, else the 64 x 64 default, K split as _rows_split says, a weight whose
     rows are not 16 bytes apart read in place. An A100, 257 rows, N or K under 1024
     and more rows than columns keep the SIMT tiles below dispatch.TENSOR_F64_MIN_MACS."""
-    from kgen.ops.tensorcore import F64_TENSOR_MAX_ROWS, TensorMatmul, wave_split
+    from kgen.ops.tensorcore import F64_TENSOR_MAX_ROWS, TensorMatmul
 
     spec, a100 = _float64_spec, _A100
     rng = random.Random(2028)
@@ -1252,8 +1266,7 @@ def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_m
         bm = _row_tile_rows(M)
         assert got.tile == (bm, 64, 16), got.to_json()   # these few tiles split K
         assert got.l2_fetch == 0, got.to_json()   # the hint is the few-row tiles' alone
-        slots = 264 if bm == 96 else 396
-        assert got.split_k == wave_split(-(-M // bm) * -(-N // 64), slots, K, whole_waves=True), got.to_json()
+        assert got.split_k == _rows_split(M, N, K, bm), got.to_json()
         assert got.repack == ((K if w_t else N) % 2 == 0), got.to_json()   # unaligned rows read in place
         assert TensorMatmul.rows_f64_suits(M, N, K)
         assert spec(M, N, K, w_t, a100).kernel == "matmul"

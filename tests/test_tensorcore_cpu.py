@@ -290,6 +290,37 @@ def test_wave_split_fills_whole_waves_of_resident_blocks():
             assert waves_per_k(tiles, slots, s) <= waves_per_k(tiles, slots, 1)
 
 
+def test_f64_sm_split_picks_the_splits_that_won_on_busy_sms():
+    """f64_sm_split (the 64 x 64 float64 default's K split from F64_BUSY_TILES_PER_SM tiles an SM
+    up) gives the splits that ran fastest on an H100: K whole where two blocks an SM already
+    fill it and the workspace would cost more than the last wave saves, a few slices of a long K;
+    from a whole wave up at most F64_WAVE_MAX_SPLIT slices of F64_WAVE_MIN_SLICE; never a slice
+    under 256; and the default uses it exactly from that many tiles an SM, at up to 256 rows."""
+    from kgen.ops.tensorcore import (F64_BUSY_TILES_PER_SM, F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE, c_tiles,
+                                     f64_sm_split, wave_split)
+
+    def split(M, N, K):
+        return f64_sm_split(M, N, K, c_tiles(M, N, 64, 64))
+
+    # Fastest of splits 1-8 timed (docs/bench/f64_split_model/); the rule before split them 3, 8, 3, 3, 11 and 5.
+    assert split(119, 8057, 1097) == 1 and split(255, 4007, 1125) == 1 and split(180, 5277, 1055) == 1
+    assert split(248, 5393, 6941) == 3 and split(220, 3390, 6763) == 3 and split(155, 6043, 11362) == 5
+    assert split(222, 4340, 10311) == 7      # a long K: slices pay for the workspace
+    assert split(241, 13693, 14843) <= F64_WAVE_MAX_SPLIT   # 856 tiles: a whole wave and more
+    rng = __import__("random").Random(105)
+    for _ in range(300):
+        M, N, K = rng.randint(97, 256), rng.randint(1024, 16384), rng.randint(1, 20000)
+        tiles = c_tiles(M, N, 64, 64)
+        s = f64_sm_split(M, N, K, tiles)
+        assert s == 1 or K // s >= (F64_WAVE_MIN_SLICE if tiles >= 396 else 256), (M, N, K, s)
+        assert s <= (F64_WAVE_MAX_SPLIT if tiles >= 396 else 16)
+        spec = TensorMatmul.default_spec({"M": M, "N": N, "K": max(K, 1)}, "float64")
+        if spec.tile[:2] == (64, 64):
+            busy = tiles >= F64_BUSY_TILES_PER_SM * 132
+            assert spec.split_k == (f64_sm_split(M, N, max(K, 1), tiles) if busy
+                                    else wave_split(tiles, 396, max(K, 1), whole_waves=True)), (M, N, K)
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_representative_specs_compile_without_spills(arch):

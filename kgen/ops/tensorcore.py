@@ -501,6 +501,26 @@ WAVE_SPLIT_COST = 0.005
 # the rule splits, both weight orders, the trees before and after alternating twice): 1.080x
 # against row-major weights (0.847x -> 0.915x cuBLAS) and 1.050x against W.t() (0.791x -> 0.830x).
 F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE = 3, 1024
+# Where the 64 x 64 float64 default's tiles are at least F64_BUSY_TILES_PER_SM an SM (198 on an
+# H100) at up to F64_TENSOR_MAX_ROWS rows, each SM has work for two blocks without a split, and the
+# count of waves above (which takes the slots of a wave to run as fast as one block) split K where
+# that only added slices: there K is split by f64_sm_split, a model of the busiest SM's time. It
+# counts the blocks that SM runs (ceil(tiles * s / SMs)), three at once, each for K / s + kappa k
+# at omega µs a k, slowed where fewer than three share the SM (F64_SPLIT_MODEL's eff), plus, for a
+# split, the workspace's bytes (s * M * N doubles) at a cost a MB and the reduce launch. Fitted
+# (least squares on log time) on 43 products of 97-256 rows timed at splits 1-8 on an H100
+# (docs/bench/research/mma_whole_tiles.py VARIANTS split_k=1..8, CUDA graphs over operands rotated
+# past L2; raw docs/bench/f64_split_model/, seeds 105001-105002 and the products of the weights read
+# by elements; docs/bench/research/f64_split_model_fit.py), rms 4.1%. Two-fold, each half's model
+# picked 1.014x (4 products) and 1.065x (13) the earlier rule's split on the other half's products
+# of at least 198 tiles; under 198 tiles it lost up to 0.90x, hence the bound. Held out (14
+# products drawn with at least 198 tiles, seeds 105101-105139): the model's split ran 1.068x the
+# earlier rule's (1.000-1.315x, 255x4007x1125 W.t() 0.72x -> 0.95x cuBLAS), within 0.5% of the
+# fastest split timed. From a whole wave of tiles up it picks among the splits F64_WAVE_MAX_SPLIT
+# allows (its one pick past them, 4 at 241x13693x14843, ran 0.97-0.99x).
+F64_BUSY_TILES_PER_SM = 1.5
+F64_SPLIT_MODEL = dict(omega_us=0.0243, kappa=23.5, eff={1: 0.665, 2: 0.932, 3: 1.0}, us_per_mb=0.537,
+                       reduce_us=4.23)
 # float64 products of F64_FEW_MAX_ROWS + 1 to F64_TENSOR_MAX_ROWS rows (M <= N, N and K of at least
 # F64_FEW_MIN_SIDE), either weight order, run tiles of one of F64_ROW_TILES rows and 64 columns,
 # two blocks an SM (row_tile_f64_spec), where those cover M with fewer rows than the 64 x 64
@@ -627,6 +647,30 @@ def f64_wave_cost(spec, M: int, N: int, sms: int = _SMS) -> int:
     BM, BN, _ = spec.tile
     slots = sms * spec.min_blocks
     return -(-c_tiles(M, N, BM, BN) // slots) * BM * BN * slots
+
+
+def f64_sm_split(M: int, N: int, K: int, tiles: int, sms: int = _SMS) -> int:
+    """K slices for the 64 x 64 float64 default (three blocks an SM) by F64_SPLIT_MODEL: the split
+    whose busiest SM and split workspace take the least predicted time, of 1 to 16 with slices of
+    at least 256 of K, or from a whole wave of tiles up of the splits wave_split's whole_waves
+    allows there (at most F64_WAVE_MAX_SPLIT slices of at least F64_WAVE_MIN_SLICE)."""
+    m = F64_SPLIT_MODEL
+    if tiles >= 3 * sms:
+        top, least = F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE
+    else:
+        top, least = 16, 256
+    eff = m["eff"]
+
+    def predicted_us(s: int) -> float:
+        blocks = -(-tiles * s // sms)
+        full, rest = divmod(blocks, 3)
+        units = full * 3 / eff[3] + (rest / eff[rest] if rest else 0.0)
+        time = m["omega_us"] * units * (-(-K // s) + m["kappa"])
+        if s > 1:
+            time += m["us_per_mb"] * s * M * N * 8 / 1e6 + m["reduce_us"]
+        return time
+
+    return min((s for s in range(1, top + 1) if s == 1 or K // s >= least), key=lambda s: (predicted_us(s), s))
 
 
 def wave_split(tiles: int, slots: int, K: int, whole_waves: bool = False) -> int:
@@ -1449,7 +1493,8 @@ class TensorMatmul(Spec):
         rows_f64_suits and f64_row_tile picks a tile of F64_ROW_TILES (65-96 rows); else
         mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM (0.75-0.90x cuBLAS DGEMM
         on an H100 at 2000x3000x1000, 4096³ and 8192³, against 0.47-0.50x with m8n8k4;
-        docs/tensorcore.md) and K split by wave_split. At up to F64_TENSOR_MAX_ROWS rows
+        docs/tensorcore.md) and K split by wave_split (by f64_sm_split from F64_BUSY_TILES_PER_SM
+        tiles an SM up at up to F64_TENSOR_MAX_ROWS rows). At up to F64_TENSOR_MAX_ROWS rows
         wide_f64_spec replaces the row tiles or the 64 x 64 ones where K stays whole and its
         tiles take fewer waves (F64_WIDE_MARGIN). Dispatch replaces these by m8n8k4 below sm_90."""
         if dtype in ("float16", "bfloat16", "float32"):
@@ -1472,14 +1517,19 @@ class TensorMatmul(Spec):
             # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages,
             # edge blocks copied as F64_EDGE_COPIES says.
             # K split to fill the waves of those blocks (wave_split: K whole below 512), past a
-            # whole wave too at up to F64_TENSOR_MAX_ROWS rows.
+            # whole wave too at up to F64_TENSOR_MAX_ROWS rows, where busy SMs take f64_sm_split's
+            # (below, after the wide tiles' test, which compares the waves' counts).
             tiles = c_tiles(p["M"], p["N"], spec.tile[0], spec.tile[1])
             split = wave_split(tiles, _SMS * 3, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS)
             spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
                                        edge_copies=F64_EDGE_COPIES, split_k=split,
                                        l1_copies=f64_rows_off_sectors(p["K"]))
             if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS:
-                return cls._wide_f64_where_fewer_waves(spec, p)
+                chosen = cls._wide_f64_where_fewer_waves(spec, p)
+                if chosen is spec and tiles >= F64_BUSY_TILES_PER_SM * _SMS:
+                    # Two blocks' work an SM without a split: K split by the SM model.
+                    chosen = spec.replace(split_k=f64_sm_split(p["M"], p["N"], p["K"], tiles))
+                return chosen
         return spec
 
     @classmethod
