@@ -519,8 +519,21 @@ F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE = 3, 1024
 # fastest split timed. From a whole wave of tiles up it picks among the splits F64_WAVE_MAX_SPLIT
 # allows (its one pick past them, 4 at 241x13693x14843, ran 0.97-0.99x).
 F64_BUSY_TILES_PER_SM = 1.5
-F64_SPLIT_MODEL = dict(omega_us=0.0243, kappa=23.5, eff={1: 0.665, 2: 0.932, 3: 1.0}, us_per_mb=0.537,
-                       reduce_us=4.23)
+
+
+class F64SplitModel(NamedTuple):
+    """f64_sm_split's fitted constants: µs a k of one block's tile at full speed, k a block spends
+    beyond its slice (the pipeline's fill and the stores), speed of a wave of 1, 2 or 3 blocks on
+    an SM against three, µs a MB of split workspace, µs of the reduce launch."""
+    omega_us: float
+    kappa: float
+    eff: tuple[float, float, float]
+    us_per_mb: float
+    reduce_us: float
+
+
+F64_SPLIT_MODEL = F64SplitModel(omega_us=0.0243, kappa=23.5, eff=(0.665, 0.932, 1.0), us_per_mb=0.537,
+                                reduce_us=4.23)
 # float64 products of F64_FEW_MAX_ROWS + 1 to F64_TENSOR_MAX_ROWS rows (M <= N, N and K of at least
 # F64_FEW_MIN_SIDE), either weight order, run tiles of one of F64_ROW_TILES rows and 64 columns,
 # two blocks an SM (row_tile_f64_spec), where those cover M with fewer rows than the 64 x 64
@@ -659,15 +672,14 @@ def f64_sm_split(M: int, N: int, K: int, tiles: int, sms: int = _SMS) -> int:
         top, least = F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE
     else:
         top, least = 16, 256
-    eff = m["eff"]
 
     def predicted_us(s: int) -> float:
         blocks = -(-tiles * s // sms)
         full, rest = divmod(blocks, 3)
-        units = full * 3 / eff[3] + (rest / eff[rest] if rest else 0.0)
-        time = m["omega_us"] * units * (-(-K // s) + m["kappa"])
+        units = full * 3 / m.eff[2] + (rest / m.eff[rest - 1] if rest else 0.0)
+        time = m.omega_us * units * (-(-K // s) + m.kappa)
         if s > 1:
-            time += m["us_per_mb"] * s * M * N * 8 / 1e6 + m["reduce_us"]
+            time += m.us_per_mb * s * M * N * 8 / 1e6 + m.reduce_us
         return time
 
     return min((s for s in range(1, top + 1) if s == 1 or K // s >= least), key=lambda s: (predicted_us(s), s))
