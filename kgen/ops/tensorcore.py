@@ -662,27 +662,30 @@ def f64_wave_cost(spec, M: int, N: int, sms: int = _SMS) -> int:
     return -(-c_tiles(M, N, BM, BN) // slots) * BM * BN * slots
 
 
-def f64_sm_split(M: int, N: int, K: int, tiles: int, sms: int = _SMS) -> int:
-    """K slices for the 64 x 64 float64 default (three blocks an SM) by F64_SPLIT_MODEL: the split
-    whose busiest SM and split workspace take the least predicted time, of 1 to 16 with slices of
-    at least 256 of K, or from a whole wave of tiles up of the splits wave_split's whole_waves
-    allows there (at most F64_WAVE_MAX_SPLIT slices of at least F64_WAVE_MIN_SLICE)."""
-    m = F64_SPLIT_MODEL
+def f64_split_us(M: int, N: int, K: int, tiles: int, s: int, sms: int = _SMS,
+                 model: F64SplitModel = F64_SPLIT_MODEL) -> float:
+    """The model's time (µs) of the 64 x 64 float64 default's `tiles` with K in `s` slices: the
+    busiest SM's blocks, three at a time, and for a split its workspace and reduce launch."""
+    blocks = -(-tiles * s // sms)
+    full, rest = divmod(blocks, 3)
+    units = full * 3 / model.eff[2] + (rest / model.eff[rest - 1] if rest else 0.0)
+    time = model.omega_us * units * (-(-K // s) + model.kappa)
+    if s > 1:
+        time += model.us_per_mb * s * M * N * 8 / 1e6 + model.reduce_us
+    return time
+
+
+def f64_sm_split(M: int, N: int, K: int, tiles: int, sms: int = _SMS, model: F64SplitModel = F64_SPLIT_MODEL) -> int:
+    """K slices for the 64 x 64 float64 default (three blocks an SM) by `model` (f64_split_us): the
+    split of least predicted time, of 1 to 16 with slices of at least 256 of K, or from a whole
+    wave of tiles up of the splits wave_split's whole_waves allows there (at most
+    F64_WAVE_MAX_SPLIT slices of at least F64_WAVE_MIN_SLICE)."""
     if tiles >= 3 * sms:
         top, least = F64_WAVE_MAX_SPLIT, F64_WAVE_MIN_SLICE
     else:
         top, least = 16, 256
-
-    def predicted_us(s: int) -> float:
-        blocks = -(-tiles * s // sms)
-        full, rest = divmod(blocks, 3)
-        units = full * 3 / m.eff[2] + (rest / m.eff[rest - 1] if rest else 0.0)
-        time = m.omega_us * units * (-(-K // s) + m.kappa)
-        if s > 1:
-            time += m.us_per_mb * s * M * N * 8 / 1e6 + m.reduce_us
-        return time
-
-    return min((s for s in range(1, top + 1) if s == 1 or K // s >= least), key=lambda s: (predicted_us(s), s))
+    return min((s for s in range(1, top + 1) if s == 1 or K // s >= least),
+               key=lambda s: (f64_split_us(M, N, K, tiles, s, sms, model), s))
 
 
 def wave_split(tiles: int, slots: int, K: int, whole_waves: bool = False) -> int:

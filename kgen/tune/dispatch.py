@@ -456,11 +456,11 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
     from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     out: dict[str, Any] = {}
+    hopper = _runs_wgmma()
     if max(_element_strides(B)) % 2 and (
-            TensorMatmul.few_rows_f64_suits(M, N, K)
-            or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and _runs_wgmma()):
+            TensorMatmul.few_rows_f64_suits(M, N, K) or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and hopper):
         out["repack"] = False
-        if _runs_wgmma():
+        if hopper:
             out["b_elements"] = True
     return out
 

@@ -3,21 +3,24 @@ of the 64 x 64 default at splits 1-8 (mma_whole_tiles.py with VARIANTS split_k=1
 
   python docs/bench/research/f64_split_model_fit.py FIT.json [FIT2.json ...] [--held HELD.json ...]
 
-The model: the busiest SM runs ceil(tiles * s / 132) blocks, three at a time, each K / s + kappa k
-long at omega µs a k, a wave of fewer than three slowed by eff[1] or eff[2]; a split adds its
+The model is kgen's own (f64_split_us; f64_sm_split picks by it) with the constants free: the
+busiest SM runs ceil(tiles * s / 132) blocks, three at a time, each K / s + kappa k long at omega
+µs a k, a wave of fewer than three slowed by eff[1] or eff[2]; a split adds its
 workspace (s * M * N doubles) at us_per_mb µs a MB and the reduce launch (reduce_us). One omega a
 product is fitted beside the shared parameters (least squares on log time); the model then runs
 with the median omega. It prints the parameters, each product's split by the rule the JSON's spec
 had, by the model and the fastest timed, and the model's speed against that rule, first on the
 fitted products, then two-fold (each half's fit picking on the other half), then on --held; each
 over all products and over those of at least BUSY_TILES tiles, where kgen uses the model.
-Needs scipy."""
+Needs scipy, and kgen importable (PYTHONPATH=. from the repository root)."""
 import argparse
 import json
 import math
 
 import numpy as np
 from scipy.optimize import least_squares
+
+from kgen.ops.tensorcore import F64SplitModel, f64_sm_split, f64_split_us
 
 SMS = 132
 BUSY_TILES = 198   # F64_BUSY_TILES_PER_SM (1.5) an SM: where kgen applies the model
@@ -39,13 +42,13 @@ def load(paths):
     return rows
 
 
-def predict(r, s, params, omega):
+def model_of(params, omega):
     kappa, e1, e2, us_per_mb, reduce_us = params
-    eff = {1: e1, 2: e2, 3: 1.0}
-    full, rest = divmod(-(-r["tiles"] * s // SMS), 3)
-    units = full * 3 + (rest / eff[rest] if rest else 0.0)
-    t = omega * units * (-(-r["K"] // s) + kappa)
-    return t + (us_per_mb * s * r["M"] * r["N"] * 8 / 1e6 + reduce_us if s > 1 else 0.0)
+    return F64SplitModel(omega_us=omega, kappa=kappa, eff=(e1, e2, 1.0), us_per_mb=us_per_mb, reduce_us=reduce_us)
+
+
+def predict(r, s, params, omega):
+    return f64_split_us(r["M"], r["N"], r["K"], r["tiles"], s, SMS, model_of(params, omega))
 
 
 def fit(rows):
@@ -59,10 +62,7 @@ def fit(rows):
 
 
 def pick(r, params, omega):
-    whole_wave = r["tiles"] >= 3 * SMS
-    top, least = (3, 1024) if whole_wave else (16, 256)
-    return min((s for s in range(1, top + 1) if s == 1 or r["K"] // s >= least),
-               key=lambda s: (predict(r, s, params, omega), s))
+    return f64_sm_split(r["M"], r["N"], r["K"], r["tiles"], SMS, model_of(params, omega))
 
 
 def report(label, rows, params, omega, verbose=True):
