@@ -84,3 +84,38 @@ def test_few_column_draws_mirror_the_few_row_draws():
         random_matmul_shapes(4, 1, None, 1, columns=True)
     with pytest.raises(SystemExit, match="--columns"):
         main(["matmul", "--random", "4", "--columns"])
+
+
+def test_reduce_length_draws_are_reproducible_and_spread_over_the_octaves():
+    from kgen.bench.calls import REDUCE_MAX_LENGTH, random_reduce_lengths
+
+    draw = random_reduce_lengths(300, 9)
+    assert draw == random_reduce_lengths(300, 9) and draw != random_reduce_lengths(300, 10)
+    assert all(1 <= n <= REDUCE_MAX_LENGTH for n in draw)
+    # Log-uniform over 28 octaves: about a tenth below 2^3 and a tenth above 2^25.
+    assert 10 <= sum(n < 2 ** 3 for n in draw) <= 60 and 10 <= sum(n > 2 ** 25 for n in draw) <= 60
+    # About half odd as drawn (154 of these 300) and a third made odd: 194.
+    assert 175 <= sum(n % 2 for n in draw) <= 240
+    assert all(n <= 100 for n in random_reduce_lengths(50, 3, hi=100))
+    with pytest.raises(ValueError, match="hi=0"):
+        random_reduce_lengths(3, 1, hi=0)
+
+
+def test_reduce_bench_takes_drawn_and_given_lengths_and_names_bad_ones(monkeypatch):
+    import kgen.bench.calls as calls
+
+    seen = {}
+
+    def fake(lengths, dtype):
+        seen.update(lengths=lengths, dtype=dtype)
+        return {"summary": {}, "rows": []}
+
+    monkeypatch.setattr(calls, "bench_reduce", fake)
+    assert main(["reduce", "--lengths", "7,1048576", "--random", "3", "--seed", "4", "--dtype", "float64"]) == 0
+    assert seen == {"lengths": [7, 1048576, *calls.random_reduce_lengths(3, 4)], "dtype": "float64"}
+    assert main(["reduce", "--lengths", "5"]) == 0 and seen["lengths"] == [5]
+    for bad in ("12,abc", "0", "3,-2"):
+        with pytest.raises(SystemExit, match="--lengths"):
+            main(["reduce", "--lengths", bad])
+    with pytest.raises(SystemExit, match="--random N"):
+        main(["reduce"])

@@ -5,6 +5,7 @@
     kgen bench calls matmul --random 12 --rows 1-16 --weights --fresh-inputs   # a model's loop
     kgen bench calls matmul --random 12 --rows 1-16 --columns   # a large A against 1-16 columns
     kgen bench calls reduce --lengths 1048576,33554433 [--json FILE]
+    kgen bench calls reduce --random 8 --seed 5             # lengths drawn at run time
 
 Each problem is timed as a user calls it: torch tensors in, `kgen.matmul(A, B)` (or
 kgen.dot / kgen.reduce) with no spec, the tuning database as it is (point KGEN_TUNE_DB
@@ -95,6 +96,26 @@ def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = N
             M, N = N, M
         shapes.append((max(M, 1), max(N, 1), max(K, 1)))
     return shapes
+
+
+# Lengths `kgen bench calls reduce --random` draws: log-uniform from 1 to this (1 GiB of float32
+# a vector), so every octave a user may pass weighs the same.
+REDUCE_MAX_LENGTH = 1 << 28
+
+
+def random_reduce_lengths(count: int, seed: int, hi: int = REDUCE_MAX_LENGTH) -> list[int]:
+    """Lengths drawn at run time: log-uniform from 1 to hi, a third made odd (no multiple of any
+    vector width, so the kernels' tails run)."""
+    if hi < 1:
+        raise ValueError(f"hi={hi!r}: the longest length to draw, a positive integer")
+    rng = random.Random(seed)
+    lengths = []
+    for _ in range(count):
+        n = log_uniform(rng, 1, hi)
+        if rng.random() < 1 / 3:
+            n |= 1
+        lengths.append(min(n, hi))
+    return lengths
 
 
 # --fresh-inputs: how many A tensors a call rotates over, at most, and their bytes at most.
@@ -266,12 +287,28 @@ def _parse_rows(text: str | None) -> tuple[int, int] | None:
     return int(parts[0]), int(parts[1])
 
 
+def _seed(given: int | None) -> int:
+    """--seed, or one from the clock (printed with the draw, so a run can be repeated)."""
+    return given if given is not None else time.time_ns() % 2 ** 31
+
+
+def _parse_lengths(text: str) -> list[int]:
+    out = []
+    for item in text.split(","):
+        if not item.strip().isdigit() or int(item) < 1:
+            raise SystemExit(f"--lengths: {item!r} is not a positive integer")
+        out.append(int(item))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kgen bench calls", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("matmul", "reduce"))
     ap.add_argument("--shapes", help="matmul: comma-separated MxNxK")
-    ap.add_argument("--random", type=int, default=0, help="matmul: this many shapes drawn at run time")
+    ap.add_argument("--random", type=int, default=0,
+                    help="matmul: this many shapes drawn at run time; reduce: this many lengths, log-uniform "
+                         "from 1 to 2^28, a third odd")
     ap.add_argument("--seed", type=int, default=None, help="seed for --random (default: from the clock)")
     ap.add_argument("--rows", help="matmul --random: few-row products only, M from LO to HI (e.g. 17-256), "
                     "N and K 1024-16384")
@@ -290,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1,
                     help="matmul: A of shape (BATCH, M/BATCH, K), the rows of a batch of sequences as a model layer "
                          "passes them (kgen.matmul and torch.matmul fold them into M rows)")
-    ap.add_argument("--lengths", help="reduce: comma-separated lengths")
+    ap.add_argument("--lengths", help="reduce: comma-separated lengths (with --random: these too)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64", "float16", "bfloat16"))
     ap.add_argument("--tf32", action="store_true",
                     help="matmul, float32: allow TF32 on the tensor cores, for kgen (allow_tf32=True) and cuBLAS alike")
@@ -305,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "matmul":
         shapes = _parse_shapes(args.shapes) if args.shapes else []
         if args.random:
-            seed = args.seed if args.seed is not None else time.time_ns() % 2 ** 31
+            seed = _seed(args.seed)
             print(f"random shapes, seed {seed}")
             if args.multiple < 1:
                 raise SystemExit(f"--multiple: {args.multiple} is not a positive integer")
@@ -324,9 +361,16 @@ def main(argv: list[str] | None = None) -> int:
             result["multiple"] = args.multiple
             result["few"] = "columns" if args.columns else "rows" if args.rows else None
     else:
-        if not args.lengths:
-            raise SystemExit("give --lengths")
-        result = bench_reduce([int(v) for v in args.lengths.split(",")], args.dtype)
+        lengths = _parse_lengths(args.lengths) if args.lengths else []
+        if args.random:
+            seed = _seed(args.seed)
+            print(f"random lengths, seed {seed}")
+            lengths += random_reduce_lengths(args.random, seed)
+        if not lengths:
+            raise SystemExit("give --lengths or --random N")
+        result = bench_reduce(lengths, args.dtype)
+        if args.random:
+            result["seed"] = seed
     print(json.dumps(result["summary"], indent=1))
     if args.json:
         with open(args.json, "w") as fh:
