@@ -119,3 +119,5 @@ def test_reduce_bench_takes_drawn_and_given_lengths_and_names_bad_ones(monkeypat
             main(["reduce", "--lengths", bad])
     with pytest.raises(SystemExit, match="--random N"):
         main(["reduce"])
+    with pytest.raises(SystemExit, match="--dtype bfloat16: kgen.dot and kgen.reduce take float32 or float64"):
+        main(["reduce", "--lengths", "5", "--dtype", "bfloat16"])

@@ -32,6 +32,7 @@ import time
 from functools import partial
 from typing import Any, Callable
 
+from ..ops.reduce import OPS
 from .results import geomean, log_uniform
 
 
@@ -101,6 +102,8 @@ def random_matmul_shapes(count: int, seed: int, rows: tuple[int, int] | None = N
 # Lengths `kgen bench calls reduce --random` draws: log-uniform from 1 to this (1 GiB of float32
 # a vector), so every octave a user may pass weighs the same.
 REDUCE_MAX_LENGTH = 1 << 28
+# The dtypes the bench times: those of kgen.dot, which kgen.reduce's sum and max take too.
+REDUCE_DTYPES = OPS["dot"][4]
 
 
 def random_reduce_lengths(count: int, seed: int, hi: int = REDUCE_MAX_LENGTH) -> list[int]:
@@ -368,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
             lengths += random_reduce_lengths(args.random, seed)
         if not lengths:
             raise SystemExit("give --lengths or --random N")
+        if args.dtype not in REDUCE_DTYPES:
+            raise SystemExit(f"--dtype {args.dtype}: kgen.dot and kgen.reduce take {' or '.join(REDUCE_DTYPES)}")
         result = bench_reduce(lengths, args.dtype)
         if args.random:
             result["seed"] = seed
