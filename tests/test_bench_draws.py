@@ -1,5 +1,6 @@
-"""The benchmark's shape draws (kgen.bench.calls.random_matmul_shapes): reproducible from the
-seed, within the ranges it states, and with --multiple, model-layer sides."""
+"""The benchmark's draws (kgen.bench.calls.random_matmul_shapes, random_reduce_lengths):
+reproducible from the seed, within the ranges they state, with --multiple model-layer sides,
+and the command's checks of what it is given."""
 import pytest
 
 from kgen.bench.calls import main, random_matmul_shapes
