@@ -693,6 +693,14 @@ def tensor_pool() -> list[TensorMatmul]:
                      layout_a="col"),
         TensorMatmul(dtype="float64", tile=(32, 64, 8), warp_tile=(16, 32), stages=5, smem_layout="pad", repack=False,
                      layout_b="col"),
+        # K slices merged in a thread block cluster by the mma.sync kernel (sm_90): float64 of
+        # either B order, B's elements copied one by one, and float32 sums (TF32)
+        TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=3, smem_layout="pad",
+                     mma_shape="m16n8k16", min_blocks=3, split_k=3, split_merge="cluster", layout_b="col"),
+        TensorMatmul(dtype="float64", tile=(32, 64, 16), warp_tile=(16, 32), stages=4, smem_layout="pad",
+                     mma_shape="m16n8k8", split_k=2, split_merge="cluster", repack=False),
+        TensorMatmul(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                     split_k=4, split_merge="cluster", layout_b="col"),
         # K slices merged in a thread block cluster (the wgmma kernel; sm_90 only)
         TensorMatmul(tile=(64, 128, 64), warp_tile=(64, 128), stages=4, instruction="wgmma", split_k=4,
                      split_merge="cluster", layout_b="col"),

@@ -423,6 +423,53 @@ def test_wgmma_cluster_merge_runs_the_k_slices_of_a_tile_as_one_cluster():
     assert _wg(stages=3, split_k=2, split_merge="cluster").shared_bytes == _wg(stages=3).shared_bytes
 
 
+def test_mma_sync_cluster_merge_adds_float64_k_slices_in_the_launch(monkeypatch):
+    s = TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=3, smem_layout="pad",
+                     mma_shape="m16n8k16", min_blocks=3, split_k=3, split_merge="cluster", layout_b="col")
+    assert s.launch_geometry(206, 1000, 100)[0] == (4 * 16, 1, 3)
+    src = kgen.render(s)
+    assert "__cluster_dims__(1, 1, SPLIT) __launch_bounds__(THREADS, 3)" in src and "#define SPLIT 3" in src
+    assert "ld.shared::cluster.v2.f64" in src and "kgen_tc_splitk_reduce(const" not in src
+    workspace = kgen.render(s.replace(split_merge="workspace"))
+    assert "kgen_tc_wgmma" not in src and "kgen_tc_splitk_reduce(const" in workspace
+    # float32 sums (TF32) load float pairs.
+    t = TensorMatmul(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                     split_k=2, split_merge="cluster")
+    assert "ld.shared::cluster.v2.f32" in kgen.render(t)
+    # Clusters are sm_90's: an older target is refused, and dispatch there falls back (prune_reason).
+    assert s.target_arch("sm_90") == t.target_arch("sm_90") == "sm_90"
+    with pytest.raises(ValueError, match="clusters"):
+        t.target_arch("sm_80")
+    assert "clusters" in t.prune_reason({"M": 206, "N": 1000, "K": 4096}, {"compute_capability": 80})
+    # The sums lie over the stages: 128 x 128 doubles do not fit two stages of 128 x 128 x 16.
+    with pytest.raises(SpecError, match="split_merge"):
+        TensorMatmul(dtype="float64", tile=(128, 128, 16), warp_tile=(64, 64), stages=2, smem_layout="pad",
+                     mma_shape="m16n8k8", split_k=2, split_merge="cluster")
+    # The float64 defaults whose K is split 2-8 ways merge in a cluster where all their clusters
+    # run at once (F64_CLUSTER_BLOCKS); more blocks, a split of 1 or of more than 8: a workspace.
+    monkeypatch.setattr(tc, "F64_CLUSTER_BLOCKS", {3: {2: 344, 6: 371}})
+    for problem, split, merge in (({"M": 197, "N": 2734, "K": 1741}, 2, "cluster"),    # 172 tiles x 2
+                                  ({"M": 206, "N": 7074, "K": 4104}, 2, "workspace"),  # 444 tiles x 2
+                                  ({"M": 30, "N": 3943, "K": 1983}, 6, "workspace"),   # 62 tiles x 6
+                                  ({"M": 19, "N": 11390, "K": 4677}, 11, "workspace")):
+        d = TensorMatmul.default_spec(problem, "float64")
+        assert (d.split_k, d.split_merge) == (split, merge), d.to_json()
+    monkeypatch.setattr(tc, "F64_CLUSTER_BLOCKS", {3: {2: 344, 6: 372}})
+    assert TensorMatmul.default_spec({"M": 30, "N": 3943, "K": 1983}, "float64").split_merge == "cluster"
+    monkeypatch.setattr(tc, "F64_CLUSTER_MERGE", False)
+    assert TensorMatmul.default_spec({"M": 197, "N": 2734, "K": 1741}, "float64").split_merge == "workspace"
+
+
+def test_mma_sync_cluster_merge_compiles_without_spills_for_sm_90():
+    for layout_b, repack in (("col", True), ("row", True), ("col", False)):
+        spec = TensorMatmul.default_spec({"M": 197, "N": 2734, "K": 1741}, "float64").replace(
+            layout_b=layout_b, repack=repack, split_merge="cluster")
+        res = kgen.compile(spec, "sm_90").resources
+        assert "kgen_tc_splitk_reduce" not in res
+        for name, r in res.items():
+            assert r["spill_stores"] == 0 and r["registers"] <= 168, (name, r, spec.to_json())
+
+
 def test_wgmma_source_follows_the_layouts():
     rr = kgen.render(_wg())
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in rr and "kgen_tc_wgmma(" in rr

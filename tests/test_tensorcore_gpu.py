@@ -86,6 +86,13 @@ def spec_pool() -> list[TensorMatmul]:
                    split_k=3, split_merge="cluster", out_dtype="float32"),
                  T(dtype="float32", tf32=True, split_tf32=True, tile=(128, 128, 32), warp_tile=(64, 128), stages=4,
                    instruction="wgmma", split_k=2, split_merge="cluster"),
+                 # ... and by the mma.sync kernel: float64 (2 and 5 slices) and TF32
+                 T(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), stages=3, smem_layout="pad",
+                   mma_shape="m16n8k16", min_blocks=3, split_k=2, split_merge="cluster"),
+                 T(dtype="float64", tile=(32, 64, 16), warp_tile=(16, 32), stages=4, smem_layout="pad",
+                   mma_shape="m16n8k8", split_k=5, split_merge="cluster"),
+                 T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                   split_k=3, split_merge="cluster"),
                  *swap_pool(),
                  *realign_pool(),
             T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma"),
@@ -1016,6 +1023,37 @@ def test_float64_products_of_65_to_256_rows_split_k_to_fill_the_waves():
             _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
         else:
             _assert_near_float64_product(torch, A, B, C, spec)
+
+
+def test_float64_k_slices_merged_in_a_cluster_equal_the_workspace_merge_bit_for_bit():
+    """On sm_90 kgen.matmul adds a float64 product's 2-8 K slices in a thread block cluster where
+    all its clusters run at once (f64_cluster_merged, F64_CLUSTER_BLOCKS); the same spec with the
+    workspace and its second kernel sums the slices in the same order, so the outputs are equal
+    bit for bit (alpha and beta too, odd N, both weight orders, weights read in place by
+    elements, 2-4 blocks an SM), and within tolerance of float64."""
+    torch = _torch()
+    if not _hopper():
+        pytest.skip("the cluster merge needs sm_90")
+    from kgen.ops.tensorcore import f64_cluster_merged
+
+    clustered = 0
+    for M, N, K, b_col in ((110, 1171, 1663, True), (19, 1654, 2228, False), (99, 1433, 1198, False),
+                           (10, 1841, 1409, False), (31, 1783, 1904, True), (60, 1037, 1147, True),
+                           (30, 2147, 1120, True)):
+        A, B, C, spec = _float64_call(torch, M, N, K, b_col)
+        assert spec.kernel == "tensor_matmul" and 2 <= spec.split_k <= 8, spec.to_json()
+        fits = f64_cluster_merged(spec.replace(split_merge="workspace"), M, N, K).split_merge == "cluster"
+        assert spec.split_merge == ("cluster" if fits else "workspace"), spec.to_json()
+        clustered += fits
+        _check(spec, A, B, C, None, 1.0, 0.0, f"float64 {M}x{N}x{K} b_col={b_col} {spec.to_json()}")
+        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64)
+        got, want = C0.clone(), C0.clone()
+        kgen.build(spec.replace(split_merge="cluster"))(A, B, out=got, alpha=-0.75, beta=0.5)
+        kgen.build(spec.replace(split_merge="workspace"))(A, B, out=want, alpha=-0.75, beta=0.5)
+        torch.cuda.synchronize()
+        assert torch.isfinite(got).all() and torch.equal(got, want), f"{M}x{N}x{K} b_col={b_col}: {spec.to_json()}"
+        assert torch.equal(C, kgen.matmul(A, B)), f"{M}x{N}x{K}: the sums changed between calls"
+    assert clustered >= 5, f"only {clustered} of the 7 products merged in clusters"
 
 
 def test_float64_products_whose_waves_fill_better_in_64_by_128_tiles_run_them():

@@ -24,7 +24,7 @@ from ..core.compiler import arch_number
 from ..core.kernel import Kernel, RepeatCall, TorchPlanMemo, build
 from ..core.launch import MOST_SHARED, Launch, LaunchError, ensure_context, programmatic_launches
 from ..core.runtime import ArrayError
-from ..core.spec import Spec, fail, register_family
+from ..core.spec import Spec, SpecError, fail, register_family
 from .matmul import (block_limit_reason, normalize_mnk, product_bucket, product_inputs, product_reference, product_work,
                      register_cap, stored_operand, tile_fit_reason)
 
@@ -688,6 +688,42 @@ def f64_sm_split(M: int, N: int, K: int, tiles: int, sms: int = _SMS, model: F64
                key=lambda s: (f64_split_us(M, N, K, tiles, s, sms, model), s))
 
 
+# float64 defaults (mma.sync on sm_90) whose K is split 2 to MAX_CLUSTER_MERGE ways add the slices'
+# sums in a thread block cluster (split_merge="cluster") rather than through a workspace and a
+# second kernel, where all of the product's clusters run at once and each slice is at most
+# F64_CLUSTER_MAX_SLICE deep. F64_CLUSTER_BLOCKS[b][s]: blocks of b a multiprocessor that an H100
+# runs at once in clusters of s (cuOccupancyMaxActiveClusters x s, the same for every float64
+# tile and both entry points; docs/bench/research/f64_cluster_capacity.py). Device time on an H100
+# (docs/matmul.md, "Float64 K slices merged in a cluster"): where the rule takes it the merge ran
+# 1.08x the workspace's speed over 6 products it was fitted on and 1.08x over 7 held out
+# (0.91-1.20x); past the clusters that run at once 0.69-1.06x (0.88x over 21). The slice cap was
+# set after the held-out draw: its one large loss (98x6113x13035, 0.81x) had slices of 6517 k,
+# where the merge saves a small share of the time.
+F64_CLUSTER_MERGE = True
+F64_CLUSTER_BLOCKS = {2: {2: 264, 3: 237, 4: 248, 5: 235, 6: 234, 7: 224, 8: 240},
+                      3: {2: 396, 3: 372, 4: 368, 5: 345, 6: 372, 7: 329, 8: 360},
+                      4: {2: 528, 3: 489, 4: 496, 5: 470, 6: 474, 7: 483, 8: 496}}
+F64_CLUSTER_MAX_SLICE = 2048
+
+
+def f64_cluster_merged(spec, M: int, N: int, K: int):
+    """`spec` (a float64 default for an M x N x K product) with split_merge='cluster' where
+    F64_CLUSTER_MERGE is on, its K is split 2 to MAX_CLUSTER_MERGE ways on sm_90's mma.sync
+    shapes into slices of at most F64_CLUSTER_MAX_SLICE, all its clusters run at once
+    (F64_CLUSTER_BLOCKS) and its sums fit its stages; else `spec` as it is."""
+    s = spec.split_k
+    if not (F64_CLUSTER_MERGE and spec.dtype == "float64" and spec.mma_shape and not spec.wgmma
+            and 2 <= s <= MAX_CLUSTER_MERGE and spec.split_merge == "workspace"):
+        return spec
+    if (c_tiles(M, N, spec.tile[0], spec.tile[1]) * s > F64_CLUSTER_BLOCKS.get(spec.min_blocks, {}).get(s, 0)
+            or spec.split_plan(K)[1] > F64_CLUSTER_MAX_SLICE):
+        return spec
+    try:
+        return spec.replace(split_merge="cluster")
+    except SpecError:   # the tile's sums do not fit its stages
+        return spec
+
+
 def wave_split(tiles: int, slots: int, K: int, whole_waves: bool = False) -> int:
     """K slices for `tiles` C tiles where `slots` blocks fit on the GPU at once: below K = 512
     1, else the split (at most 16, slices of at least 256 of K) that minimises the waves a unit
@@ -783,10 +819,12 @@ class TensorMatmul(Spec):
                  slices' sums are added.
     split_merge  "workspace": each slice's sums go to a float32/float64 workspace and a
                  deterministic reduction kernel adds them and applies alpha and beta (a
-                 second launch). "cluster" (wgmma only, split_k 2-8, not persistent, cluster
-                 1): the split_k blocks of a C tile run as one thread block cluster along z,
+                 second launch). "cluster" (sm_90 and newer, split_k 2-8, not persistent,
+                 cluster 1; the mma.sync kernel needs its BM x BN sums to fit its stages):
+                 the split_k blocks of a C tile run as one thread block cluster along z,
                  keep their sums in shared memory and add them through distributed shared
-                 memory, in rank order (deterministic), in the same launch.
+                 memory, in rank order (the workspace's order: the same sums), in the same
+                 launch.
     layout_a/b   "row" or "col": storage of A and B ("col" takes a transposed view as is).
     min_blocks   the second __launch_bounds__ argument (0: leave it out).
     repack       when an operand's pointer or leading dimension rules out 16-byte copies,
@@ -1084,9 +1122,6 @@ class TensorMatmul(Spec):
 
     def _validate_cluster_merge(self) -> None:
         """split_merge='cluster': the K slices of a C tile are one cluster of split_k blocks."""
-        if not self.wgmma:
-            fail("split_merge", "cluster", "'workspace' with instruction='mma_sync' (the cluster merge is the "
-                 "wgmma kernel's)")
         if not 2 <= self.split_k <= MAX_CLUSTER_MERGE:
             fail("split_merge", "cluster", f"'workspace' unless split_k is 2 to {MAX_CLUSTER_MERGE} (the blocks of "
                  f"a portable thread block cluster); split_k is {self.split_k}")
@@ -1094,6 +1129,13 @@ class TensorMatmul(Spec):
             fail("split_merge", "cluster", "'workspace' with persistent=True or cluster=2 (their blocks are not "
                  "the K slices of one tile)")
         BM, BN, _ = self.tile
+        if not self.wgmma:
+            # The mma.sync kernel keeps the slice's sums (the accumulator type) over its stages.
+            need = BM * BN * (8 if self.dtype == "float64" else 4)
+            if need > self.shared_bytes:
+                fail("split_merge", "cluster", f"'workspace' with tile {self.tile} and {self.stages} stages (the "
+                     f"{BM} x {BN} sums take {need} bytes of shared memory, the stages {self.shared_bytes})")
+            return
         if _partial_tile_bytes(BM, BN) > self.stages * self.stage_bytes:
             fail("stages", self.stages, f"at least {-(-_partial_tile_bytes(BM, BN) // self.stage_bytes)} "
                  f"with split_merge='cluster' and tile {self.tile} (the {BM} x {BN} float32 sums are kept "
@@ -1341,6 +1383,8 @@ class TensorMatmul(Spec):
             return f"mma_shape={self.mma_shape!r} runs on sm_90 and newer GPUs", "mma_shape=''"
         if self.wgmma and cc != 90:
             return "instruction='wgmma' runs on sm_90 GPUs (H100, H200) only", "instruction='mma_sync'"
+        if self.split_merge == "cluster" and cc < 90:
+            return "split_merge='cluster' needs thread block clusters (sm_90 and newer)", "split_merge='workspace'"
         return None
 
     def target_arch(self, arch: str) -> str:
@@ -1522,29 +1566,35 @@ class TensorMatmul(Spec):
             return cls.wgmma_default_spec(problem, dtype)
         if dtype == "float64":
             p = cls.normalize_problem(problem)
-            if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
-                return cls.few_rows_f64_spec(p)
-            if cls.rows_f64_suits(p["M"], p["N"], p["K"]) and f64_row_tile(p["M"]) != 64:
-                return cls._wide_f64_where_fewer_waves(cls.row_tile_f64_spec(p), p)
-        spec = cls.mma_default_spec(problem, dtype)
-        if dtype == "float64":
-            # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
-            # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages,
-            # edge blocks copied as F64_EDGE_COPIES says.
-            # K split to fill the waves of those blocks (wave_split: K whole below 512), past a
-            # whole wave too at up to F64_TENSOR_MAX_ROWS rows, where busy SMs take f64_sm_split's
-            # (below, after the wide tiles' test, which compares the waves' counts).
-            tiles = c_tiles(p["M"], p["N"], spec.tile[0], spec.tile[1])
-            split = wave_split(tiles, _SMS * 3, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS)
-            spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
-                                       edge_copies=F64_EDGE_COPIES, split_k=split,
-                                       l1_copies=f64_rows_off_sectors(p["K"]))
-            if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS:
-                chosen = cls._wide_f64_where_fewer_waves(spec, p)
-                if chosen is spec and tiles >= F64_BUSY_TILES_PER_SM * _SMS:
-                    # Two blocks' work an SM without a split: K split by the SM model.
-                    chosen = spec.replace(split_k=f64_sm_split(p["M"], p["N"], p["K"], tiles))
-                return chosen
+            return f64_cluster_merged(cls._float64_default(p), p["M"], p["N"], p["K"])
+        return cls.mma_default_spec(problem, dtype)
+
+    @classmethod
+    def _float64_default(cls, problem):
+        """default_spec's float64 tiles and K split (how the slices merge aside)."""
+        p = cls.normalize_problem(problem)
+        if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
+            return cls.few_rows_f64_spec(p)
+        if cls.rows_f64_suits(p["M"], p["N"], p["K"]) and f64_row_tile(p["M"]) != 64:
+            return cls._wide_f64_where_fewer_waves(cls.row_tile_f64_spec(p), p)
+        spec = cls.mma_default_spec(p, "float64")
+        # Three 128-thread blocks an SM (ptxas then keeps to 170 registers, no spills): 6-18%
+        # faster than one at 4096³, 8192³ and 2000x3000x1000 on an H100; F64_STAGES stages,
+        # edge blocks copied as F64_EDGE_COPIES says.
+        # K split to fill the waves of those blocks (wave_split: K whole below 512), past a
+        # whole wave too at up to F64_TENSOR_MAX_ROWS rows, where busy SMs take f64_sm_split's
+        # (below, after the wide tiles' test, which compares the waves' counts).
+        tiles = c_tiles(p["M"], p["N"], spec.tile[0], spec.tile[1])
+        split = wave_split(tiles, _SMS * 3, p["K"], whole_waves=p["M"] <= F64_TENSOR_MAX_ROWS)
+        spec = dataclasses.replace(spec, mma_shape="m16n8k16", min_blocks=3, stages=F64_STAGES,
+                                   edge_copies=F64_EDGE_COPIES, split_k=split,
+                                   l1_copies=f64_rows_off_sectors(p["K"]))
+        if spec.tile[:2] == (64, 64) and p["M"] <= F64_TENSOR_MAX_ROWS:
+            chosen = cls._wide_f64_where_fewer_waves(spec, p)
+            if chosen is spec and tiles >= F64_BUSY_TILES_PER_SM * _SMS:
+                # Two blocks' work an SM without a split: K split by the SM model.
+                chosen = spec.replace(split_k=f64_sm_split(p["M"], p["N"], p["K"], tiles))
+            return chosen
         return spec
 
     @classmethod

@@ -161,8 +161,9 @@ def variants(M, N, K, order):
     return out
 
 
-def max_active_clusters(kernel, M, N, K):
-    """cuOccupancyMaxActiveClusters of the kernel's launch (clusters that run at once)."""
+def max_active_clusters(kernel, M, N, K, entry="kgen_tc_wgmma"):
+    """cuOccupancyMaxActiveClusters of the launch of the kernel's `entry` for an M x N x K
+    product (clusters that run at once)."""
     import ctypes
 
     from kgen.core.launch import _libcuda
@@ -172,7 +173,7 @@ def max_active_clusters(kernel, M, N, K):
                     ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("nattrs", ctypes.c_uint)]
 
     grid, block, shared = kernel.spec.launch_geometry(M, N, K)
-    fn = kernel.handle("kgen_tc_wgmma", shared)
+    fn = kernel.handle(entry, shared)
     cfg = Config((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared, None, None, 0)
     count = ctypes.c_int(0)
     rc = _libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(fn), ctypes.byref(cfg))
