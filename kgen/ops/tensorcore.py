@@ -1131,7 +1131,7 @@ class TensorMatmul(Spec):
         BM, BN, _ = self.tile
         if not self.wgmma:
             # The mma.sync kernel keeps the slice's sums (the accumulator type) over its stages.
-            need = BM * BN * (8 if self.dtype == "float64" else 4)
+            need = self.sums_bytes
             if need > self.shared_bytes:
                 fail("split_merge", "cluster", f"'workspace' with tile {self.tile} and {self.stages} stages (the "
                      f"{BM} x {BN} sums take {need} bytes of shared memory, the stages {self.shared_bytes})")
@@ -1463,9 +1463,14 @@ class TensorMatmul(Spec):
         are stored (docs/tensorcore.md, "Unaligned mid-size products"); float64 products of a
         short K took 1.6-1.9x the time at N + 1 (docs/tensorcore.md, "Float64 outputs of an odd
         N through shared memory")."""
+        return not self.wgmma and self.tile[1] % 64 == 0 and self.sums_bytes <= self.shared_bytes
+
+    @property
+    def sums_bytes(self) -> int:
+        """Bytes of the mma.sync kernel's BM x BN sums in its accumulator type, which the staged
+        output and the cluster merge keep over the stages."""
         BM, BN, _ = self.tile
-        acc_bytes = 8 if self.dtype == "float64" else 4
-        return not self.wgmma and BN % 64 == 0 and BM * BN * acc_bytes <= self.shared_bytes
+        return BM * BN * (8 if self.dtype == "float64" else 4)
 
     @property
     def staged_epilogue(self) -> bool:
@@ -1570,9 +1575,9 @@ class TensorMatmul(Spec):
         return cls.mma_default_spec(problem, dtype)
 
     @classmethod
-    def _float64_default(cls, problem):
-        """default_spec's float64 tiles and K split (how the slices merge aside)."""
-        p = cls.normalize_problem(problem)
+    def _float64_default(cls, p):
+        """default_spec's float64 tiles and K split for the normalized problem `p` (how the
+        slices merge aside)."""
         if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
             return cls.few_rows_f64_spec(p)
         if cls.rows_f64_suits(p["M"], p["N"], p["K"]) and f64_row_tile(p["M"]) != 64:
