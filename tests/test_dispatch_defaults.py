@@ -1275,3 +1275,38 @@ def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_m
         for w_t in (False, True):
             assert spec(M, N, K, w_t).kernel == "matmul", (M, N, K, w_t)
     dispatch.forget()
+
+
+def test_few_column_float64_products_run_tiles_sized_to_their_columns_on_hopper(monkeypatch):
+    """With the few-column rule on, an H100 (stand-in) runs float64 products of
+    F64_FEW_COLUMNS_MIN-F64_FEW_COLUMNS_MAX columns (fewer than the rows, enough rows and K) on
+    few_columns_f64_spec's m16n8k16 tiles, N rounded up to 16 a column tile, whatever their
+    multiply-adds; an A of odd K (the large operand, rows not 16 bytes apart) is read in place,
+    else an unaligned small B is copied aligned. An A100 keeps them where they went before, and
+    so do products outside the rule's sides."""
+    import kgen.ops.tensorcore as tc
+
+    monkeypatch.setattr(tc, "F64_FEW_COLUMNS", True)
+    rng = random.Random(2029)
+    for _ in range(40):
+        N = rng.randint(tc.F64_FEW_COLUMNS_MIN, tc.F64_FEW_COLUMNS_MAX)
+        M = rng.randint(max(N + 1, tc.F64_FEW_COLUMNS_MIN_ROWS), 12000)
+        K = rng.randint(tc.F64_FEW_COLUMNS_MIN_K, 9000)
+        w_t = rng.random() < 0.5
+        got = _float64_spec(M, N, K, w_t)
+        assert got.kernel == "tensor_matmul" and got.mma_shape == "m16n8k16", (M, N, K, w_t, got.to_json())
+        col_tiles = -(-N // 64)
+        share = -(-N // col_tiles)
+        assert got.tile == (tc.F64_FEW_COLUMNS_BM, -(-share // 16) * 16, 16), got.to_json()
+        assert got.tile[1] * col_tiles >= N and got.tile[1] - share < 16
+        assert got.warp_tile == (32, 16)
+        assert got.repack == (K % 2 == 0), (M, N, K, got.to_json())
+        assert tc.TensorMatmul.few_columns_f64_suits(M, N, K)
+        on_a100 = _float64_spec(M, N, K, w_t, _A100)
+        assert on_a100.kernel == ("tensor_matmul" if M * N * K >= dispatch.TENSOR_F64_MIN_MACS else "matmul")
+        assert getattr(on_a100, "mma_shape", "") != "m16n8k16"   # sm_90's shape only
+    for M, N, K in ((5000, 8, 3000), (5000, 65, 3000), (100, 20, 3000), (5000, 20, 200), (40, 40, 5000)):
+        assert not tc.TensorMatmul.few_columns_f64_suits(M, N, K), (M, N, K)
+    monkeypatch.setattr(tc, "F64_FEW_COLUMNS", False)
+    assert _float64_spec(2001, 13, 5551, False).kernel == "matmul"   # 2^27: the SIMT tiles, as before
+    dispatch.forget()

@@ -2257,3 +2257,29 @@ def test_element_copy_variants_of_the_float64_tiles_compile_without_spills():
     assert [t.tile[:2] for t in tiles] == [(64, 64), (64, 64), (96, 64), (48, 64)]
     _assert_no_spills([s.replace(layout_b=b, repack=False, repack_a=True, spread_elements=True)
                        for s in tiles for b in ("row", "col")])
+
+
+def test_few_column_float64_tiles_mirror_the_few_row_tiles():
+    """few_columns_f64_spec: column tiles of at most 64 covering N, each N's share rounded up to
+    16, 32 x 16 warp tiles over the rows a tile, as many blocks an SM as shared memory (either
+    operand order) and 128 registers a thread allow, K split by wave_split over those slots."""
+    from kgen.ops.tensorcore import c_tiles, wave_split
+
+    for (M, N, K), bn in (((5000, 9, 3000), 16), ((5000, 17, 3000), 32), ((700, 33, 4000), 48),
+                          ((700, 64, 4000), 64), ((9000, 100, 2000), 64), ((9000, 120, 2000), 64)):
+        for bm in (64, 128):
+            s = TensorMatmul.few_columns_f64_spec({"M": M, "N": N, "K": K}, rows_tile=bm)
+            assert s.tile == (bm, bn, 16) and s.warp_tile == (32, 16) and s.mma_shape == "m16n8k16", s.to_json()
+            threads = (bm // 32) * (bn // 16) * 32
+            shared = max(s.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
+            assert s.min_blocks == max(1, min(8, 227 * 1024 // shared, 65536 // (threads * 128)))
+            assert s.split_k == wave_split(c_tiles(M, N, bm, bn), 132 * s.min_blocks, K)
+
+
+@pytest.mark.nvcc
+def test_few_column_float64_tiles_compile_without_spills():
+    """The few-column float64 tiles of 16-64 columns and 64 or 128 rows fit their registers
+    without spills, B row-major copied or W.t() read in place."""
+    specs = [TensorMatmul.few_columns_f64_spec({"M": 4000, "N": n, "K": 4000}, rows_tile=bm)
+             for n in (13, 30, 40, 60) for bm in (64, 128)]
+    _assert_no_spills([s.replace(layout_b=b, repack=r) for s in specs for b, r in (("row", True), ("col", False))])

@@ -139,6 +139,10 @@ def spec_pool() -> list[TensorMatmul]:
             # the second reading its operands in place.
             T.few_rows_f64_spec({"M": 13, "N": 4096, "K": 4096}),
             T.few_rows_f64_spec({"M": 45, "N": 2000, "K": 3000}).replace(repack=False),
+            # ... and to a few columns (16 columns four blocks an SM; 48 columns in 128-row
+            # tiles, operands read in place).
+            T.few_columns_f64_spec({"M": 3000, "N": 13, "K": 4096}),
+            T.few_columns_f64_spec({"M": 2000, "N": 45, "K": 3001}, rows_tile=128).replace(repack=False),
         ]
     return pool
 

@@ -466,6 +466,14 @@ ELEMENT_SPLIT_MIN_K = 512
 # unaligned rows read in place): 0.70x -> 0.91x cuBLAS, 1.18x over W.t() and 1.44x over row-major
 # weights (docs/matmul.md, "Float64 at 9-64 rows").
 F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
+# Few-column float64 products (few_columns_f64_suits): F64_FEW_COLUMNS_MIN to F64_FEW_COLUMNS_MAX
+# columns, fewer than the rows, at least F64_FEW_COLUMNS_MIN_ROWS rows and F64_FEW_COLUMNS_MIN_K
+# of K, on the FP64 tensor cores in tiles of F64_FEW_COLUMNS_BM rows (few_columns_f64_spec).
+# Under measurement: F64_FEW_COLUMNS off leaves them to the rules before.
+F64_FEW_COLUMNS = False
+F64_FEW_COLUMNS_MIN, F64_FEW_COLUMNS_MAX = 9, 64
+F64_FEW_COLUMNS_MIN_ROWS, F64_FEW_COLUMNS_MIN_K = 128, 256
+F64_FEW_COLUMNS_BM = 64
 # The few-row float64 tiles ask the L2 for whole 128-byte lines around each copy (l2_fetch): a
 # W.t() weight's tile is 64 rows of 128 bytes (16 k each), 64 lines a k tile. Device time on an
 # H100 (docs/bench/research/mma_whole_tiles.py VARIANTS l2_fetch=128 and 256, CUDA graphs over
@@ -1580,6 +1588,8 @@ class TensorMatmul(Spec):
         slices merge aside)."""
         if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
             return cls.few_rows_f64_spec(p)
+        if cls.few_columns_f64_suits(p["M"], p["N"], p["K"]):
+            return cls.few_columns_f64_spec(p)
         if cls.rows_f64_suits(p["M"], p["N"], p["K"]) and f64_row_tile(p["M"]) != 64:
             return cls._wide_f64_where_fewer_waves(cls.row_tile_f64_spec(p), p)
         spec = cls.mma_default_spec(p, "float64")
@@ -1648,6 +1658,15 @@ class TensorMatmul(Spec):
         return F64_FEW_MIN_ROWS <= M <= F64_FEW_MAX_ROWS and _f64_wide_enough(M, N, K)
 
     @classmethod
+    def few_columns_f64_suits(cls, M: int, N: int, K: int) -> bool:
+        """Whether a float64 M x N x K product runs few_columns_f64_spec on the FP64 tensor
+        cores however few its multiply-adds: F64_FEW_COLUMNS on, F64_FEW_COLUMNS_MIN to
+        F64_FEW_COLUMNS_MAX columns, fewer than its rows, at least F64_FEW_COLUMNS_MIN_ROWS rows
+        and F64_FEW_COLUMNS_MIN_K of K."""
+        return (F64_FEW_COLUMNS and F64_FEW_COLUMNS_MIN <= N <= F64_FEW_COLUMNS_MAX and N < M
+                and M >= F64_FEW_COLUMNS_MIN_ROWS and K >= F64_FEW_COLUMNS_MIN_K)
+
+    @classmethod
     def rows_f64_suits(cls, M: int, N: int, K: int) -> bool:
         """Whether a float64 M x N x K product runs on the FP64 tensor cores however few its
         multiply-adds (dispatch sends smaller float64 products to the SIMT tiles): the few-row
@@ -1694,6 +1713,30 @@ class TensorMatmul(Spec):
         threads = (bm // 16) * 2 * 32
         per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
         tiles = c_tiles(p["M"], p["N"], bm, 64)
+        return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]),
+                            l2_fetch=F64_FEW_L2_FETCH, l1_copies=f64_rows_off_sectors(p["K"]))
+
+    @classmethod
+    def few_columns_f64_spec(cls, problem, rows_tile=None):
+        """float64 tiles sized to a few columns, the mirror image of few_rows_f64_spec (the
+        constants at F64_FEW_COLUMNS_BM say how this was chosen): as few column tiles of at most
+        64 columns as cover N, each of N's share rounded up to 16, `rows_tile` rows (None:
+        F64_FEW_COLUMNS_BM) of 32 x 16
+        warp tiles, the most resident blocks an SM that shared memory (in either operand order)
+        and 128 registers a thread allow, up to 8, K split by wave_split, and whole L2 lines
+        fetched around each copy (kgen.matmul reads an unaligned A, the large operand, in
+        place: dispatch's float64 overrides)."""
+        p = cls.normalize_problem(problem)
+        rows_tile = rows_tile or F64_FEW_COLUMNS_BM
+        col_tiles = max(1, -(-p["N"] // 64))
+        share = -(-p["N"] // col_tiles)
+        bn = min(64, -(-share // 16) * 16)
+        spec = cls(dtype="float64", tile=(rows_tile, bn, 16), warp_tile=(32, 16), stages=4, smem_layout="pad",
+                   mma_shape="m16n8k16", min_blocks=1)
+        shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
+        threads = (rows_tile // 32) * (bn // 16) * 32
+        per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
+        tiles = c_tiles(p["M"], p["N"], rows_tile, bn)
         return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]),
                             l2_fetch=F64_FEW_L2_FETCH, l1_copies=f64_rows_off_sectors(p["K"]))
 

@@ -444,7 +444,7 @@ TENSOR_F64_MIN_MACS = 1 << 28
 F64_IN_PLACE_MAX_ROWS = 1024
 
 
-def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
+def _float64_overrides(A: Any, B: Any, M: int, N: int, K: int) -> dict[str, Any]:
     """call_overrides' float64 part on the FP64 tensor cores: a weight whose rows are not 16 bytes
     apart read in place rather than copied first:
       - by the few-row tiles (copying made them 0.65x as fast on an H100; docs/matmul.md, "Float64
@@ -456,6 +456,10 @@ def _float64_overrides(B: Any, M: int, N: int, K: int) -> dict[str, Any]:
     from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     out: dict[str, Any] = {}
+    if TensorMatmul.few_columns_f64_suits(M, N, K):
+        # The large operand is A: read in place where its rows are not 16 bytes apart (a copy
+        # would read and write all of it), else the small B copied aligned where it needs it.
+        return {"repack": False} if max(_element_strides(A)) % 2 else {}
     hopper = _runs_wgmma()
     if max(_element_strides(B)) % 2 and (
             TensorMatmul.few_rows_f64_suits(M, N, K) or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and hopper):
@@ -489,7 +493,7 @@ def call_overrides(A: Any, B: Any, family: type[Spec], dtype: str, allow_tf32: b
         # Small products: unaligned operands read in place (one launch), not repacked first.
         overrides["repack"] = False
     if family.kernel == "tensor_matmul" and dtype == "float64":
-        overrides.update(_float64_overrides(B, M, N, K))
+        overrides.update(_float64_overrides(A, B, M, N, K))
     if family.kernel == "skinny" and _element_rows_simt(A, B, M, N, dtype):
         # 16-bit, a few rows, a large operand that allows only element loads: the SIMT forms.
         overrides["tensor_cores"] = False
@@ -620,7 +624,8 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     if dtype in ("float16", "bfloat16") or (dtype == "float32" and allow_tf32):
         return TensorMatmul
     if dtype == "float64" and (M * N * K >= TENSOR_F64_MIN_MACS
-                               or rows_f64 and TensorMatmul.rows_f64_suits(M, N, K)):
+                               or rows_f64 and (TensorMatmul.rows_f64_suits(M, N, K)
+                                                or TensorMatmul.few_columns_f64_suits(M, N, K))):
         return TensorMatmul
     if dtype == "float32" and split_tf32 and not allow_tf32 and split_tf32_suits(M, N, K):
         return TensorMatmul

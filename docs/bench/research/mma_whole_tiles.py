@@ -63,10 +63,13 @@ def main():
             row[f"{name}_us"], row[f"{name}_err"] = us, err
         spec = dispatch.call_spec(ops.A[0], ops.B[0])
         row["spec"] = spec.to_json()
-        if VARIANTS and getattr(spec, "mma_shape", "") in ("m16n8k16", "m16n8k8"):
+        f64_tile = getattr(spec, "mma_shape", "") in ("m16n8k16", "m16n8k8")
+        if VARIANTS and (f64_tile or any("fewcols" in fields for _, fields in VARIANTS)):
             # The spec is timed again after the variants: long float64 runs can lower the clocks,
             # and spec_end_us against spec_us shows how much the later variants may have lost so.
             for name, fields in [("spec", {})] + VARIANTS + [("spec_end", {})]:
+                if not f64_tile and "fewcols" not in fields and fields:
+                    continue   # the other fields replace those of a float64 tile
                 variant = variant_spec(spec, fields, M, N, K)
                 if variant is None:
                     continue   # the fields do not apply to this spec

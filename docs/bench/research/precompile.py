@@ -7,7 +7,8 @@ stand-in H100 (sm_90, 132 SMs), so the run spends its time timing rather than co
 
 For each product: the specs kgen.matmul launches (tune.ahead.compile_ahead), and where the spec
 is a float64 sm_90 tile (m16n8k16 or m16n8k8), the same spec with each of env VARIANTS' replacements, as
-mma_whole_tiles.py builds them ("name:field=value,...;...", variant_spec)."""
+mma_whole_tiles.py builds them ("name:field=value,...;...", variant_spec); a variant with
+fewcols applies whatever spec dispatch gives the product."""
 import argparse
 import concurrent.futures
 import os
@@ -34,14 +35,21 @@ def variants() -> list[dict]:
 
 
 def variant_spec(spec, fields: dict, M: int, N: int, K: int, sms: int = 132):
-    """spec with a VARIANTS entry's fields replaced. Four fields name no spec field: fewrows=R
-    starts from few_rows_f64_spec with at most R rows a tile (in spec's operand orders), wrows=32
+    """spec with a VARIANTS entry's fields replaced. Five fields name no spec field: fewrows=R
+    starts from few_rows_f64_spec with at most R rows a tile (in spec's operand orders), fewcols=BM
+    from few_columns_f64_spec with BM rows a tile (the same), wrows=32
     gives a tile of a multiple of 32 rows 32 x 32 warp tiles, bk sets the tile's K depth alone
     (BM and BN kept), and resplit=1 splits K again for the new tile and blocks an SM as the
     float64 default's rule would (wave_split over sms x min_blocks slots). None where the
     fields do not apply to the spec (its validation refuses them)."""
     from kgen.ops.tensorcore import F64_TENSOR_MAX_ROWS, TensorMatmul, c_tiles, wave_split
     fields = dict(fields)
+    if "fewcols" in fields:
+        # The few-column float64 tiles of that many rows a tile, in the dispatched spec's orders
+        # (which may be the SIMT tiles'); a contiguous A of odd K (the large operand) read in
+        # place, as dispatch's float64 overrides ask.
+        spec = TensorMatmul.few_columns_f64_spec({"M": M, "N": N, "K": K}, rows_tile=fields.pop("fewcols")).replace(
+            layout_a=spec.layout_a, layout_b=spec.layout_b, repack=K % 2 == 0)
     if "fewrows" in fields:
         # The few-row float64 tiles of up to that many rows a tile, in the dispatched spec's orders.
         spec = TensorMatmul.few_rows_f64_spec({"M": M, "N": N, "K": K}, max_rows=fields.pop("fewrows")).replace(
@@ -95,10 +103,10 @@ def main() -> None:
         A = strided(M, K, K, 1, item)
         B = strided(K, N, 1, K, item) if layout == "col" else strided(K, N, N, 1, item)
         spec = dispatch.call_spec(A, B, device=dev, db=False)
-        if getattr(spec, "mma_shape", "") not in ("m16n8k16", "m16n8k8"):
-            continue
+        f64_tile = getattr(spec, "mma_shape", "") in ("m16n8k16", "m16n8k8")
         for fields in variants():
-            todo.add(variant_spec(spec, fields, M, N, K))
+            if f64_tile or "fewcols" in fields:
+                todo.add(variant_spec(spec, fields, M, N, K))
     todo.discard(None)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         list(pool.map(kgen.compile, todo))
