@@ -1278,15 +1278,15 @@ def test_float64_products_of_65_to_256_rows_run_on_the_tensor_cores_below_2_28_m
 
 
 def test_few_column_float64_products_run_tiles_sized_to_their_columns_on_hopper(monkeypatch):
-    """With the few-column rule on, an H100 (stand-in) runs float64 products of
-    F64_FEW_COLUMNS_MIN-F64_FEW_COLUMNS_MAX columns (fewer than the rows, enough rows and K) on
-    few_columns_f64_spec's m16n8k16 tiles, N rounded up to 16 a column tile, whatever their
-    multiply-adds; an A of odd K (the large operand, rows not 16 bytes apart) is read in place,
+    """An H100 (stand-in) runs float64 products of F64_FEW_COLUMNS_MIN-F64_FEW_COLUMNS_MAX
+    columns (fewer than the rows, enough rows and K) on few_columns_f64_spec's m16n8k16 tiles,
+    N rounded up to 16 a column tile, 128 rows a tile where that is 16 and A is large, whatever
+    their multiply-adds; an A of odd K (the large operand, rows not 16 bytes apart) is read in place,
     else an unaligned small B is copied aligned. An A100 keeps them where they went before, and
-    so do products outside the rule's sides."""
+    so do products outside the rule's sides, and all of them with the rule off."""
     import kgen.ops.tensorcore as tc
 
-    monkeypatch.setattr(tc, "F64_FEW_COLUMNS", True)
+    assert tc.F64_FEW_COLUMNS
     rng = random.Random(2029)
     for _ in range(40):
         N = rng.randint(tc.F64_FEW_COLUMNS_MIN, tc.F64_FEW_COLUMNS_MAX)
@@ -1297,7 +1297,9 @@ def test_few_column_float64_products_run_tiles_sized_to_their_columns_on_hopper(
         assert got.kernel == "tensor_matmul" and got.mma_shape == "m16n8k16", (M, N, K, w_t, got.to_json())
         col_tiles = -(-N // 64)
         share = -(-N // col_tiles)
-        assert got.tile == (tc.F64_FEW_COLUMNS_BM, -(-share // 16) * 16, 16), got.to_json()
+        bn = -(-share // 16) * 16
+        bm = 128 if bn == 16 and M * K >= tc.F64_FEW_COLUMNS_TALL_A else tc.F64_FEW_COLUMNS_BM
+        assert got.tile == (bm, bn, 16), got.to_json()
         assert got.tile[1] * col_tiles >= N and got.tile[1] - share < 16
         assert got.warp_tile == (32, 16)
         assert got.repack == (K % 2 == 0), (M, N, K, got.to_json())

@@ -21,10 +21,12 @@ EXAMPLES = int(os.environ.get("KGEN_TC_EXAMPLES", "60"))
 
 
 def few_columns_pool() -> list[TensorMatmul]:
-    """16 columns four blocks an SM, K whole; 32 columns with K in 4 slices (workspace); 48
-    columns in 128-row tiles read in place; 64 columns with 3 slices merged in a cluster."""
+    """16 columns four blocks an SM, K whole; 16 columns in 128-row tiles (a large A); 32
+    columns with K in 4 slices (workspace); 48 columns in 128-row tiles read in place; 64
+    columns with 3 slices merged in a cluster."""
     T = TensorMatmul
-    return [T.few_columns_f64_spec({"M": 9000, "N": 13, "K": 700}).replace(split_k=1),
+    return [T.few_columns_f64_spec({"M": 1500, "N": 13, "K": 700}).replace(split_k=1),
+            T.few_columns_f64_spec({"M": 9000, "N": 13, "K": 4000}),
             T.few_columns_f64_spec({"M": 3000, "N": 20, "K": 4096}).replace(split_k=4),
             T.few_columns_f64_spec({"M": 2000, "N": 45, "K": 3001}, rows_tile=128).replace(repack=False),
             T.few_columns_f64_spec({"M": 2000, "N": 60, "K": 3000}).replace(split_k=3, split_merge="cluster")]

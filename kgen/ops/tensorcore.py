@@ -468,12 +468,21 @@ ELEMENT_SPLIT_MIN_K = 512
 F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
 # Few-column float64 products (few_columns_f64_suits): F64_FEW_COLUMNS_MIN to F64_FEW_COLUMNS_MAX
 # columns, fewer than the rows, at least F64_FEW_COLUMNS_MIN_ROWS rows and F64_FEW_COLUMNS_MIN_K
-# of K, on the FP64 tensor cores in tiles of F64_FEW_COLUMNS_BM rows (few_columns_f64_spec).
-# Under measurement: F64_FEW_COLUMNS off leaves them to the rules before.
-F64_FEW_COLUMNS = False
+# of K run on the FP64 tensor cores in few_columns_f64_spec's tiles (the mirror image of the
+# few-row tiles: the columns rounded up to 16, 32 x 16 warp tiles over 64 rows, or 128 where a
+# tile has 16 columns and A holds F64_FEW_COLUMNS_TALL_A elements or more), whatever their
+# multiply-adds; before, they ran the SIMT tiles below 2^28 and the 64 x 64 default above.
+# Device time on an H100 (docs/bench/research/mma_whole_tiles.py VARIANTS fewcols=64 and 128,
+# CUDA graphs over operands rotated past L2, NaN-poisoned outputs checked against float64; raw
+# docs/bench/f64_few_columns/): 64-row tiles 1.56x the shipped spec over 30 fitted products
+# of 9-97 columns and 1.41x over 20 held out, losing only past 64 columns (0.65-0.97x) and on
+# two products of under 256 rows (158x45x707 0.68x, 234x33x4528 0.88x); 128-row tiles won on
+# 16-column tiles of a large A (1.3-1.4x over 64 rows from 2^21 elements) and lost elsewhere.
+# As users call it (held out, kgen bench calls): 1.55x faster on the 13 products the rule takes.
+F64_FEW_COLUMNS = True
 F64_FEW_COLUMNS_MIN, F64_FEW_COLUMNS_MAX = 9, 64
 F64_FEW_COLUMNS_MIN_ROWS, F64_FEW_COLUMNS_MIN_K = 128, 256
-F64_FEW_COLUMNS_BM = 64
+F64_FEW_COLUMNS_BM, F64_FEW_COLUMNS_TALL_A = 64, 1 << 21
 # The few-row float64 tiles ask the L2 for whole 128-byte lines around each copy (l2_fetch): a
 # W.t() weight's tile is 64 rows of 128 bytes (16 k each), 64 lines a k tile. Device time on an
 # H100 (docs/bench/research/mma_whole_tiles.py VARIANTS l2_fetch=128 and 256, CUDA graphs over
@@ -1720,17 +1729,18 @@ class TensorMatmul(Spec):
     def few_columns_f64_spec(cls, problem, rows_tile=None):
         """float64 tiles sized to a few columns, the mirror image of few_rows_f64_spec (the
         constants at F64_FEW_COLUMNS_BM say how this was chosen): as few column tiles of at most
-        64 columns as cover N, each of N's share rounded up to 16, `rows_tile` rows (None:
-        F64_FEW_COLUMNS_BM) of 32 x 16
-        warp tiles, the most resident blocks an SM that shared memory (in either operand order)
-        and 128 registers a thread allow, up to 8, K split by wave_split, and whole L2 lines
-        fetched around each copy (kgen.matmul reads an unaligned A, the large operand, in
-        place: dispatch's float64 overrides)."""
+        64 columns as cover N, each of N's share rounded up to 16, `rows_tile` rows (None: 128
+        where a tile has 16 columns and A holds F64_FEW_COLUMNS_TALL_A elements or more, else
+        F64_FEW_COLUMNS_BM) of 32 x 16 warp tiles, the most resident blocks an SM that shared
+        memory (in either operand order) and 128 registers a thread allow, up to 8, K split by
+        wave_split, and whole L2 lines fetched around each copy (kgen.matmul reads an unaligned
+        A, the large operand, in place: dispatch's float64 overrides)."""
         p = cls.normalize_problem(problem)
-        rows_tile = rows_tile or F64_FEW_COLUMNS_BM
         col_tiles = max(1, -(-p["N"] // 64))
         share = -(-p["N"] // col_tiles)
         bn = min(64, -(-share // 16) * 16)
+        if rows_tile is None:
+            rows_tile = 128 if bn == 16 and p["M"] * p["K"] >= F64_FEW_COLUMNS_TALL_A else F64_FEW_COLUMNS_BM
         spec = cls(dtype="float64", tile=(rows_tile, bn, 16), warp_tile=(32, 16), stages=4, smem_layout="pad",
                    mma_shape="m16n8k16", min_blocks=1)
         shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))

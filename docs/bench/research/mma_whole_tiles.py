@@ -83,8 +83,9 @@ def main():
               f"({row['cublas_us'] / row['kgen_us']:.3f}x) err {row['kgen_err']:.1e}", flush=True)
         del ops
         torch.cuda.empty_cache()
-    with open(os.path.join(os.environ.get("OUT", "."), f"mma_whole_tiles_{TAG}.json"), "w") as f:
-        json.dump(out, f, indent=1)
+        # Written after every product, so that a run cut short by its time limit keeps those done.
+        with open(os.path.join(os.environ.get("OUT", "."), f"mma_whole_tiles_{TAG}.json"), "w") as f:
+            json.dump(out, f, indent=1)
     for name, _ in VARIANTS:   # speed of each variant against the spec as dispatched
         ratios = [r["spec_us"] / r[f"{name}_us"] for r in out["rows"] if f"{name}_us" in r]
         if ratios:
