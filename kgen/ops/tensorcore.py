@@ -474,11 +474,13 @@ F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
 # multiply-adds; before, they ran the SIMT tiles below 2^28 and the 64 x 64 default above.
 # Device time on an H100 (docs/bench/research/mma_whole_tiles.py VARIANTS fewcols=64 and 128,
 # CUDA graphs over operands rotated past L2, NaN-poisoned outputs checked against float64; raw
-# docs/bench/f64_few_columns/): 64-row tiles 1.56x the shipped spec over 30 fitted products
-# of 9-97 columns and 1.41x over 20 held out, losing only past 64 columns (0.65-0.97x) and on
-# two products of under 256 rows (158x45x707 0.68x, 234x33x4528 0.88x); 128-row tiles won on
-# 16-column tiles of a large A (1.3-1.4x over 64 rows from 2^21 elements) and lost elsewhere.
-# As users call it (held out, kgen bench calls): 1.55x faster on the 13 products the rule takes.
+# docs/bench/f64_few_columns/), on products of 9-128 columns drawn for it: the rule 1.75x the spec
+# before on the 25 fitted products it takes (one loss, 158x45x707 0.68x) and 1.78x on 13 held
+# out (1.03-2.85x); past 64 columns the new tiles were mixed (0.65-1.76x over 12 products), and
+# 128-row tiles won only on 16-column tiles of a large A (1.26-1.46x over 64 rows from 2^21
+# elements, 0.90-0.94x below). As users call it (held out, kgen bench calls, host time
+# included): 1.65x faster on the 13 products the rule takes (docs/matmul.md, "Float64 at 9-64
+# columns").
 F64_FEW_COLUMNS = True
 F64_FEW_COLUMNS_MIN, F64_FEW_COLUMNS_MAX = 9, 64
 F64_FEW_COLUMNS_MIN_ROWS, F64_FEW_COLUMNS_MIN_K = 128, 256
