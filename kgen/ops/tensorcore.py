@@ -1720,12 +1720,19 @@ class TensorMatmul(Spec):
         bm = min(max_rows, -(-share // 16) * 16)
         spec = cls(dtype="float64", tile=(bm, 64, 16), warp_tile=(16, 32), stages=4, smem_layout="pad",
                    mma_shape="m16n8k16", min_blocks=1)
-        shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
-        threads = (bm // 16) * 2 * 32
-        per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
+        per_sm = spec.resident_blocks_at_128_registers()
         tiles = c_tiles(p["M"], p["N"], bm, 64)
         return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]),
                             l2_fetch=F64_FEW_L2_FETCH, l1_copies=f64_rows_off_sectors(p["K"]))
+
+    def resident_blocks_at_128_registers(self) -> int:
+        """Blocks of this mma.sync tile an SM holds at once, up to 8, where each thread keeps to
+        128 registers: as many as 227 KiB of shared memory (the larger of the tile's needs in
+        every operand order) and 65536 registers allow."""
+        shared = max(dataclasses.replace(self, layout_a=a, layout_b=b).shared_bytes
+                     for a in ("row", "col") for b in ("row", "col"))
+        threads = (self.tile[0] // self.warp_tile[0]) * (self.tile[1] // self.warp_tile[1]) * 32
+        return max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
 
     @classmethod
     def few_columns_f64_spec(cls, problem, rows_tile=None):
@@ -1745,9 +1752,7 @@ class TensorMatmul(Spec):
             rows_tile = 128 if bn == 16 and p["M"] * p["K"] >= F64_FEW_COLUMNS_TALL_A else F64_FEW_COLUMNS_BM
         spec = cls(dtype="float64", tile=(rows_tile, bn, 16), warp_tile=(32, 16), stages=4, smem_layout="pad",
                    mma_shape="m16n8k16", min_blocks=1)
-        shared = max(spec.replace(layout_a=a, layout_b=b).shared_bytes for a in ("row", "col") for b in ("row", "col"))
-        threads = (rows_tile // 32) * (bn // 16) * 32
-        per_sm = max(1, min(8, (227 * 1024) // shared, 65536 // (threads * 128)))
+        per_sm = spec.resident_blocks_at_128_registers()
         tiles = c_tiles(p["M"], p["N"], rows_tile, bn)
         return spec.replace(min_blocks=per_sm, split_k=wave_split(tiles, _SMS * per_sm, p["K"]),
                             l2_fetch=F64_FEW_L2_FETCH, l1_copies=f64_rows_off_sectors(p["K"]))

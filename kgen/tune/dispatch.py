@@ -452,15 +452,17 @@ def _float64_overrides(A: Any, B: Any, M: int, N: int, K: int) -> dict[str, Any]
       - on sm_90, where it was measured, by any tiles at 65-F64_IN_PLACE_MAX_ROWS rows, both
         storage orders of the weight.
     On sm_90 such a call also makes the b_elements request (TensorMatmul.with_b_elements: the
-    64 x 64 tiles copy A aligned and spread B's element copies; F64_B_ELEMENTS_TILE says why)."""
+    64 x 64 tiles copy A aligned and spread B's element copies; F64_B_ELEMENTS_TILE says why).
+    The few-column tiles on sm_90 (TensorMatmul.few_columns_f64_suits) instead read an A whose
+    rows are not 16 bytes apart in place, the large operand there, and copy such a B first."""
     from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     out: dict[str, Any] = {}
-    if TensorMatmul.few_columns_f64_suits(M, N, K):
+    hopper = _runs_wgmma()
+    if hopper and TensorMatmul.few_columns_f64_suits(M, N, K):
         # The large operand is A: read in place where its rows are not 16 bytes apart (a copy
         # would read and write all of it), else the small B copied aligned where it needs it.
         return {"repack": False} if max(_element_strides(A)) % 2 else {}
-    hopper = _runs_wgmma()
     if max(_element_strides(B)) % 2 and (
             TensorMatmul.few_rows_f64_suits(M, N, K) or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and hopper):
         out["repack"] = False
