@@ -21,7 +21,7 @@ import kgen
 from kgen.tune import dispatch
 from kgen.bench.calls import random_matmul_shapes
 from kgen.bench.skinny import Operands, checked_graph_time
-from precompile import field_value, variant_spec   # this folder's host precompile script
+from precompile import field_value, variant_applies, variant_spec   # this folder's host precompile script
 
 SEED = int(os.environ.get("SEED", "0"))
 COUNT = int(os.environ.get("COUNT", "6"))
@@ -63,13 +63,12 @@ def main():
             row[f"{name}_us"], row[f"{name}_err"] = us, err
         spec = dispatch.call_spec(ops.A[0], ops.B[0])
         row["spec"] = spec.to_json()
-        f64_tile = getattr(spec, "mma_shape", "") in ("m16n8k16", "m16n8k8")
-        if VARIANTS and (f64_tile or any("fewcols" in fields for _, fields in VARIANTS)):
+        if any(fields and variant_applies(spec, fields) for _, fields in VARIANTS):
             # The spec is timed again after the variants: long float64 runs can lower the clocks,
             # and spec_end_us against spec_us shows how much the later variants may have lost so.
             for name, fields in [("spec", {})] + VARIANTS + [("spec_end", {})]:
-                if not f64_tile and "fewcols" not in fields and fields:
-                    continue   # the other fields replace those of a float64 tile
+                if not variant_applies(spec, fields):
+                    continue
                 variant = variant_spec(spec, fields, M, N, K)
                 if variant is None:
                     continue   # the fields do not apply to this spec

@@ -34,6 +34,12 @@ def variants() -> list[dict]:
             for v in os.environ.get("VARIANTS", "").split(";") if v]
 
 
+def variant_applies(spec, fields: dict) -> bool:
+    """Whether a VARIANTS entry replaces anything in `spec`: the spec itself (no fields) and
+    fewcols apply to any spec, other fields to a float64 sm_90 tile (m16n8k16 or m16n8k8)."""
+    return not fields or "fewcols" in fields or getattr(spec, "mma_shape", "") in ("m16n8k16", "m16n8k8")
+
+
 def variant_spec(spec, fields: dict, M: int, N: int, K: int, sms: int = 132):
     """spec with a VARIANTS entry's fields replaced. Five fields name no spec field: fewrows=R
     starts from few_rows_f64_spec with at most R rows a tile (in spec's operand orders), fewcols=BM
@@ -103,9 +109,8 @@ def main() -> None:
         A = strided(M, K, K, 1, item)
         B = strided(K, N, 1, K, item) if layout == "col" else strided(K, N, N, 1, item)
         spec = dispatch.call_spec(A, B, device=dev, db=False)
-        f64_tile = getattr(spec, "mma_shape", "") in ("m16n8k16", "m16n8k8")
         for fields in variants():
-            if f64_tile or "fewcols" in fields:
+            if variant_applies(spec, fields):
                 todo.add(variant_spec(spec, fields, M, N, K))
     todo.discard(None)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
