@@ -2279,7 +2279,42 @@ def test_few_column_float64_tiles_mirror_the_few_row_tiles():
 @pytest.mark.nvcc
 def test_few_column_float64_tiles_compile_without_spills():
     """The few-column float64 tiles of 16-64 columns and 64 or 128 rows fit their registers
-    without spills, B row-major copied or W.t() read in place."""
+    without spills, B row-major copied or W.t() read in place, and K merged in a cluster."""
     specs = [TensorMatmul.few_columns_f64_spec({"M": 4000, "N": n, "K": 4000}, rows_tile=bm)
              for n in (13, 30, 40, 60) for bm in (64, 128)]
-    _assert_no_spills([s.replace(layout_b=b, repack=r) for s in specs for b, r in (("row", True), ("col", False))])
+    merged = [s.replace(split_k=4, split_merge="cluster") for s in specs if s.tile[1] < 64 and s.tile[0] == 64]
+    _assert_no_spills([s.replace(layout_b=b, repack=r) for s in specs for b, r in (("row", True), ("col", False))]
+                      + merged)
+
+
+def _staged_column(source: str, BN: int):
+    """staged_column as the rendered kernel defines it, evaluated in Python: the branch its
+    #if picks for BN, and that branch's return expression (the same operators in C and Python
+    on non-negative ints)."""
+    body = re.search(r"int staged_column\(int r, int c\) \{\n(.*?)\n\}", source, re.S).group(1)
+    branches = re.fullmatch(r"#if (.+)\n\s+return (.+);\n#else\n\s+return (.+);\n#endif", body.strip())
+    assert branches, body
+    cond, then, other = branches.groups()
+    expr = then if eval(cond, {"BN": BN}) else other
+    return lambda r, c: eval(expr, {"BN": BN, "r": r, "c": c})
+
+
+def test_staged_sums_keep_each_row_in_place_at_every_tile_width():
+    """The layout a block stages its sums in (the cluster merge of K slices, and the output of
+    an odd N through shared memory) is a permutation of each row's columns that keeps pairs
+    together, for tiles of 16 to 256 columns: a narrow tile's columns would otherwise land in
+    the next row and the merge would add the wrong sums."""
+    for bm, bn in ((64, 16), (64, 32), (64, 48), (128, 16), (64, 64), (64, 128), (32, 192), (64, 256)):
+        warp = (32, 16) if bn % 32 else (32, 32)
+        spec = TensorMatmul(dtype="float64", tile=(bm, bn, 16), warp_tile=warp, stages=4, smem_layout="pad",
+                            mma_shape="m16n8k16", split_k=3, split_merge="cluster") if bn <= 64 else \
+            TensorMatmul(dtype="float64", tile=(bm, bn, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
+                         mma_shape="m16n8k16")
+        col = _staged_column(kgen.render(spec), bn)
+        for r in range(bm):
+            placed = [col(r, c) for c in range(0, bn, 2)]
+            assert sorted(p + d for p in placed for d in (0, 1)) == list(range(bn)), (bn, r, placed)
+            assert all(p % 2 == 0 for p in placed)
+        # Eight consecutive rows start at different columns (different banks), where the row
+        # leaves room for as many: at most one start a row per 8 columns.
+        assert len({col(r, 0) for r in range(8)}) == min(8, bn // 8), bn
