@@ -73,6 +73,27 @@ def test_fresh_inputs_reach_the_benchmark(monkeypatch):
         main(["matmul", "--shapes", "3x4096x4096", "--batch", "0"])
 
 
+def test_a_wrong_result_fails_the_benchmark_and_is_named(monkeypatch, tmp_path):
+    """kgen bench calls: a product whose result failed its check against float64 is listed
+    in the summary, and the command exits 1 (after writing its JSON); correct ones pass."""
+    import json
+
+    import kgen.bench.calls as calls
+
+    def row(shape, correct):
+        return {"shape": shape, "flops": 2.0 * shape[0] * shape[1] * shape[2], "speed_x": 1.2, "correct": correct}
+
+    good, bad = row([774, 47, 1715], True), row([608, 16, 1119], False)
+    summary = calls.summarize([good, bad])
+    assert summary["wrong"] == [[608, 16, 1119]] and summary["all"]["count"] == 2
+    assert calls.summarize([good])["wrong"] == []
+    out = tmp_path / "r.json"
+    for rows, rc in (([good, bad], 1), ([good], 0)):
+        monkeypatch.setattr(calls, "bench_matmul", lambda *a, rows=rows: {"summary": calls.summarize(rows), "rows": rows})
+        assert main(["matmul", "--shapes", "774x47x1715", "--json", str(out)]) == rc
+        assert json.loads(out.read_text())["summary"]["wrong"] == [r["shape"] for r in rows if not r["correct"]]
+
+
 def test_few_column_draws_mirror_the_few_row_draws():
     rows = random_matmul_shapes(60, 21, (1, 16), 64)
     cols = random_matmul_shapes(60, 21, (1, 16), 64, columns=True)

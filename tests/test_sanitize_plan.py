@@ -114,3 +114,26 @@ def test_matmul_like_placements_follow_the_spec_layouts():
     assert {(a, b) for a, b, _, _ in runs} == {("col", "row")}
     assert any(offset for _, _, _, offset in runs)
     assert sanitize.cases_for("reduce", "memcheck", quick=False) == sanitize.REDUCE_SIZES["memcheck"]
+
+
+def test_dispatch_sample_takes_the_specs_kgen_matmul_runs():
+    """--dispatch-sample: the specs dispatch picks (no tuning database) for products drawn at
+    random, on a stand-in H100 here: each is the spec call_spec gives its product, the draw
+    reproduces from the seed, and it reaches tiles of the rules that no search-space sample
+    holds (the few-column float64 tiles, their K merged in a cluster among them)."""
+    import random
+
+    from kgen.tune import ahead
+
+    h100 = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    specs = sanitize.dispatch_specs(random.Random(0), 45, h100)
+    assert [s.to_json() for s in specs] == [s.to_json() for s in sanitize.dispatch_specs(random.Random(0), 45, h100)]
+    assert len({s.to_json() for s in specs}) == len(specs)
+    assert {s.kernel for s in specs} >= {"skinny", "tensor_matmul"}
+    assert {s.dtype for s in specs} == {"float32", "float64", "float16"}
+    few_columns = [s for s in specs if s.kernel == "tensor_matmul" and s.dtype == "float64" and s.tile[1] < 64]
+    assert any(s.split_merge == "cluster" for s in few_columns), [s.tile for s in few_columns]
+    plan = sanitize.make_plan(_args(dispatch_sample=45, matmul_sample=0, skinny_sample=0, tensor_sample=0),
+                              H100, h100)
+    drawn = sanitize.dispatch_specs(random.Random("dispatch 0"), 45, h100)
+    assert [item["spec"] for item in plan if item["family"] != "reduce"] == [s.to_json() for s in drawn]

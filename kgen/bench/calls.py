@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
@@ -170,8 +171,10 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
         flops = 2.0 * M * N * K
         family = call_family(A.reshape(M, K), B, dtype, tf32)
         choice = select(family, {"M": M, "N": N, "K": K}, dtype)
+        # The bound of the spec dispatch chose: a result past it is wrong, whatever its speed.
+        tolerance = choice.spec.tolerance_for({"M": M, "N": N, "K": K})
         row = {"shape": [M, N, K], "a_shape": list(a_shape), "flops": flops, "first_call_s": round(first_s, 3),
-               "rel_error": err,
+               "rel_error": err, "tolerance": tolerance, "correct": bool(math.isfinite(err) and err <= tolerance),
                "family": family.kernel, "origin": choice.origin,
                "kgen_ms": t["kgen_single"], "cublas_ms": t["peer_single"],
                "kgen_pipe_ms": t["kgen_pipe"], "cublas_pipe_ms": t["peer_pipe"],
@@ -190,7 +193,7 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
         rows.append(row)
         print(f"{M:6d}x{N:6d}x{K:6d}  kgen {row['kgen_ms']:9.4f} ms  cuBLAS {row['cublas_ms']:9.4f} ms  "
               f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)  err {err:.1e}  "
-              f"first {first_s:.2f}s", flush=True)
+              f"first {first_s:.2f}s" + ("" if row["correct"] else f"  WRONG (tolerance {tolerance:.1e})"), flush=True)
         del A, B, C, ref, kg, peer, next_a, inputs
         torch.cuda.empty_cache()
     return {"device": runtime.device().name(), "dtype": dtype, "tf32": tf32, "b_storage": "N x K, transposed view"
@@ -224,11 +227,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "few rows (M <= 256)": [r for r in rows if r["shape"][0] <= 256],
         "all": rows,
     }
-    out = {}
+    out: dict[str, Any] = {}
     for name, rs in groups.items():
         if rs:
             xs = [r["speed_x"] for r in rs]
             out[name] = {"count": len(rs), "geomean_x": round(geomean(xs), 3), "min_x": round(min(xs), 3)}
+    # Products whose result failed its check against float64: their speed counts for nothing.
+    out["wrong"] = [r["shape"] for r in rows if not r.get("correct", True)]
     return out
 
 
@@ -380,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
+    wrong = result["summary"].get("wrong", [])
+    if wrong:
+        print(f"{len(wrong)} result(s) failed the check against float64: {wrong}", file=sys.stderr)
+        return 1
     return 0
 
 
