@@ -89,7 +89,8 @@ def test_a_wrong_result_fails_the_benchmark_and_is_named(monkeypatch, tmp_path):
     assert calls.summarize([good])["wrong"] == []
     out = tmp_path / "r.json"
     for rows, rc in (([good, bad], 1), ([good], 0)):
-        monkeypatch.setattr(calls, "bench_matmul", lambda *a, rows=rows: {"summary": calls.summarize(rows), "rows": rows})
+        result = {"summary": calls.summarize(rows), "rows": rows}
+        monkeypatch.setattr(calls, "bench_matmul", lambda *a, result=result: result)
         assert main(["matmul", "--shapes", "774x47x1715", "--json", str(out)]) == rc
         assert json.loads(out.read_text())["summary"]["wrong"] == [r["shape"] for r in rows if not r["correct"]]
 
