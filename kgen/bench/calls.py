@@ -18,7 +18,9 @@ with --tf32 both sides compute float32 as TF32 (kgen.matmul(allow_tf32=True), cu
 torch.dot, torch.sum, torch.max), measured in the same process and the same way, and for
 float32 matmul a Triton kernel too where Triton is importable (kgen.bench.triton_peer).
 The first call (compile or cache load, and the choice) is reported on its own, with the
-family and the origin of the spec (tuned, shipped or the family's rule).
+family and the origin of the spec (tuned, shipped or the family's rule). Each matmul result
+is checked against the float64 product within the bound of the spec dispatch chose: one past
+it is marked WRONG, listed under the summary's "wrong", and the command exits 1.
 --without-shipped ignores the shipped defaults, to see what they are worth.
 """
 from __future__ import annotations
