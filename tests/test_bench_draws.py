@@ -93,6 +93,10 @@ def test_a_wrong_result_fails_the_benchmark_and_is_named(monkeypatch, tmp_path):
         monkeypatch.setattr(calls, "bench_matmul", lambda *a, result=result: result)
         assert main(["matmul", "--shapes", "774x47x1715", "--json", str(out)]) == rc
         assert json.loads(out.read_text())["summary"]["wrong"] == [r["shape"] for r in rows if not r["correct"]]
+    for wrong, rc in ((["sum n=33554433"], 1), ([], 0)):
+        reduced = {"summary": {"sum": {"geomean_x": 1.1, "min_x": 1.0}, "wrong": wrong}, "rows": []}
+        monkeypatch.setattr(calls, "bench_reduce", lambda *a, reduced=reduced: reduced)
+        assert main(["reduce", "--lengths", "33554433"]) == rc
 
 
 def test_few_column_draws_mirror_the_few_row_draws():

@@ -33,7 +33,7 @@ import statistics
 import sys
 import time
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ..ops.reduce import OPS
 from .results import geomean, log_uniform
@@ -244,8 +244,11 @@ def bench_reduce(lengths: list[int], dtype: str = "float32") -> dict[str, Any]:
 
     import kgen
     from kgen.core import runtime
+    from kgen.ops.reduce import Reduce
+    from kgen.tune.dispatch import select
 
     tdt = getattr(torch, dtype)
+    sms = runtime.device_limits()["multiprocessors"]
     rows = []
     for n in lengths:
         x = torch.randn(n, device="cuda", dtype=tdt)
@@ -258,23 +261,31 @@ def bench_reduce(lengths: list[int], dtype: str = "float32") -> dict[str, Any]:
         for op, (kg, peer, ref) in calls.items():
             got = float(kg())
             want = float(ref)
-            scale = float(x.double().abs().sum()) if op != "max" else 1.0
+            # The magnitudes of the terms the fold adds (x * y for a dot).
+            terms = x.double() * y.double() if op == "dot" else x.double()
+            scale = float(terms.abs().sum()) if op != "max" else 1.0
             t = _time_pair(kg, peer)
+            # The bound of the spec dispatch chose, for terms whose magnitudes add to `scale`.
+            spec = cast(Reduce, select(Reduce, {"n": n, "op": op}, dtype).spec)
+            bound = spec.tolerance_abs(n, scale, sms) if op != "max" else 0.0
             row = {"op": op, "n": n, "kgen_ms": t["kgen_single"], "torch_ms": t["peer_single"],
                    "kgen_pipe_ms": t["kgen_pipe"], "torch_pipe_ms": t["peer_pipe"],
                    "speed_x": t["peer_single"] / t["kgen_single"], "speed_pipe_x": t["peer_pipe"] / t["kgen_pipe"],
                    "abs_error_over_scale": abs(got - want) / max(scale, 1e-30),
+                   "correct": bool(math.isfinite(got) and abs(got - want) <= bound),
                    "kgen_gbs": n * x.element_size() * (2 if op == "dot" else 1) / t["kgen_pipe"] / 1e6}
             rows.append(row)
             print(f"{op:4s} n={n:10d}  kgen {row['kgen_ms']*1e3:8.2f} us  torch {row['torch_ms']*1e3:8.2f} us  "
-                  f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)", flush=True)
+                  f"{row['speed_x']:5.2f}x (pipelined {row['speed_pipe_x']:5.2f}x)"
+                  + ("" if row["correct"] else f"  WRONG (error {abs(got - want):.1e}, bound {bound:.1e})"), flush=True)
         del calls
         torch.cuda.empty_cache()
-    summary = {}
+    summary: dict[str, Any] = {}
     for op in ("dot", "sum", "max"):
         xs = [r["speed_x"] for r in rows if r["op"] == op]
         if xs:
             summary[op] = {"geomean_x": round(geomean(xs), 3), "min_x": round(min(xs), 3)}
+    summary["wrong"] = [f"{r['op']} n={r['n']}" for r in rows if not r["correct"]]
     return {"device": runtime.device().name(), "dtype": dtype, "rows": rows, "summary": summary}
 
 
