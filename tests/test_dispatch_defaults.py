@@ -1282,7 +1282,8 @@ def test_few_column_float64_products_run_tiles_sized_to_their_columns_on_hopper(
     columns (fewer than the rows, enough rows and K) on few_columns_f64_spec's m16n8k16 tiles,
     N rounded up to 16 a column tile, 128 rows a tile where that is 16 and A is large, whatever
     their multiply-adds; an A of odd K (the large operand, rows not 16 bytes apart) is read in place,
-    else an unaligned small B is copied aligned. An A100 keeps them where they went before, and
+    else an unaligned small B is read by the element entry beside A's 16-byte copies (copied
+    aligned first with F64_FEW_COLUMNS_B_ELEMENTS off). An A100 keeps them where they went before, and
     so do products outside the rule's sides, and all of them with the rule off."""
     import kgen.ops.tensorcore as tc
 
@@ -1302,13 +1303,20 @@ def test_few_column_float64_products_run_tiles_sized_to_their_columns_on_hopper(
         assert got.tile == (bm, bn, 16), got.to_json()
         assert got.tile[1] * col_tiles >= N and got.tile[1] - share < 16
         assert got.warp_tile == (32, 16)
-        assert got.repack == (K % 2 == 0), (M, N, K, got.to_json())
+        # A (the large operand) unaligned: both read in place; else a B of rows not 16 bytes
+        # apart (row-major of odd N) read by the element entry beside A's 16-byte copies.
+        a_aligned, b_aligned = K % 2 == 0, (K if w_t else N) % 2 == 0
+        assert got.repack == (a_aligned and b_aligned), (M, N, K, w_t, got.to_json())
+        assert got.repack_a == (a_aligned and not b_aligned), (M, N, K, w_t, got.to_json())
         assert tc.TensorMatmul.few_columns_f64_suits(M, N, K)
         on_a100 = _float64_spec(M, N, K, w_t, _A100)
         assert on_a100.kernel == ("tensor_matmul" if M * N * K >= dispatch.TENSOR_F64_MIN_MACS else "matmul")
         assert getattr(on_a100, "mma_shape", "") != "m16n8k16"   # sm_90's shape only
     for M, N, K in ((5000, 8, 3000), (5000, 65, 3000), (100, 20, 3000), (5000, 20, 200), (40, 40, 5000)):
         assert not tc.TensorMatmul.few_columns_f64_suits(M, N, K), (M, N, K)
+    monkeypatch.setattr(tc, "F64_FEW_COLUMNS_B_ELEMENTS", False)
+    copied = _float64_spec(3001, 33, 2000, False)
+    assert copied.repack and not copied.repack_a, copied.to_json()   # B copied aligned first
     monkeypatch.setattr(tc, "F64_FEW_COLUMNS", False)
     assert _float64_spec(2001, 13, 5551, False).kernel == "matmul"   # 2^27: the SIMT tiles, as before
     dispatch.forget()

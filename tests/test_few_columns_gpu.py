@@ -26,7 +26,10 @@ def few_columns_pool() -> list[TensorMatmul]:
     4 slices (workspace) and in 5 merged in a cluster; 48 columns in 128-row tiles read in
     place, and in 64-row tiles with 6 slices in a cluster; 64 columns with 3 slices merged in a
     cluster. The cluster merges of 16-48 columns are those dispatch gives 9722x10x1775,
-    608x16x1119, 3927x22x1355 and 774x47x1715."""
+    608x16x1119, 3927x22x1355 and 774x47x1715. Then B read by the element entry beside A's
+    16-byte copies (repack_a, A copied aligned first where it is not), as dispatch runs a
+    row-major B of odd N: 16 columns in 128-row tiles with 3 slices in a cluster, 48 columns
+    with 4 slices in a workspace and with 6 in a cluster."""
     T = TensorMatmul
     return [T.few_columns_f64_spec({"M": 1500, "N": 13, "K": 700}).replace(split_k=1),
             T.few_columns_f64_spec({"M": 9000, "N": 13, "K": 4000}).replace(split_k=3, split_merge="cluster"),
@@ -35,7 +38,12 @@ def few_columns_pool() -> list[TensorMatmul]:
             T.few_columns_f64_spec({"M": 3927, "N": 22, "K": 1355}).replace(split_k=5, split_merge="cluster"),
             T.few_columns_f64_spec({"M": 2000, "N": 45, "K": 3001}, rows_tile=128).replace(repack=False),
             T.few_columns_f64_spec({"M": 774, "N": 47, "K": 1715}).replace(split_k=6, split_merge="cluster"),
-            T.few_columns_f64_spec({"M": 2000, "N": 60, "K": 3000}).replace(split_k=3, split_merge="cluster")]
+            T.few_columns_f64_spec({"M": 2000, "N": 60, "K": 3000}).replace(split_k=3, split_merge="cluster"),
+            T.few_columns_f64_spec({"M": 9722, "N": 11, "K": 1776}).replace(
+                split_k=3, split_merge="cluster", repack=False, repack_a=True),
+            T.few_columns_f64_spec({"M": 3000, "N": 33, "K": 2000}).replace(split_k=4, repack=False, repack_a=True),
+            T.few_columns_f64_spec({"M": 774, "N": 47, "K": 1716}).replace(
+                split_k=6, split_merge="cluster", repack=False, repack_a=True)]
 
 
 def _hopper() -> bool:

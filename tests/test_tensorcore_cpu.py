@@ -2279,12 +2279,14 @@ def test_few_column_float64_tiles_mirror_the_few_row_tiles():
 @pytest.mark.nvcc
 def test_few_column_float64_tiles_compile_without_spills():
     """The few-column float64 tiles of 16-64 columns and 64 or 128 rows fit their registers
-    without spills, B row-major copied or W.t() read in place, and K merged in a cluster."""
+    without spills, B row-major copied, read by the element entry beside A's 16-byte copies
+    (repack_a) or W.t() read in place, and K merged in a cluster."""
     specs = [TensorMatmul.few_columns_f64_spec({"M": 4000, "N": n, "K": 4000}, rows_tile=bm)
              for n in (13, 30, 40, 60) for bm in (64, 128)]
     merged = [s.replace(split_k=4, split_merge="cluster") for s in specs if s.tile[1] < 64 and s.tile[0] == 64]
+    b_elements = [s.replace(repack=False, repack_a=True) for s in specs + merged]
     _assert_no_spills([s.replace(layout_b=b, repack=r) for s in specs for b, r in (("row", True), ("col", False))]
-                      + merged)
+                      + merged + b_elements)
 
 
 def _staged_column(source: str, BN: int):

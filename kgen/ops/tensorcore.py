@@ -485,6 +485,13 @@ F64_FEW_COLUMNS = True
 F64_FEW_COLUMNS_MIN, F64_FEW_COLUMNS_MAX = 9, 64
 F64_FEW_COLUMNS_MIN_ROWS, F64_FEW_COLUMNS_MIN_K = 128, 256
 F64_FEW_COLUMNS_BM, F64_FEW_COLUMNS_TALL_A = 64, 1 << 21
+# A weight of the few-column tiles whose rows are not 16 bytes apart (row-major B of odd N) while
+# A's are: B read in place by the element-load entry, A's tiles by 16-byte copies (repack_a,
+# which copies nothing where A is aligned), rather than B copied aligned by a launch of its own.
+# As users call it on an H100 (kgen bench calls, host time included, 16 products drawn with N odd,
+# K even; docs/bench/f64_few_columns/b_elements_h100_1206/): 1.18x faster (1.03-1.25x, none slower),
+# 0.80x -> 0.95x cuBLAS.
+F64_FEW_COLUMNS_B_ELEMENTS = True
 # The few-row float64 tiles ask the L2 for whole 128-byte lines around each copy (l2_fetch): a
 # W.t() weight's tile is 64 rows of 128 bytes (16 k each), 64 lines a k tile. Device time on an
 # H100 (docs/bench/research/mma_whole_tiles.py VARIANTS l2_fetch=128 and 256, CUDA graphs over

@@ -454,15 +454,21 @@ def _float64_overrides(A: Any, B: Any, M: int, N: int, K: int) -> dict[str, Any]
     On sm_90 such a call also makes the b_elements request (TensorMatmul.with_b_elements: the
     64 x 64 tiles copy A aligned and spread B's element copies; F64_B_ELEMENTS_TILE says why).
     The few-column tiles on sm_90 (TensorMatmul.few_columns_f64_suits) instead read an A whose
-    rows are not 16 bytes apart in place, the large operand there, and copy such a B first."""
+    rows are not 16 bytes apart in place, the large operand there, and such a B by the element
+    entry beside A's 16-byte copies (F64_FEW_COLUMNS_B_ELEMENTS; off: B copied first)."""
+    from ..ops import tensorcore
     from ..ops.tensorcore import F64_FEW_MAX_ROWS, TensorMatmul
 
     out: dict[str, Any] = {}
     hopper = _runs_wgmma()
     if hopper and TensorMatmul.few_columns_f64_suits(M, N, K):
         # The large operand is A: read in place where its rows are not 16 bytes apart (a copy
-        # would read and write all of it), else the small B copied aligned where it needs it.
-        return {"repack": False} if max(_element_strides(A)) % 2 else {}
+        # would read and write all of it); the small B likewise where only its rows are.
+        if max(_element_strides(A)) % 2:
+            return {"repack": False}
+        if max(_element_strides(B)) % 2 and tensorcore.F64_FEW_COLUMNS_B_ELEMENTS:
+            return {"repack": False, "repack_a": True}
+        return {}
     if max(_element_strides(B)) % 2 and (
             TensorMatmul.few_rows_f64_suits(M, N, K) or F64_FEW_MAX_ROWS < M <= F64_IN_PLACE_MAX_ROWS and hopper):
         out["repack"] = False
