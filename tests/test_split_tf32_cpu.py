@@ -23,8 +23,9 @@ def _split(**kw):
 def test_split_needs_tf32_and_reads_both_operands_k_major():
     with pytest.raises(SpecError, match="split_tf32"):
         TensorMatmul(dtype="float16", split_tf32=True)
-    with pytest.raises(SpecError, match="split_tf32"):   # the partial sums' promotion is the wgmma kernel's
-        TensorMatmul(dtype="float32", tf32=True, split_tf32=True)
+    with pytest.raises(SpecError, match="split_tf32"):   # mma.sync's split holds hi and lo: one fragment set
+        TensorMatmul(dtype="float32", tf32=True, split_tf32=True, tile=(64, 64, 32), warp_tile=(32, 32),
+                     fragments_ahead=True)
     for BM, BN in ((128, 256), (128, 192), (64, 256)):   # no room for the second set of accumulators
         with pytest.raises(SpecError, match="BN"):
             _split(tile=(BM, BN, 32), warp_tile=(64, BN))
@@ -160,7 +161,9 @@ def test_dispatch_routes_large_float32_products_to_the_split_on_request():
     assert matmul_family(4, 4096, 4096, "float32", split_tf32=True) is Skinny
     k = tc.SPLIT_TF32_MIN_MACS // (1024 * 1024)
     assert tc.split_tf32_suits(1024, 1024, k) and not tc.split_tf32_suits(1024, 1024, k - 1)
-    assert matmul_family(1024, 1024, k - 1, "float32", split_tf32=True) is Matmul
+    # Below the wgmma split's sizes, from SPLIT_MMA_MIN_MACS up: the split in registers on mma.sync.
+    assert tc.split_mma_suits(1024, 1024, k - 1)
+    assert matmul_family(1024, 1024, k - 1, "float32", split_tf32=True) is TensorMatmul
     side = tc.SPLIT_TF32_MIN_SIDE
     assert tc.split_tf32_suits(side, 1 << 16, 1 << 12)
     # Below SPLIT_TF32_MIN_SIDE, from SPLIT_TF32_NARROW_SIDE, any size, where K is at most the larger side.
@@ -170,6 +173,13 @@ def test_dispatch_routes_large_float32_products_to_the_split_on_request():
     assert tc.split_tf32_suits(300, 1775, 1775) and not tc.split_tf32_suits(300, 1775, tc.SPLIT_TF32_MIN_K - 1)
     assert matmul_family(944, 357, 201, "float32", split_tf32=True) is TensorMatmul
     assert matmul_family(944, 357, 201, "float32") is Matmul
+    macs = tc.SPLIT_MMA_MIN_MACS
+    k = -(-macs // (4096 * 200))
+    assert tc.split_mma_suits(4096, 200, k) and not tc.split_mma_suits(4096, 200, k - 1)
+    assert matmul_family(4096, 200, k, "float32", split_tf32=True) is TensorMatmul
+    assert matmul_family(4096, 200, k - 1, "float32", split_tf32=True) is Matmul
+    assert matmul_family(4096, 200, k, "float32") is Matmul   # no sm_90
+    assert not tc.split_mma_suits(4096, 4096, 4096)   # the wgmma split's
     assert not tc.split_tf32_suits(1 << 14, 1 << 14, tc.SPLIT_TF32_MIN_K - 1)
     # The copies (3 (M + N) K float32) must fit SPLIT_TF32_MAX_BYTES.
     K = tc.SPLIT_TF32_MAX_BYTES // (12 * 2 * 8192) + 4
@@ -298,3 +308,59 @@ def test_the_wgmma_kernel_is_told_whether_its_launch_overlaps_the_kernel_before(
         assert bool(flags & tc.OVERLAPPED) == main.programmatic, (M, N, K, flags)
         seen.add(main.programmatic)
     assert seen == ({True, False} if pdl == "1" else {False})
+
+
+def _mma_split(**kw):
+    return TensorMatmul.split_mma_spec({"M": 3000, "N": 2000, "K": 100}).replace(**kw)
+
+
+def test_split_on_mma_sync_splits_fragments_in_registers_without_copies():
+    """split_tf32 on mma.sync: no split copies, both operands read in their own orders, each
+    fragment value split into hi and lo (cvt.rna twice), three MMAs a step (lo * hi first), the
+    tensor cores' sums added into float32 registers every SPLIT_PROMOTE_K of K."""
+    for a in ("row", "col"):
+        for b in ("row", "col"):
+            s = _mma_split(layout_a=a, layout_b=b)
+            assert not s.split_copies and not s.transposes("A") and not s.transposes("B")
+            assert s.kernel_k_major("A") == (a == "row") and s.kernel_k_major("B") == (b == "col")
+            src = kgen.render(s)
+            assert "kgen_tc_split3" not in src and "kgen_tc_wgmma" not in src
+            assert "lo = to_tf32(x - __uint_as_float(hi));" in src
+            assert src.count("mma_tf32(d, a + 4, b);") == 1 and "sums[mi][ni][v] += acc[mi][ni][v];" in src
+            assert f"(t + 1) % {tc.SPLIT_PROMOTE_K // s.tile[2]} == 0" in src
+    plain = _mma_split(split_tf32=False)
+    assert "sums[mi]" not in kgen.render(plain) and "split_tf32(" not in kgen.render(plain)
+    assert _mma_split().key != plain.key and _mma_split().tolerance_for({"M": 9, "N": 9, "K": 100}) < \
+        plain.tolerance_for({"M": 9, "N": 9, "K": 100}) / 10
+
+
+def test_split_mma_spec_is_what_dispatch_gives_the_products_it_suits():
+    """split_default_spec: the mma.sync split where split_mma_suits (64 x 64 tiles three blocks an
+    SM, operands in place, K split by wave_split below a wave of tiles), else the wgmma split; the
+    TF32 rule's spec asked for the split gives the same."""
+    for M, N, K in ((4701, 3739, 52), (800, 700, 700), (2000, 300, 100), (180, 6700, 40)):
+        p = {"M": M, "N": N, "K": K}
+        assert tc.split_mma_suits(M, N, K)
+        s = TensorMatmul.split_default_spec(p)
+        tiles = tc.c_tiles(M, N, 64, 64)
+        assert s == TensorMatmul.split_mma_spec(p) and not s.wgmma and s.split_tf32 and not s.repack
+        assert s.tile == (64, 64, 32) and s.warp_tile == (32, 32) and s.min_blocks == 3
+        assert s.split_k == tc.wave_split(tiles, 132 * 3, K)
+        tf = TensorMatmul.default_spec(p, "float32")
+        assert tf.for_layouts(p, layout_a="row", layout_b="col", split_tf32=True) == s.replace(layout_b="col")
+    assert TensorMatmul.split_default_spec({"M": 800, "N": 700, "K": 700}).split_k == 2   # 143 tiles
+    # Fewer 64 x 64 tiles than SPLIT_MMA_MIN_TILES: the SIMT tiles' (their shipped specs split K).
+    assert tc.c_tiles(393, 290, 64, 64) < tc.SPLIT_MMA_MIN_TILES and not tc.split_mma_suits(393, 290, 684)
+    assert tc.split_mma_suits(2393, 250, 684)   # 38 x 4 tiles
+    big = {"M": 4096, "N": 4096, "K": 4096}
+    assert TensorMatmul.split_default_spec(big) == TensorMatmul.wgmma_default_spec(big, "float32", split_tf32=True)
+
+
+@pytest.mark.nvcc
+def test_split_mma_specs_compile_for_sm90a_without_spills():
+    specs = [_mma_split(layout_a=a, layout_b=b) for a in ("row", "col") for b in ("row", "col")]
+    specs += [_mma_split(split_k=4, repack=True), _mma_split(tile=(128, 64, 32), min_blocks=2)]
+    for spec in specs:
+        res = kgen.compile(spec, "sm_90")
+        for entry, r in res.resources.items():
+            assert not (r["spill_stores"] or r["spill_loads"]), f"{spec.to_json()} {entry} spills: {r}"

@@ -786,11 +786,43 @@ SPLIT_TF32_NARROW_SIDE = 256
 # The split kernel's consumers add the tensor cores' sums into float32 registers every this many
 # k tiles (128 k of the 3K), so that the accumulators' truncation stays a short chain.
 SPLIT_PROMOTE_TILES = 4
+# mma.sync's split (in registers) does the same every this many k of K (3 x 128 products).
+SPLIT_PROMOTE_K = 128
 # Widest block tile per BM that holds both sets of accumulators (BN floats a consumer thread):
 # 384 threads (BM = 128) get at most 168 registers each, 256 threads (BM = 64) 255.
 SPLIT_MAX_BN = {128: 128, 64: 192}
 # The hi/lo copies of A and B (3 (M + N) K float32 values) may take at most this many bytes.
 SPLIT_TF32_MAX_BYTES = 4 << 30
+
+
+# float32 products (TF32 off) that split_tf32_suits leaves to the SIMT tiles run as three TF32
+# products on mma.sync, each fragment split in registers (split_mma_spec: no copies, one launch),
+# from SPLIT_MMA_MIN_MACS multiply-adds up. Device time on an H100 (docs/bench/research/
+# split_mma.py, CUDA graphs over operands rotated past L2, 28 float32 products of kgen bench calls'
+# draw that few-row rules leave, seed 109201; raw docs/bench/split_mma_h100_1206/): from 2^25 up,
+# the 64 x 64 tiles three blocks an SM ran 1.10-1.58x the SIMT tiles (13 of 13; 247x2049x104
+# 14.2 -> 9.0 µs, 7197x3352x81 187 -> 152), and at 2^24.7-2^24.8 0.96-1.39x; below 2^24 they lost
+# (0.63-1.06x, calls of 3-7 µs). 128 x 64 tiles two an SM ran 0.91-1.50x (worse than 64 x 64 on
+# tiles of few rows or columns), 128 x 128 tiles 0.33-1.19x. Largest error 9.1e-7 (SGEMM's on the
+# same products 5.6e-7, the SIMT tiles' 3.6e-7).
+# ... and where its 64 x 64 tiles are at least SPLIT_MMA_MIN_TILES (one an SM of an H100). As users
+# call it (kgen bench calls, host time included, an H200, 16 products the rule without the bound
+# took, drawn for the check (seeds 109402-109403), both weight orders, the tree before in the same
+# command; docs/bench/split_mma_h200_1206/): 1.06x (row-major B) and 1.15x (W.t()) faster,
+# 0.77-1.41x. The four calls below 0.90x were the products of 35-43 tiles (47x2695x308,
+# 393x290x684; the SIMT tiles' shipped specs run them in 32 x 64 tiles with K split up to 8 ways,
+# more blocks than 64 x 64 tiles whose K stays whole), so the bound was set after that check: on
+# the 12 products it keeps, 1.11x and 1.22x (0.95-1.41x). Not yet checked on a fresh draw.
+SPLIT_MMA_MIN_MACS = 1 << 25
+SPLIT_MMA_MIN_TILES = 132
+
+
+def split_mma_suits(M: int, N: int, K: int) -> bool:
+    """Whether dispatch runs an M x N x K float32 product (TF32 off) as split_mma_spec on sm_90:
+    split_tf32_suits does not take it, it has at least SPLIT_MMA_MIN_MACS multiply-adds and at
+    least SPLIT_MMA_MIN_TILES tiles of 64 x 64."""
+    return (not split_tf32_suits(M, N, K) and M * N * K >= SPLIT_MMA_MIN_MACS
+            and c_tiles(M, N, 64, 64) >= SPLIT_MMA_MIN_TILES)
 
 
 def split_tf32_suits(M: int, N: int, K: int) -> bool:
@@ -827,9 +859,11 @@ class TensorMatmul(Spec):
                  be true for float32 (kgen.Matmul is the IEEE float32 kernel), false otherwise.
     split_tf32   float32 at float32-level accuracy on the TF32 tensor cores (needs tf32): each
                  value x of both operands becomes hi = x rounded to TF32 and lo = (x - hi)
-                 rounded to TF32, and the kernel sums lo_a*hi_b + hi_a*lo_b + hi_a*hi_b as one
-                 TF32 product of inner size 3K (copies of A as [hi lo hi] and B as [lo hi hi]
-                 along K, written by kgen_tc_split3 before each call).
+                 rounded to TF32, and the kernel sums lo_a*hi_b + hi_a*lo_b + hi_a*hi_b. wgmma
+                 runs it as one TF32 product of inner size 3K (copies of A as [hi lo hi] and B
+                 as [lo hi hi] along K, written by kgen_tc_split3 before each call); mma.sync
+                 splits each fragment in registers (no copies, one launch) and adds the tensor
+                 cores' sums into float32 registers every SPLIT_PROMOTE_K of K.
     tile         (BM, BN, BK): the C block one thread block computes, and the K step.
     warp_tile    (WM, WN): the C block one warp computes; BM/WM x BN/WN warps per block.
     stages       shared-memory buffers in the cp.async pipeline (2-6): stages-1 K steps are
@@ -1019,10 +1053,10 @@ class TensorMatmul(Spec):
         if self.split_tf32 and not self.tf32:
             fail("split_tf32", self.split_tf32, "False unless tf32=True (the split runs on the TF32 tensor cores; "
                  "dtype='float32' only)")
-        if self.split_tf32 and self.instruction != "wgmma":
-            fail("split_tf32", self.split_tf32, "False unless instruction='wgmma' (its consumers add the tensor "
-                 "cores' partial sums into float32 registers)")
-        if self.split_tf32 and self.tile[1] > SPLIT_MAX_BN.get(self.tile[0], 0):
+        if self.split_tf32 and self.instruction == "mma_sync" and self.fragments_ahead:
+            fail("split_tf32", self.split_tf32, "False with fragments_ahead on mma.sync (the split holds each "
+                 "fragment as hi and lo already: one register set)")
+        if self.split_tf32 and self.wgmma and self.tile[1] > SPLIT_MAX_BN.get(self.tile[0], 0):
             fail("tile[1] (BN)", self.tile[1], f"at most {SPLIT_MAX_BN.get(self.tile[0], 0)} with split_tf32 and "
                  f"BM = {self.tile[0]} (a thread holds twice the accumulators: BN registers)")
         if self.out_dtype not in ("", "float32"):
@@ -1367,9 +1401,16 @@ class TensorMatmul(Spec):
         copies of split_tf32 write both operands K-major themselves."""
         return self.wgmma and self.kind == "tf32" and not self.k_major(operand) and not self.split_tf32
 
+    @property
+    def split_copies(self) -> bool:
+        """Whether split_tf32 copies both operands as hi/lo segments along K before each call
+        (wgmma, which reads its operands from shared memory itself); mma.sync splits each
+        fragment in registers instead."""
+        return self.split_tf32 and self.wgmma
+
     def kernel_k_major(self, operand: str) -> bool:
         """Whether the main kernel reads the operand K-major (after any transposing or split copy)."""
-        return self.k_major(operand) or self.transposes(operand) or self.split_tf32
+        return self.k_major(operand) or self.transposes(operand) or self.split_copies
 
     def _tile_dims(self, operand: str) -> tuple[int, int]:
         """(rows, contiguous length) of the operand's shared tile, in its storage order."""
@@ -1452,7 +1493,8 @@ class TensorMatmul(Spec):
             A_SW_DIV=a_div, A_SW_MASK=a_mask, B_SW_DIV=b_div, B_SW_MASK=b_mask,
             shared_bytes=self.shared_bytes, wgmma=self.wgmma, CONSUMERS=self.consumers if self.wgmma else 0,
             WG_K=32 // ITEMSIZE[self.dtype], transpose=self.transposes("A") or self.transposes("B"),
-            split3=self.split_tf32, PROMOTE_TILES=SPLIT_PROMOTE_TILES,
+            split3=self.split_tf32 and self.wgmma, split_regs=self.split_tf32 and not self.wgmma,
+            PROMOTE_TILES=SPLIT_PROMOTE_TILES if self.wgmma else max(1, SPLIT_PROMOTE_K // BK),
             persistent=self.persistent, cluster=self.cluster, kmerge=self.split_merge == "cluster",
             l2_prefetch=self.l2_prefetch,
             PREFETCH_TILES=max(1, self.l2_prefetch * 1024 // (BN * BK * ITEMSIZE[self.dtype])),
@@ -1863,6 +1905,26 @@ class TensorMatmul(Spec):
                                     split_k=slices, split_merge="cluster")
             return spec
         return spec.replace(split_k=split, split_merge=merge) if split > 1 else spec
+
+    @classmethod
+    def split_default_spec(cls, problem):
+        """float32 at float32 accuracy on the TF32 tensor cores: split_mma_spec where
+        split_mma_suits the product, else the wgmma kernel's (wgmma_default_spec with split_tf32)."""
+        p = cls.normalize_problem(problem)
+        if split_mma_suits(p["M"], p["N"], p["K"]):
+            return cls.split_mma_spec(p)
+        return cls.wgmma_default_spec(p, "float32", split_tf32=True)
+
+    @classmethod
+    def split_mma_spec(cls, problem):
+        """float32 as three TF32 products on mma.sync, split in registers (SPLIT_MMA_MIN_MACS
+        says where it runs and how it was chosen): 64 x 64 tiles of 32 x 32 warp tiles, three
+        blocks an SM, three stages, operands read in place (one launch), K split by wave_split
+        where the tiles are fewer than a wave."""
+        p = cls.normalize_problem(problem)
+        tiles = c_tiles(p["M"], p["N"], 64, 64)
+        return cls(dtype="float32", tf32=True, split_tf32=True, tile=(64, 64, 32), warp_tile=(32, 32), stages=3,
+                   smem_layout="pad", min_blocks=3, repack=False, split_k=wave_split(tiles, _SMS * 3, p["K"]))
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
@@ -2402,7 +2464,7 @@ class TensorMatmul(Spec):
         if layouts.get("split_tf32") and not self.split_tf32:
             # A TF32 spec (tuned with allow_tf32, or the rule's) may not hold the split's
             # accumulators: the split's own default instead.
-            return self.wgmma_default_spec(p, "float32", split_tf32=True).replace(**layouts)
+            return self.split_default_spec(p).replace(**layouts)
         spec = self.replace(**layouts)
         other = {"A": p["N"], "B": p["M"]}
         if any(spec.transposes(op) and other[op] < TF32_TRANSPOSE_MIN for op in "AB"):
@@ -2445,9 +2507,14 @@ class TensorMatmul(Spec):
                 return (f"float64 {self.mma_shape} accumulators and fragments take ~{need} registers a thread, "
                         f"above {cap} (spills)")
         fragments = 32 + 4 * -(-self.warp_tile[0] // 16) + 2 * -(-self.warp_tile[1] // 8)
-        if not self.wgmma and cap < self.accumulator_registers + fragments:
+        need = self.accumulator_registers + fragments
+        if self.split_tf32 and not self.wgmma:
+            # The split in registers holds the float32 sums beside the accumulators, and each
+            # fragment as hi and lo.
+            need += self.accumulator_registers + fragments - 32
+        if not self.wgmma and cap < need:
             return f"{self.threads} threads x {max(self.min_blocks, 1)} blocks cap registers at {cap}, " \
-                   f"below ~{self.accumulator_registers + fragments} needed (spills)"
+                   f"below ~{need} needed (spills)"
         return tile_fit_reason(self, self.normalize_problem(problem), "warps")
 
     @classmethod
@@ -2961,7 +3028,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         phases = None   # b_phased: (B's rows, row sets, k a set)
         if K == 0:
             a_ok = b_ok = True  # nothing is read: any entry point writes alpha * 0 + beta * C
-        if spec.split_tf32 and K:
+        if spec.split_copies and K:
             # Both operands copied K-major as three segments of seg >= K each: the main kernel
             # runs one TF32 product of inner size 3 * seg on aligned buffers.
             seg = -(-K // vec) * vec

@@ -619,13 +619,14 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
     which the tensor-core skinny forms favour, and for 16-bit inputs on whether the wgmma
     kernel can read it in place: `wgmma_in_place`); 16-bit inputs
     otherwise to the tensor-core family, as do large float64 products and float32 ones
-    when TF32 is allowed, and large float32 ones as three TF32 products where `split_tf32`
-    (an sm_90 GPU, KGEN_SPLIT_TF32 not off), and float64 ones of up to 256 rows where
-    `rows_f64` (an sm_90 GPU: TensorMatmul.rows_f64_suits); everything else to the
+    when TF32 is allowed, and float32 ones as three TF32 products where `split_tf32` (an sm_90
+    GPU, KGEN_SPLIT_TF32 not off) and split_tf32_suits (wgmma) or split_mma_suits (mma.sync),
+    and float64 ones of up to 256 rows where `rows_f64` (an sm_90 GPU:
+    TensorMatmul.rows_f64_suits); everything else to the
     tiled SIMT matmul."""
     from ..ops.matmul import Matmul
     from ..ops.skinny import Skinny
-    from ..ops.tensorcore import TensorMatmul, split_tf32_suits
+    from ..ops.tensorcore import TensorMatmul, split_mma_suits, split_tf32_suits
 
     if Skinny.suits(max(M, 1), max(N, 1), max(K, 1), dtype, large_k_contiguous, wgmma_in_place, split_tf32):
         return Skinny
@@ -635,7 +636,8 @@ def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,
                                or rows_f64 and (TensorMatmul.rows_f64_suits(M, N, K)
                                                 or TensorMatmul.few_columns_f64_suits(M, N, K))):
         return TensorMatmul
-    if dtype == "float32" and split_tf32 and not allow_tf32 and split_tf32_suits(M, N, K):
+    if dtype == "float32" and split_tf32 and not allow_tf32 and (split_tf32_suits(M, N, K)
+                                                                 or split_mma_suits(M, N, K)):
         return TensorMatmul
     return Matmul
 
