@@ -799,12 +799,12 @@ SPLIT_TF32_MAX_BYTES = 4 << 30
 # products on mma.sync, each fragment split in registers (split_mma_spec: no copies, one launch),
 # from SPLIT_MMA_MIN_MACS multiply-adds up. Device time on an H100 (docs/bench/research/
 # split_mma.py, CUDA graphs over operands rotated past L2, 28 float32 products of kgen bench calls'
-# draw that few-row rules leave, seed 109201; raw docs/bench/split_mma_h100_1206/): from 2^25 up,
-# the 64 x 64 tiles three blocks an SM ran 1.10-1.58x the SIMT tiles (13 of 13; 247x2049x104
-# 14.2 -> 9.0 µs, 7197x3352x81 187 -> 152), and at 2^24.7-2^24.8 0.96-1.39x; below 2^24 they lost
-# (0.63-1.06x, calls of 3-7 µs). 128 x 64 tiles two an SM ran 0.91-1.50x (worse than 64 x 64 on
-# tiles of few rows or columns), 128 x 128 tiles 0.33-1.19x. Largest error 9.1e-7 (SGEMM's on the
-# same products 5.6e-7, the SIMT tiles' 3.6e-7).
+# draw that the skinny family leaves, seed 109201; raw docs/bench/split_mma_h100_1206/): from 2^25
+# up, the 64 x 64 tiles three blocks an SM ran 1.10-1.58x the SIMT tiles (all 9 the SIMT tiles ran;
+# 247x2049x104 14.2 -> 9.0 µs, 7197x3352x81 187 -> 152), and at 2^24.7-2^24.8 0.96-1.39x; below
+# 2^24 mostly slower (0.63-1.06x, calls of 3-7 µs). 128 x 64 tiles two an SM ran 0.49-1.50x (worse
+# than 64 x 64 where rows or columns are few), 128 x 128 tiles 0.33-1.19x. Largest error 9.1e-7
+# (SGEMM's on the same products 6.5e-7, the SIMT tiles' 3.6e-7).
 # ... and where its 64 x 64 tiles are at least SPLIT_MMA_MIN_TILES (one an SM of an H100). As users
 # call it (kgen bench calls, host time included, an H200, 16 products the rule without the bound
 # took, drawn for the check (seeds 109402-109403), both weight orders, the tree before in the same
