@@ -53,6 +53,17 @@ def cuda_torch():
     return torch
 
 
+def strided_operand(torch, rows, cols, layout, pad, offset, dtype):
+    """A rows x cols CUDA matrix of standard normal values (drawn in float64, stored as
+    `dtype`) in `layout` ("row" or "col"), with leading dimension (contiguous size + pad +
+    offset) and its first element `offset` elements into the storage."""
+    if layout == "row":
+        base = torch.randn(rows, cols + pad + offset, device="cuda", dtype=torch.float64).to(dtype)
+        return base[:, offset:offset + cols]
+    base = torch.randn(cols, rows + pad + offset, device="cuda", dtype=torch.float64).to(dtype)
+    return base[:, offset:offset + rows].t()
+
+
 def rel_error(got, ref) -> float:
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import cuda_torch
+from conftest import cuda_torch, strided_operand
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,13 +49,8 @@ def test_split_tf32_on_mma_sync_keeps_float32_accuracy(index, M, N, K, layout_a,
     torch.backends.cuda.matmul.allow_tf32 = False
     spec = split_mma_pool()[index].replace(layout_a=layout_a, layout_b=layout_b)
     k = kgen.build(spec)
-
-    def operand(rows, cols, layout):
-        if layout == "row":
-            return torch.randn(rows, cols + pad + offset, device="cuda")[:, offset:offset + cols]
-        return torch.randn(cols, rows + pad + offset, device="cuda")[:, offset:offset + rows].t()
-
-    A, B = operand(M, K, layout_a), operand(K, N, layout_b)
+    A = strided_operand(torch, M, K, layout_a, pad, offset, torch.float32)
+    B = strided_operand(torch, K, N, layout_b, pad, offset, torch.float32)
     C0 = torch.randn(M, N, device="cuda")
     C = C0.clone() if beta else torch.full((M, N), float("nan"), device="cuda")
     k(A, B, out=C, alpha=-0.75, beta=beta)

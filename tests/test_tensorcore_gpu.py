@@ -13,7 +13,7 @@ import random
 
 import numpy as np
 import pytest
-from conftest import cuda_torch
+from conftest import cuda_torch, strided_operand
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -262,16 +262,6 @@ def _torch():
     return cuda_torch()
 
 
-def _operand(torch, rows, cols, layout, pad, offset, dtype):
-    """A rows x cols matrix stored as `layout`, with leading dimension (contiguous size +
-    pad + offset) and its first element `offset` elements into the storage."""
-    if layout == "row":
-        base = torch.randn(rows, cols + pad + offset, device="cuda", dtype=torch.float64).to(dtype)
-        return base[:, offset:offset + cols]
-    base = torch.randn(cols, rows + pad + offset, device="cuda", dtype=torch.float64).to(dtype)
-    return base[:, offset:offset + rows].t()
-
-
 def _check(spec, A, B, C, C0, alpha, beta, label):
     """Norm and elementwise bounds against the float64 product of the inputs as stored."""
     torch = _torch()
@@ -436,8 +426,8 @@ def _check_product(base, layouts, M, N, K, pad_a, pad_b, off_a, off_b, ldc_pad, 
     k = kgen.build(spec)
     dt = getattr(torch, spec.dtype)
     odt = getattr(torch, spec.output_dtype)
-    A = _operand(torch, M, K, spec.layout_a, pad_a, off_a, dt)
-    B = _operand(torch, K, N, spec.layout_b, pad_b, off_b, dt)
+    A = strided_operand(torch, M, K, spec.layout_a, pad_a, off_a, dt)
+    B = strided_operand(torch, K, N, spec.layout_b, pad_b, off_b, dt)
     C0 = None
     if beta != 0:
         C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
@@ -480,8 +470,8 @@ def test_transposed_tiles_on_edge_and_model_like_shapes(index):
         spec = spec0.replace(layout_b=order)
         k = kgen.build(spec)
         dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
-        A = _operand(torch, M, K, "row", 0, 0, dt)
-        B = _operand(torch, K, N, order, 0, 0, dt)
+        A = strided_operand(torch, M, K, "row", 0, 0, dt)
+        B = strided_operand(torch, K, N, order, 0, 0, dt)
         C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
         C = C0.clone()
         k(A, B, out=C, alpha=-0.75, beta=0.5)
@@ -508,8 +498,8 @@ def _check_b_at_every_phase(spec, cases):
     dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
     M = max(1, spec.tile[0] - 3) if spec.swap_ab else 70
     for N, pad, off, K in cases:
-        A = _operand(torch, M, K, "row", 0, 0, dt)
-        B = _operand(torch, K, N, spec.layout_b, pad, off, dt)
+        A = strided_operand(torch, M, K, "row", 0, 0, dt)
+        B = strided_operand(torch, K, N, spec.layout_b, pad, off, dt)
         C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt)
         C = C0.clone()
         k(A, B, out=C, alpha=-0.75, beta=0.5)
@@ -600,8 +590,8 @@ def _check_fresh(spec, M, N, K, pad, off):
     torch = _torch()
     k = kgen.build(spec)
     dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
-    A = _operand(torch, M, K, "row", 0, 0, dt)
-    B = _operand(torch, K, N, spec.layout_b, pad, off, dt)
+    A = strided_operand(torch, M, K, "row", 0, 0, dt)
+    B = strided_operand(torch, K, N, spec.layout_b, pad, off, dt)
     C = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
     k(A, B, out=C)
     torch.cuda.synchronize()
@@ -640,7 +630,7 @@ def test_b_classes_keeps_other_rows_values_out_of_each_row(index):
         store = torch.full((N * pitch + off,), fill, device="cuda", dtype=dt)
         W = store[off:].view(N, pitch)[:, :K]
         W.copy_(torch.randn(N, K, device="cuda", dtype=torch.float64).to(dt))
-        A = _operand(torch, M, K, "row", 0, 0, dt)
+        A = strided_operand(torch, M, K, "row", 0, 0, dt)
         C = torch.full((M, N), float("nan"), device="cuda", dtype=odt)
         k(A, W.t(), out=C)
         torch.cuda.synchronize()
@@ -686,7 +676,7 @@ def test_matmul_reads_unaligned_row_major_16bit_weights_in_place():
                            (12, 4864, 12595, "col"), (9, 2900, 6001, "col"), (16, 12001, 3002, "col"),
                            (14, 2077, 11751, "col")):
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
-        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
+        B = strided_operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C = kgen.matmul(A, B)
         torch.cuda.synchronize()
         spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
@@ -715,8 +705,8 @@ def test_matmul_copies_a_to_a_128_byte_pitch_where_the_rule_asks():
                                      (33, 8192, 2060, "col", 4, 4), (100, 4100, 4100, "col", 0, 0),
                                      (64, 3000, 5606, "col", 0, 0), (48, 4480, 4096, "col", 0, 0),
                                      (58, 4200, 4100, "col", 60, 0)):
-        A = _operand(torch, M, K, "row", pad, off, torch.bfloat16)
-        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
+        A = strided_operand(torch, M, K, "row", pad, off, torch.bfloat16)
+        B = strided_operand(torch, K, N, order, 0, 0, torch.bfloat16)
         spec = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, "bfloat16")
         label = f"kgen.matmul {M}x{N}x{K} {order} lda={A.stride(0)} offset={off}"
         C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -752,8 +742,8 @@ def test_matmul_reads_unaligned_mid_size_16bit_operands_with_element_loads():
                                    (2211, 155, 567, "col", 0), (648, 17, 3201, "row", 3), (1293, 150, 761, "col", 1),
                                    (300, 2001, 301, "row", 0), (4079, 22, 256, "row", 0)):
         assert TensorMatmul.element_loads_suits(M, N, K, "bfloat16"), (M, N, K)
-        A = _operand(torch, M, K, "row", 0, offset, torch.bfloat16)
-        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
+        A = strided_operand(torch, M, K, "row", 0, offset, torch.bfloat16)
+        B = strided_operand(torch, K, N, order, 0, 0, torch.bfloat16)
         spec = dispatch.call_spec(A, B)
         assert spec.instruction == "mma_sync" and spec.repack is False, (M, N, K, spec.to_json())
         C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -777,8 +767,8 @@ def test_matmul_runs_short_k_16bit_products_in_tiles_that_share_an_sm():
                                        (4301, 4497, 25, "row", 3, bf16), (3970, 794, 95, "col", 0, bf16),
                                        (513, 4095, 128, "row", 0, f16), (6193, 1001, 1, "row", 1, bf16),
                                        (1809, 3720, 20, "row", 0, bf16)):
-        A = _operand(torch, M, K, "row", 0, offset, dt)
-        B = _operand(torch, K, N, order, 0, offset, dt)
+        A = strided_operand(torch, M, K, "row", 0, offset, dt)
+        B = strided_operand(torch, K, N, order, 0, offset, dt)
         spec = dispatch.call_spec(A, B)
         assert spec.instruction == "mma_sync" and spec.repack is False and spec.min_blocks > 1, spec.to_json()
         C = torch.full((M, N + 3), float("nan"), device="cuda", dtype=dt)[:, 1:N + 1]
@@ -808,7 +798,7 @@ def test_streaming_spec_with_split_k_on_model_like_shapes():
         assert spec.split_k > 1, spec.to_json()
         k = kgen.build(spec)
         A = torch.randn(M, K, device="cuda", dtype=torch.float64).to(torch.bfloat16)
-        B = _operand(torch, K, N, order, 0, 0, torch.bfloat16)
+        B = strided_operand(torch, K, N, order, 0, 0, torch.bfloat16)
         C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(torch.bfloat16)
         C = C0.clone()
         k(A, B, out=C, alpha=-0.75, beta=0.5)

@@ -11,7 +11,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_tensorcore_gpu import LAYOUTS, _check, _hopper, _layouts, _operand, _torch
+from conftest import strided_operand
+from test_tensorcore_gpu import LAYOUTS, _check, _hopper, _layouts, _torch
 
 import kgen
 from kgen.ops.tensorcore import WIDE_SWAP_BN, TensorMatmul as T
@@ -72,8 +73,8 @@ def check_product(spec, M, N, K, pad_a, pad_b, off_a, off_b, alpha, beta):
     torch = _torch()
     k = kgen.build(spec)
     dt, odt = getattr(torch, spec.dtype), getattr(torch, spec.output_dtype)
-    A = _operand(torch, M, K, spec.layout_a, pad_a, off_a, dt)
-    B = _operand(torch, K, N, spec.layout_b, pad_b, off_b, dt)
+    A = strided_operand(torch, M, K, spec.layout_a, pad_a, off_a, dt)
+    B = strided_operand(torch, K, N, spec.layout_b, pad_b, off_b, dt)
     C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(odt) if beta != 0 else None
     C = torch.full((M, N + 1), float("nan"), device="cuda", dtype=odt)[:, :N]
     if C0 is not None:
