@@ -137,3 +137,21 @@ def test_dispatch_sample_takes_the_specs_kgen_matmul_runs():
                               H100, h100)
     drawn = sanitize.dispatch_specs(random.Random("dispatch 0"), 45, h100)
     assert [item["spec"] for item in plan if item["family"] != "reduce"] == [s.to_json() for s in drawn]
+
+
+def test_specs_file_adds_its_specs_and_names_a_bad_line(tmp_path):
+    """--specs F: each JSON line of F joins the plan under its family after the samples,
+    comments and blank lines skipped; a line that is no spec stops the run naming its line."""
+    from kgen.ops.tensorcore import TensorMatmul
+
+    split = TensorMatmul(dtype="float32", tf32=True, split_tf32=True, tile=(64, 64, 32), warp_tile=(32, 32),
+                         stages=2, min_blocks=4, repack=False)
+    f = tmp_path / "specs.jsonl"
+    f.write_text(f"# the split's tiles\n\n{split.to_json()}\n{kgen.Matmul().to_json()}\n")
+    bare = dict(reduce=False, dispatch_sample=0, matmul_sample=0, skinny_sample=0, tensor_sample=0)
+    plan = sanitize.make_plan(_args(specs=str(f), **bare), H100)
+    assert plan == [{"family": "tensor_matmul", "spec": split.to_json()},
+                    {"family": "matmul", "spec": kgen.Matmul().to_json()}]
+    f.write_text(f"{split.to_json()}\n{{\"kernel\": \"tensor_matmul\", \"tile\": 3}}\n")
+    with pytest.raises(SystemExit, match=r"specs.jsonl:2 is no kgen spec"):
+        sanitize.make_plan(_args(specs=str(f), **bare), H100)
