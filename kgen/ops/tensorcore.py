@@ -812,7 +812,9 @@ SPLIT_TF32_MAX_BYTES = 4 << 30
 # 0.77-1.41x. The four calls below 0.90x were the products of 35-43 tiles (47x2695x308,
 # 393x290x684; the SIMT tiles' shipped specs run them in 32 x 64 tiles with K split up to 8 ways,
 # more blocks than 64 x 64 tiles whose K stays whole), so the bound was set after that check: on
-# the 12 products it keeps, 1.11x and 1.22x (0.95-1.41x). Not yet checked on a fresh draw.
+# the 12 products it keeps, 1.11x and 1.22x (0.95-1.41x). On a fresh draw (H100, 14 products of
+# seed 109501 it takes; docs/bench/split_mma_h100_1207/): 1.07x row-major (0.77-1.42x, the losses
+# all of a K below 80), 1.33x W.t() (1.07-1.95x).
 SPLIT_MMA_MIN_MACS = 1 << 25
 SPLIT_MMA_MIN_TILES = 132
 
