@@ -155,3 +155,5 @@ def test_specs_file_adds_its_specs_and_names_a_bad_line(tmp_path):
     f.write_text(f"{split.to_json()}\n{{\"kernel\": \"tensor_matmul\", \"tile\": 3}}\n")
     with pytest.raises(SystemExit, match=r"specs.jsonl:2 is no kgen spec"):
         sanitize.make_plan(_args(specs=str(f), **bare), H100)
+    with pytest.raises(SystemExit, match=r"--specs .*missing.jsonl: No such file"):
+        sanitize.make_plan(_args(specs=str(tmp_path / "missing.jsonl"), **bare), H100)
