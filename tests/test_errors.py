@@ -771,3 +771,16 @@ def test_repeat_calls_reuse_their_launch_plan(fake_gpu, rng):
     for n in (1000, 1000, 1000):
         red(GPUArray(rng.standard_normal(n).astype(np.float32)), out=GPUArray(_nan((1,))))
     assert len(red._memo) == 1, "fresh arrays of one length and alignment reuse the launch steps"
+
+
+def test_public_dot_names_a_length_mismatch_before_it_seeks_a_kernel(monkeypatch):
+    """kgen.dot checks y against x before dispatch looks for a kernel, so the error names the
+    lengths on any machine (here no kernel may be sought at all)."""
+    from kgen.tune import dispatch
+
+    monkeypatch.setattr(dispatch, "_kernel", lambda *a, **k: pytest.fail("a kernel was sought for a bad call"))
+    x = np.ones(10, np.float32)
+    with pytest.raises(ArrayError, match="x and y differ in length: 10 and 9"):
+        kgen.dot(x, x[:9])
+    with pytest.raises(ArrayError, match=r"differ in length: 10 and \(2, 5\)"):
+        kgen.dot(x, x.reshape(2, 5))

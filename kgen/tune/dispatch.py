@@ -808,6 +808,11 @@ def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=N
     if len(sx) != 1:
         raise ArrayError(f"x must be 1-D, got shape {sx}: {op} takes two vectors (for matrices use kgen.matmul)")
     dtype = _dtype_name(dx, ("float32", "float64") + (("int32",) if op != "dot" else ()), "x")
+    sy = tuple(getattr(y, "shape", ()) or ()) if y is not None else ()
+    if sy and sy != sx:
+        # Checked before a kernel is sought, so a wrong call says what is wrong on any machine
+        # (an array without .shape is checked by the kernel).
+        raise ArrayError(f"x and y differ in length: {sx[0]} and {sy[0] if len(sy) == 1 else sy}")
     k = _kernel(Reduce, {"n": sx[0], "op": op}, dtype, tune)
     args = (x,) if y is None else (x, y)
     result = k(*args, out=out, stream=stream)
