@@ -181,6 +181,23 @@ def test_rendered_source_names_its_entry_points_and_instruction():
     assert kgen.render(TensorMatmul()) == kgen.render(TensorMatmul())
 
 
+def test_header_says_how_float32_is_computed():
+    """The header names the arithmetic: TF32 alone, or the split's three TF32 products, which
+    keep float32-level accuracy (saying "computed as TF32" there would misstate it)."""
+    def header(spec):
+        return next(line for line in kgen.render(spec).splitlines() if line.startswith("// Inputs"))
+    split_mma = TensorMatmul.split_mma_spec({"M": 3000, "N": 2000, "K": 40})
+    split_wgmma = TensorMatmul.split_default_spec({"M": 4096, "N": 4096, "K": 4096})
+    assert split_mma.instruction == "mma_sync" and split_wgmma.instruction == "wgmma"
+    for spec in (split_mma, split_wgmma):
+        assert "three TF32 products (float32-level accuracy)" in header(spec)
+        assert "computed as TF32" not in header(spec)
+    square = {"M": 4096, "N": 4096, "K": 4096}
+    for plain in (TensorMatmul.default_spec(square, "float32"), TensorMatmul.mma_default_spec(square, "float32")):
+        assert "computed as TF32" in header(plain) and "three TF32" not in header(plain)
+    assert "TF32" not in header(TensorMatmul(dtype="float16"))
+
+
 def representative() -> list[TensorMatmul]:
     """What kgen launches by default must not spill: each dtype's default specs (every
     shape of the benchmark), the largest default in column layouts, and the float64 few-row
