@@ -275,14 +275,24 @@ def _product_of(A: Any, B: Any) -> tuple[str, dict[str, int], bool]:
     """(dtype name, the problem {M, N, K}, is A on the device?) of A @ B, or ArrayError naming
     what is wrong with the operands."""
     sa, da, dev_a = _shape_dtype(A, "A")
-    sb, _, _ = _shape_dtype(B, "B")
+    sb, db, _ = _shape_dtype(B, "B")
     if len(sa) != 2 or len(sb) != 2:
         raise ArrayError(f"A and B must be 2-D, got shapes {sa} and {sb}")
     (M, K), (K2, N) = sa, sb
     if K != K2:
         raise ArrayError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions differ")
     dtype = _dtype_name(da, tuple(STAND_IN_TYPES), "A")
+    _same_dtype(dtype, db, "A", "B")
     return dtype, {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}, dev_a
+
+
+def _same_dtype(want: str, dt: Any, first: str, second: str) -> None:
+    """ArrayError unless `second` has dtype `want` (the name of `first`'s). Checked before a
+    kernel is sought, so a mixed call says what is wrong on any machine."""
+    got = dt if isinstance(dt, str) else np.dtype(dt).name
+    if got != want:
+        raise ArrayError(f"{first} has dtype {want} but {second} {got}: both must have one dtype; "
+                         f"convert {second} (e.g. {second}.astype or {second}.to)")
 
 
 def _dtype_name(dt: Any, allowed: tuple[str, ...], what: str) -> str:
@@ -411,6 +421,9 @@ def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_
                 _remember_repeat(repeat, k, A, B)
             return result
     dtype, problem, dev_a = _product_of(A, B)
+    so = getattr(out, "shape", None)
+    if so is not None and tuple(so) != (A.shape[0], B.shape[1]):
+        raise ArrayError(f"out has shape {tuple(so)} but the product is {A.shape[0]}x{B.shape[1]}")
     family = call_family(A, B, dtype, allow_tf32)
     overrides = call_overrides(A, B, family, dtype, allow_tf32, dev_a)
     if family.kernel == "tensor_matmul" and dtype == "float32":
@@ -813,6 +826,8 @@ def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=N
         # Checked before a kernel is sought, so a wrong call says what is wrong on any machine
         # (an array without .shape is checked by the kernel).
         raise ArrayError(f"x and y differ in length: {sx[0]} and {sy[0] if len(sy) == 1 else sy}")
+    if y is not None:
+        _same_dtype(dtype, _shape_dtype(y, "y")[1], "x", "y")
     k = _kernel(Reduce, {"n": sx[0], "op": op}, dtype, tune)
     args = (x,) if y is None else (x, y)
     result = k(*args, out=out, stream=stream)
