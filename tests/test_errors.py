@@ -788,8 +788,8 @@ def test_public_dot_names_a_length_mismatch_before_it_seeks_a_kernel(monkeypatch
 
 def test_public_calls_name_a_mixed_dtype_or_a_wrong_out_before_they_seek_a_kernel(monkeypatch):
     """kgen.matmul and kgen.dot check that both operands share one dtype, and matmul that out=
-    has the product's shape, before dispatch looks for a kernel: the error names the dtypes or
-    shapes on any machine (here no kernel may be sought at all)."""
+    has the product's shape and dtype, before dispatch looks for a kernel: the error names the
+    dtypes or shapes on any machine (here no kernel may be sought at all)."""
     from kgen.tune import dispatch
 
     monkeypatch.setattr(dispatch, "_kernel", lambda *a, **k: pytest.fail("a kernel was sought for a bad call"))
@@ -800,6 +800,8 @@ def test_public_calls_name_a_mixed_dtype_or_a_wrong_out_before_they_seek_a_kerne
         kgen.matmul(A, B.astype(np.int32))
     with pytest.raises(ArrayError, match=r"out has shape \(3, 5\) but the product is 3x6"):
         kgen.matmul(A, B, out=np.ones((3, 5), np.float32))
+    with pytest.raises(ArrayError, match="A has dtype float32 but out float64: pass an out of dtype float32"):
+        kgen.matmul(A, B, out=np.ones((3, 6), np.float64))
     with pytest.raises(ArrayError, match=r"out has shape \(6, 6\) but A \(2, 3, 4\) @ B \(4, 6\) has shape"):
         kgen.matmul(np.ones((2, 3, 4), np.float32), B, out=np.ones((6, 6), np.float32))
     x = np.ones(10, np.float32)

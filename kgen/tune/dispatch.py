@@ -291,8 +291,9 @@ def _same_dtype(want: str, dt: Any, first: str, second: str) -> None:
     kernel is sought, so a mixed call says what is wrong on any machine."""
     got = dt if isinstance(dt, str) else np.dtype(dt).name
     if got != want:
-        raise ArrayError(f"{first} has dtype {want} but {second} {got}: both must have one dtype; "
-                         f"convert {second} (e.g. {second}.astype or {second}.to)")
+        fix = (f"pass an out of dtype {want}" if second == "out" else
+               f"both must have one dtype; convert {second} (e.g. {second}.astype or {second}.to)")
+        raise ArrayError(f"{first} has dtype {want} but {second} {got}: {fix}")
 
 
 def _dtype_name(dt: Any, allowed: tuple[str, ...], what: str) -> str:
@@ -421,9 +422,11 @@ def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_
                 _remember_repeat(repeat, k, A, B)
             return result
     dtype, problem, dev_a = _product_of(A, B)
-    so = getattr(out, "shape", None)
-    if so is not None and tuple(so) != (A.shape[0], B.shape[1]):
-        raise ArrayError(f"out has shape {tuple(so)} but the product is {A.shape[0]}x{B.shape[1]}")
+    if out is not None:
+        so, do, _ = _shape_dtype(out, "out")
+        if tuple(so) != (A.shape[0], B.shape[1]):
+            raise ArrayError(f"out has shape {tuple(so)} but the product is {A.shape[0]}x{B.shape[1]}")
+        _same_dtype(dtype, do, "A", "out")
     family = call_family(A, B, dtype, allow_tf32)
     overrides = call_overrides(A, B, family, dtype, allow_tf32, dev_a)
     if family.kernel == "tensor_matmul" and dtype == "float32":
