@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -804,6 +805,13 @@ def test_public_calls_name_a_mixed_dtype_or_a_wrong_out_before_they_seek_a_kerne
         kgen.matmul(A, B, out=np.ones((3, 6), np.float64))
     with pytest.raises(ArrayError, match=r"out has shape \(6, 6\) but A \(2, 3, 4\) @ B \(4, 6\) has shape"):
         kgen.matmul(np.ones((2, 3, 4), np.float32), B, out=np.ones((6, 6), np.float32))
+    with pytest.raises(ArrayError, match="beta != 0 needs out="):
+        kgen.matmul(A, B, beta=1.0)
+    for bad in ("2", 1j, None):
+        with pytest.raises(ArrayError, match=f"alpha must be a real number, got {re.escape(repr(bad))}"):
+            kgen.matmul(A, B, alpha=bad)
+    with pytest.raises(ArrayError, match="beta must be a real number"):
+        kgen.matmul(A, B, out=np.ones((3, 6), np.float32), beta="1")
     x = np.ones(10, np.float32)
     with pytest.raises(ArrayError, match="x has dtype float32 but y float64: both must have one dtype"):
         kgen.dot(x, x.astype(np.float64))
@@ -811,6 +819,6 @@ def test_public_calls_name_a_mixed_dtype_or_a_wrong_out_before_they_seek_a_kerne
         kgen.dot(x, [1.0] * 10)
     # A well-formed call gets as far as seeking its kernel.
     with pytest.raises(pytest.fail.Exception, match="a kernel was sought"):
-        kgen.matmul(A, B, out=np.ones((3, 6), np.float32))
+        kgen.matmul(A, B, out=np.ones((3, 6), np.float32), alpha=np.float32(2), beta=1)
     with pytest.raises(pytest.fail.Exception, match="a kernel was sought"):
         kgen.dot(x, x)

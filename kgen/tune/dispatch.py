@@ -286,6 +286,14 @@ def _product_of(A: Any, B: Any) -> tuple[str, dict[str, int], bool]:
     return dtype, {"M": max(M, 1), "N": max(N, 1), "K": max(K, 1)}, dev_a
 
 
+def _is_real(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _same_dtype(want: str, dt: Any, first: str, second: str) -> None:
     """ArrayError unless `second` has dtype `want` (the name of `first`'s). Checked before a
     kernel is sought, so a mixed call says what is wrong on any machine."""
@@ -422,6 +430,11 @@ def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_
                 _remember_repeat(repeat, k, A, B)
             return result
     dtype, problem, dev_a = _product_of(A, B)
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if isinstance(value, (str, bytes)) or not _is_real(value):
+            raise ArrayError(f"{name} must be a real number, got {value!r}")
+    if beta != 0 and out is None:
+        raise ArrayError("beta != 0 needs out= (the C that is scaled by beta and added to)")
     if out is not None:
         so, do, _ = _shape_dtype(out, "out")
         if tuple(so) != (A.shape[0], B.shape[1]):
