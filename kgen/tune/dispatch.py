@@ -297,15 +297,20 @@ def _is_real(value: Any) -> bool:
 def _same_dtype(want: str, dt: Any, first: str, second: str) -> None:
     """ArrayError unless `second` has dtype `want` (the name of `first`'s). Checked before a
     kernel is sought, so a mixed call says what is wrong on any machine."""
-    got = dt if isinstance(dt, str) else np.dtype(dt).name
+    got = _name_of(dt)
     if got != want:
         fix = (f"pass an out of dtype {want}" if second == "out" else
                f"both must have one dtype; convert {second} (e.g. {second}.astype or {second}.to)")
         raise ArrayError(f"{first} has dtype {want} but {second} {got}: {fix}")
 
 
+def _name_of(dt: Any) -> str:
+    """A dtype's name: torch's names come as strings already (see _shape_dtype)."""
+    return dt if isinstance(dt, str) else np.dtype(dt).name
+
+
 def _dtype_name(dt: Any, allowed: tuple[str, ...], what: str) -> str:
-    name = dt if isinstance(dt, str) else np.dtype(dt).name
+    name = _name_of(dt)
     if name not in allowed:
         raise ArrayError(f"{what} has dtype {name}; kgen's tuned kernels take {', '.join(allowed)}")
     return name
