@@ -791,6 +791,13 @@ def tensor_triggers(fault: str, spec: TensorMatmul, case: dict, sms: int = 132) 
         return -(-min(plan["chunk"], K) // BK) > spec.stages
     if fault == "drop_block_partial":
         return plan["splits"] > 1
+    if fault == "k_tail_step_short":
+        # mma.sync's plain k loop: a slice whose last tile ends inside a k-step.
+        if spec.wgmma or spec.fragments_ahead or spec.edge_mma == "inside":
+            return False
+        mma_k = spec.mma_mnk[2]
+        lengths = [min(plan["chunk"], K - z * plan["chunk"]) for z in range(plan["splits"])]
+        return any(length > 0 and length % BK % mma_k for length in lengths)
     if fault == "edge_zero_fill_missing":
         last = (K - (plan["splits"] - 1) * plan["chunk"]) % BK  # k of the last slice's partial tile
         if not plan["aligned"] or last == 0:

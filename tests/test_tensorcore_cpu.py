@@ -2337,3 +2337,23 @@ def test_staged_sums_keep_each_row_in_place_at_every_tile_width():
         # Eight consecutive rows start at different columns (different banks), where the row
         # leaves room for as many: at most one start a row per 8 columns.
         assert len({col(r, 0) for r in range(8)}) == min(8, bn // 8), bn
+
+
+def test_mma_sync_last_k_tile_issues_only_the_k_steps_inside_k():
+    """The plain k loop of mma.sync runs whole tiles unguarded and, in a last tile that ends
+    inside it, stops at the first k-step wholly past K (tests/test_exact_gpu.py plants
+    k_tail_step_short, a guard one k-step short, and the GPU tests must catch it); the
+    fragments_ahead loop, the wgmma kernel and edge_mma="inside" (spills) keep their own."""
+    import re
+
+    for spec in (TensorMatmul(dtype="float16"), TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32)),
+                 TensorMatmul(dtype="float32", tf32=True, split_tf32=True, tile=(64, 64, 32), warp_tile=(32, 32),
+                              smem_layout="pad", repack=False)):
+        src = kgen.render(spec)
+        assert "const int k_here = (int)min((index_t)BK, k_end - k_begin - (index_t)t * BK);" in src
+        assert re.search(r"if \(k_here == BK\) \{.*?\} else \{.*?if \(kk >= k_here\) break;", src, re.S), spec
+    ahead = TensorMatmul(dtype="float16", fragments_ahead=True)
+    wgmma = TensorMatmul(dtype="float16", instruction="wgmma", tile=(128, 128, 64), warp_tile=(64, 128))
+    inside = TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), edge_mma="inside")
+    for spec in (ahead, wgmma, inside):
+        assert "k_here" not in kgen.render(spec), spec

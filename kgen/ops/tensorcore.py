@@ -3361,6 +3361,8 @@ _faults.plant("tensor_matmul", "skip_last_k_tile", "the cp.async pipeline's refi
               "last tile is never copied and its stage is multiplied stale")
 _faults.plant("tensor_matmul", "edge_zero_fill_missing", "copies of chunks outside the matrix read 16 bytes of its "
               "first chunk instead of zero-filling (src-size 0 is lost)")
+_faults.plant("tensor_matmul", "k_tail_step_short", "mma.sync's last k tile stops at its last whole k-step: the k "
+              "of a K (or slice) of no multiple of the MMA's k past that step are never multiplied")
 _faults.plant("tensor_matmul", "drop_block_partial", "the split-K reduction (the workspace's kernel or the cluster "
               "merge) leaves out the first K slice")
 _faults.plant("tensor_matmul", "read_past_row_end", "the repack reads source rows at the packed stride: past the end "
