@@ -5,8 +5,10 @@ KGEN_TEST_SHARED_CACHE=1 KGEN_TC_EXAMPLES=30 timeout 60 python -m pytest -q -p n
 echo "split mma rc=$? $(tail -1 $OUT/split_mma_gpu.txt) t=$SECONDS" >> $OUT/summary.txt
 KGEN_TEST_SHARED_CACHE=1 KGEN_FAULT_EXAMPLES=20 KGEN_FAULTS_JSON=$OUT/faults.json timeout 90 python -m pytest -q -p no:cacheprovider tests/test_faults_gpu.py -k "tensor_matmul-k_tail or tensor_matmul-skip_last" > $OUT/faults_tc.txt 2>&1
 echo "faults tc rc=$? $(tail -1 $OUT/faults_tc.txt) t=$SECONDS" >> $OUT/summary.txt
-(cd docs/bench/research && SEED=110001 COUNT=12 timeout 60 python short_k_split.py > $OUT/short_k_split_110001.txt 2>&1; echo rc=$? >> $OUT/short_k_split_110001.txt)
+(cd docs/bench/research && for s in 110001 110002; do SEED=$s COUNT=12 timeout 75 python short_k_split.py > $OUT/short_k_split_$s.txt 2>&1; echo rc=$? >> $OUT/short_k_split_$s.txt; done)
 echo "short k t=$SECONDS" >> $OUT/summary.txt
-KGEN_TEST_SHARED_CACHE=1 KGEN_TC_EXAMPLES=4 timeout $((280 - SECONDS)) python -m pytest -q -p no:cacheprovider tests/test_tensorcore_gpu.py > $OUT/tensorcore_gpu.txt 2>&1
+KGEN_TEST_SHARED_CACHE=1 KGEN_TC_EXAMPLES=4 timeout $((330 - SECONDS)) python -m pytest -q -p no:cacheprovider tests/test_tensorcore_gpu.py > $OUT/tensorcore_gpu.txt 2>&1
 echo "tensorcore rc=$? $(tail -1 $OUT/tensorcore_gpu.txt) t=$SECONDS" >> $OUT/summary.txt
-cat $OUT/summary.txt; tail -12 $OUT/short_k_split_110001.txt
+timeout $((480 - SECONDS)) python scripts/sanitize --no-reduce --dispatch-sample 0 --matmul-sample 0 --skinny-sample 0 --tensor-sample 0 --specs .run3/split_specs.jsonl --log $OUT/sanitize.log > $OUT/sanitize.txt 2>&1
+echo "sanitize rc=$? t=$SECONDS" >> $OUT/summary.txt
+cat $OUT/summary.txt; tail -3 $OUT/sanitize.txt; tail -14 $OUT/short_k_split_*.txt
