@@ -24,15 +24,16 @@ EXAMPLES = int(os.environ.get("KGEN_TC_EXAMPLES", "60"))
 
 def split_mma_pool() -> list[TensorMatmul]:
     """128 x 128 tiles of 64 x 32 warp tiles one block an SM; 128 x 64 and 64 x 64 tiles of 32 x 32
-    warp tiles two and three blocks an SM, 3 and 4 stages; K split 3 ways in a workspace; 64 x 64
-    tiles of BK 16; the aligned (vector) entry only (repack on)."""
+    warp tiles two and three blocks an SM, 3 and 4 stages; K split 3 ways in a workspace; the
+    short-K tiles dispatch runs (64 x 64 x 16, four blocks an SM); the aligned (vector) entry only
+    (repack on)."""
     T = TensorMatmul
     base = dict(dtype="float32", tf32=True, split_tf32=True, smem_layout="pad", repack=False)
     return [T(tile=(128, 128, 32), warp_tile=(64, 32), stages=3, min_blocks=1, **base),
             T(tile=(128, 64, 32), warp_tile=(32, 32), stages=3, min_blocks=2, **base),
             T(tile=(128, 64, 32), warp_tile=(32, 32), stages=4, min_blocks=2, split_k=3, **base),
             T(tile=(64, 64, 32), warp_tile=(32, 32), stages=3, min_blocks=3, **base),
-            T(tile=(64, 64, 16), warp_tile=(32, 32), stages=4, min_blocks=3, **base),
+            T.split_mma_spec({"M": 3000, "N": 2000, "K": 40}),
             T(tile=(64, 64, 32), warp_tile=(32, 32), stages=3, min_blocks=3, **dict(base, repack=True))]
 
 

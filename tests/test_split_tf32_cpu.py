@@ -335,19 +335,25 @@ def test_split_on_mma_sync_splits_fragments_in_registers_without_copies():
 
 
 def test_split_mma_spec_is_what_dispatch_gives_the_products_it_suits():
-    """split_default_spec: the mma.sync split where split_mma_suits (64 x 64 tiles three blocks an
-    SM, operands in place, K split by wave_split below a wave of tiles), else the wgmma split; the
-    TF32 rule's spec asked for the split gives the same."""
-    for M, N, K in ((4701, 3739, 52), (800, 700, 700), (2000, 300, 100), (180, 6700, 40)):
+    """split_default_spec: the mma.sync split where split_mma_suits (64 x 64 tiles, 32 k a tile
+    three blocks an SM, or up to SPLIT_MMA_SHORT_K 16 k four blocks an SM; operands in place, K
+    split by wave_split below a wave of tiles), else the wgmma split; the TF32 rule's spec asked
+    for the split gives the same."""
+    short = tc.SPLIT_MMA_SHORT_K
+    for M, N, K in ((4701, 3739, 52), (800, 700, 700), (2000, 300, 100), (180, 6700, 40),
+                    (3000, 2000, short), (3000, 2000, short + 1)):
         p = {"M": M, "N": N, "K": K}
         assert tc.split_mma_suits(M, N, K)
         s = TensorMatmul.split_default_spec(p)
         tiles = tc.c_tiles(M, N, 64, 64)
         assert s == TensorMatmul.split_mma_spec(p) and not s.wgmma and s.split_tf32 and not s.repack
-        assert s.tile == (64, 64, 32) and s.warp_tile == (32, 32) and s.min_blocks == 3
-        assert s.split_k == tc.wave_split(tiles, 132 * 3, K)
+        bk, blocks = (16, 4) if K <= short else (32, 3)
+        assert s.tile == (64, 64, bk) and s.warp_tile == (32, 32) and s.min_blocks == blocks
+        assert s.split_k == tc.wave_split(tiles, 132 * blocks, K)
         tf = TensorMatmul.default_spec(p, "float32")
         assert tf.for_layouts(p, layout_a="row", layout_b="col", split_tf32=True) == s.replace(layout_b="col")
+    assert TensorMatmul.split_mma_spec({"M": 180, "N": 6700, "K": 40}).tile[2] == 16
+    assert TensorMatmul.split_mma_spec({"M": 2000, "N": 300, "K": 100}).tile[2] == 32
     assert TensorMatmul.split_default_spec({"M": 800, "N": 700, "K": 700}).split_k == 2   # 143 tiles
     # Fewer 64 x 64 tiles than SPLIT_MMA_MIN_TILES: the SIMT tiles' (their shipped specs split K).
     assert tc.c_tiles(393, 290, 64, 64) < tc.SPLIT_MMA_MIN_TILES and not tc.split_mma_suits(393, 290, 684)
@@ -360,6 +366,8 @@ def test_split_mma_spec_is_what_dispatch_gives_the_products_it_suits():
 def test_split_mma_specs_compile_for_sm90a_without_spills():
     specs = [_mma_split(layout_a=a, layout_b=b) for a in ("row", "col") for b in ("row", "col")]
     specs += [_mma_split(split_k=4, repack=True), _mma_split(tile=(128, 64, 32), min_blocks=2)]
+    short = TensorMatmul.split_mma_spec({"M": 3000, "N": 2000, "K": 40})   # four blocks an SM: 128 registers
+    specs += [short.replace(layout_a=a, layout_b=b) for a in ("row", "col") for b in ("row", "col")]
     for spec in specs:
         res = kgen.compile(spec, "sm_90")
         for entry, r in res.resources.items():

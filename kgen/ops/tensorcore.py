@@ -817,6 +817,15 @@ SPLIT_TF32_MAX_BYTES = 4 << 30
 # all of a K below 80), 1.33x W.t() (1.07-1.95x).
 SPLIT_MMA_MIN_MACS = 1 << 25
 SPLIT_MMA_MIN_TILES = 132
+# Up to this K the split runs 64 x 64 x 16 tiles four blocks an SM (117-126 registers, no spills)
+# instead of 64 x 64 x 32 three an SM: with one or a few k tiles a block, a fourth block an SM hides
+# more of each block's prologue and epilogue than the deeper k tile saves. Device time on an H200
+# (docs/bench/research/short_k_split.py, CUDA graphs over operands rotated past L2, M and N
+# 512-8192, K 16-160 drawn, both weight orders; raw docs/bench/short_k_split_h200_1207/): chosen
+# among seven tile forms on seed 110001 (0.864x cuBLAS SGEMM against 0.778x for the 32-deep
+# tiles), then checked on seed 110002: 0.877x against 0.774x, faster on all 12 (1.01-1.40x). The
+# drawn K reached 89 on both seeds, so the bound stays near it.
+SPLIT_MMA_SHORT_K = 96
 
 
 def split_mma_suits(M: int, N: int, K: int) -> bool:
@@ -1921,12 +1930,15 @@ class TensorMatmul(Spec):
     def split_mma_spec(cls, problem):
         """float32 as three TF32 products on mma.sync, split in registers (SPLIT_MMA_MIN_MACS
         says where it runs and how it was chosen): 64 x 64 tiles of 32 x 32 warp tiles, three
-        blocks an SM, three stages, operands read in place (one launch), K split by wave_split
-        where the tiles are fewer than a wave."""
+        blocks an SM and 32 k a tile (up to SPLIT_MMA_SHORT_K: four blocks and 16 k), three
+        stages, operands read in place (one launch), K split by wave_split where the tiles are
+        fewer than a wave."""
         p = cls.normalize_problem(problem)
         tiles = c_tiles(p["M"], p["N"], 64, 64)
-        return cls(dtype="float32", tf32=True, split_tf32=True, tile=(64, 64, 32), warp_tile=(32, 32), stages=3,
-                   smem_layout="pad", min_blocks=3, repack=False, split_k=wave_split(tiles, _SMS * 3, p["K"]))
+        bk, blocks = (16, 4) if p["K"] <= SPLIT_MMA_SHORT_K else (32, 3)
+        return cls(dtype="float32", tf32=True, split_tf32=True, tile=(64, 64, bk), warp_tile=(32, 32), stages=3,
+                   smem_layout="pad", min_blocks=blocks, repack=False,
+                   split_k=wave_split(tiles, _SMS * blocks, p["K"]))
 
     @classmethod
     def wgmma_default_spec(cls, problem, dtype, split_tf32: bool = False):
