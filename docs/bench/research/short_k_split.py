@@ -7,12 +7,13 @@ kernels' own pick for the product (`simt`: the shipped table or the family rule)
   SEED=110001 COUNT=12 python docs/bench/research/short_k_split.py                 # on a GPU
   SEED=110001 COUNT=12 python docs/bench/research/short_k_split.py --compile-only  # host: fill the cache
 
-Shapes: M and N log-uniform in 512-8192, K log-uniform in 16-KMAX (160), B row-major or W.t()
+Shapes: M and N log-uniform in 512-8192, K log-uniform in KMIN-KMAX (16-160), B row-major or W.t()
 in turn, drawn with random.Random(f"short K split {SEED}"); or SHAPES=MxNxK:row|col,... as given.
 Variants (VARIANTS): three TF32 products split in registers on mma.sync in 64 x 64 tiles (stages,
 blocks an SM, K depth), and the SIMT tiles in 64-row blocks of 128 threads, four an SM. The wgmma
 split (hi/lo copies, one TF32 product of inner size 3K) ran 0.54-0.56x cuBLAS on seed 110001 one
 block a tile or persistent, in 128 x 128 or 128 x 64 tiles, so it is no longer among them.
+ONLY=name,...: those variants alone, and the SIMT tiles' pick (`simt`) only if named there.
 Output: $OUT/short_k_split_<SEED>.json and a line a product."""
 import concurrent.futures
 import json
@@ -26,7 +27,9 @@ from kgen.ops.tensorcore import TensorMatmul, c_tiles, wave_split
 
 SEED = int(os.environ.get("SEED", "110001"))
 COUNT = int(os.environ.get("COUNT", "12"))
+KMIN = int(os.environ.get("KMIN", "16"))
 KMAX = int(os.environ.get("KMAX", "160"))
+ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]
 SMS = 132
 
 
@@ -44,7 +47,7 @@ def shapes() -> list[tuple[int, int, int, str]]:
     def logu(lo, hi):
         return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
-    return [(logu(512, 8192), logu(512, 8192), logu(16, KMAX), ("row", "col")[i % 2]) for i in range(COUNT)]
+    return [(logu(512, 8192), logu(512, 8192), logu(KMIN, KMAX), ("row", "col")[i % 2]) for i in range(COUNT)]
 
 
 def _mma(M, N, K, layout, tile, warp_tile, stages, min_blocks):
@@ -71,6 +74,8 @@ VARIANTS = {
     "mma64s2b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 32), (32, 32), 2, 4),
     "mma64s2b3": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 32), (32, 32), 2, 3),
     "mma64k16b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 3, 4),
+    "mma64k16b3": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 3, 3),
+    "mma64k16s4b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 4, 4),
     "simt64_8x4": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 8), (8, 4), (64, 16), 3, 4),
     "simt64_8x4w": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 8), (8, 4), (32, 32), 3, 4),
     "simt64k16_8x4": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 16), (8, 4), (64, 16), 3, 4),
@@ -78,8 +83,12 @@ VARIANTS = {
 }
 
 
+def variant_names() -> list[str]:
+    return [n for n in VARIANTS if not ONLY or n in ONLY]
+
+
 def variant_specs(M, N, K, layout) -> dict:
-    return {name: make(M, N, K, layout) for name, make in VARIANTS.items()}
+    return {name: VARIANTS[name](M, N, K, layout) for name in variant_names()}
 
 
 def compile_only() -> None:
@@ -107,18 +116,20 @@ def main() -> None:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    out = {"device": torch.cuda.get_device_name(), "seed": SEED, "variants": list(VARIANTS), "rows": []}
-    names = ["kgen", "simt", "cublas", *VARIANTS]
+    out = {"device": torch.cuda.get_device_name(), "seed": SEED, "variants": variant_names(), "rows": []}
+    with_simt = not ONLY or "simt" in ONLY
+    names = ["kgen", *(["simt"] if with_simt else []), "cublas", *variant_names()]
     for M, N, K, layout in shapes():
         ops = Operands(torch, M, N, K, "float32", layout, l2)
         ref = ops.A[0].double() @ ops.B[0].double()
         row = {"shape": [M, N, K], "layout": layout, "spec": dispatch.call_spec(ops.A[0], ops.B[0]).to_json()}
-        simt = simt_spec(ops.A[0], ops.B[0])
-        row["simt_spec"] = simt.to_json()
-        simt_kernel = kgen.build(simt)
         ways = [("kgen", lambda a, b, c: kgen.matmul(a, b, out=c)),
-                ("simt", lambda a, b, c, k=simt_kernel: k(a, b, out=c)),
                 ("cublas", lambda a, b, c: torch.mm(a, b, out=c))]
+        if with_simt:
+            simt = simt_spec(ops.A[0], ops.B[0])
+            row["simt_spec"] = simt.to_json()
+            simt_kernel = kgen.build(simt)
+            ways.append(("simt", lambda a, b, c, k=simt_kernel: k(a, b, out=c)))
         for name, spec in variant_specs(M, N, K, layout).items():
             try:
                 k = kgen.build(spec)
