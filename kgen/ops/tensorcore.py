@@ -824,7 +824,9 @@ SPLIT_MMA_MIN_TILES = 132
 # 512-8192, K 16-160 drawn, both weight orders; raw docs/bench/short_k_split_h200_1207/): chosen
 # among seven tile forms on seed 110001 (0.864x cuBLAS SGEMM against 0.778x for the 32-deep
 # tiles), then checked on seed 110002: 0.877x against 0.774x, faster on all 12 (1.01-1.40x). The
-# drawn K reached 89 on both seeds, so the bound stays near it.
+# drawn K reached 89 on both seeds, so the bound stays near it. Above it (K 96-768, seeds
+# 110003-110004, H100; docs/bench/short_k_wide_h100_1207/) these tiles ran 0.72-0.78x the wgmma
+# split where that runs, and level with the 32-deep tiles at K 97-152 (1.005x).
 SPLIT_MMA_SHORT_K = 96
 
 

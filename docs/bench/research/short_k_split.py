@@ -10,9 +10,9 @@ kernels' own pick for the product (`simt`: the shipped table or the family rule)
 Shapes: M and N log-uniform in 512-8192, K log-uniform in KMIN-KMAX (16-160), B row-major or W.t()
 in turn, drawn with random.Random(f"short K split {SEED}"); or SHAPES=MxNxK:row|col,... as given.
 Variants (VARIANTS): three TF32 products split in registers on mma.sync in 64 x 64 tiles (stages,
-blocks an SM, K depth), and the SIMT tiles in 64-row blocks of 128 threads, four an SM. The wgmma
-split (hi/lo copies, one TF32 product of inner size 3K) ran 0.54-0.56x cuBLAS on seed 110001 one
-block a tile or persistent, in 128 x 128 or 128 x 64 tiles, so it is no longer among them.
+blocks an SM, K depth), the wgmma split as wgmma_default_spec gives it (`wgsplit`: hi/lo copies,
+one TF32 product of inner size 3K; at K 17-89, seed 110001, it ran 0.54-0.56x cuBLAS), and the
+SIMT tiles in 64-row blocks of 128 threads, four an SM.
 ONLY=name,...: those variants alone, and the SIMT tiles' pick (`simt`) only if named there.
 Output: $OUT/short_k_split_<SEED>.json and a line a product."""
 import concurrent.futures
@@ -76,6 +76,7 @@ VARIANTS = {
     "mma64k16b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 3, 4),
     "mma64k16b3": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 3, 3),
     "mma64k16s4b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 4, 4),
+    "wgsplit": lambda M, N, K, lay: _wgmma(M, N, K, lay),
     "simt64_8x4": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 8), (8, 4), (64, 16), 3, 4),
     "simt64_8x4w": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 8), (8, 4), (32, 32), 3, 4),
     "simt64k16_8x4": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 16), (8, 4), (64, 16), 3, 4),
