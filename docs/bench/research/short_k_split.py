@@ -7,12 +7,15 @@ kernels' own pick for the product (`simt`: the shipped table or the family rule)
   SEED=110001 COUNT=12 python docs/bench/research/short_k_split.py                 # on a GPU
   SEED=110001 COUNT=12 python docs/bench/research/short_k_split.py --compile-only  # host: fill the cache
 
-Shapes: M and N log-uniform in 512-8192, K log-uniform in KMIN-KMAX (16-160), B row-major or W.t()
-in turn, drawn with random.Random(f"short K split {SEED}"); or SHAPES=MxNxK:row|col,... as given.
+Shapes: M and N log-uniform in MNMIN-MNMAX (512-8192), K log-uniform in KMIN-KMAX (16-160), B
+row-major or W.t() in turn, drawn with random.Random(f"short K split {SEED}"); with TILES_BELOW=T
+only products dispatch gives the mma.sync split with fewer than T tiles of 64 x 64 (drawn until
+COUNT are found); or SHAPES=MxNxK:row|col,... as given.
 Variants (VARIANTS): three TF32 products split in registers on mma.sync in 64 x 64 tiles (stages,
-blocks an SM, K depth), the wgmma split as wgmma_default_spec gives it (`wgsplit`: hi/lo copies,
-one TF32 product of inner size 3K; at K 17-89, seed 110001, it ran 0.54-0.56x cuBLAS), and the
-SIMT tiles in 64-row blocks of 128 threads, four an SM.
+blocks an SM, K depth) and in 64 x 32 or 32 x 64 tiles of two or four warps; the wgmma split as
+wgmma_default_spec gives it (`wgsplit`: hi/lo copies, one TF32 product of inner size 3K; at K
+17-89, seed 110001, it ran 0.54-0.56x cuBLAS); and the SIMT tiles in 64-row blocks of 128
+threads, four an SM.
 ONLY=name,...: those variants alone, and the SIMT tiles' pick (`simt`) only if named there.
 Output: $OUT/short_k_split_<SEED>.json and a line a product."""
 import concurrent.futures
@@ -23,13 +26,16 @@ import random
 import sys
 
 import kgen
-from kgen.ops.tensorcore import TensorMatmul, c_tiles, wave_split
+from kgen.ops.tensorcore import TensorMatmul, c_tiles, split_mma_suits, wave_split
 
 SEED = int(os.environ.get("SEED", "110001"))
 COUNT = int(os.environ.get("COUNT", "12"))
 KMIN = int(os.environ.get("KMIN", "16"))
 KMAX = int(os.environ.get("KMAX", "160"))
 ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]
+MNMIN = int(os.environ.get("MNMIN", "512"))
+MNMAX = int(os.environ.get("MNMAX", "8192"))
+TILES_BELOW = int(os.environ.get("TILES_BELOW", "0"))
 SMS = 132
 
 
@@ -47,7 +53,12 @@ def shapes() -> list[tuple[int, int, int, str]]:
     def logu(lo, hi):
         return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
-    return [(logu(512, 8192), logu(512, 8192), logu(KMIN, KMAX), ("row", "col")[i % 2]) for i in range(COUNT)]
+    out = []
+    while len(out) < COUNT:
+        M, N, K = logu(MNMIN, MNMAX), logu(MNMIN, MNMAX), logu(KMIN, KMAX)
+        if not TILES_BELOW or (split_mma_suits(M, N, K) and c_tiles(M, N, 64, 64) < TILES_BELOW):
+            out.append((M, N, K, ("row", "col")[len(out) % 2]))
+    return out
 
 
 def _mma(M, N, K, layout, tile, warp_tile, stages, min_blocks):
@@ -76,6 +87,10 @@ VARIANTS = {
     "mma64k16b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 3, 4),
     "mma64k16b3": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 3, 3),
     "mma64k16s4b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 64, 16), (32, 32), 4, 4),
+    "mma64x32b4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 32, 32), (32, 32), 3, 4),
+    "mma64x32b6": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 32, 32), (32, 32), 3, 6),
+    "mma64x32w4": lambda M, N, K, lay: _mma(M, N, K, lay, (64, 32, 32), (32, 16), 3, 4),
+    "mma32x64b4": lambda M, N, K, lay: _mma(M, N, K, lay, (32, 64, 32), (32, 32), 3, 4),
     "wgsplit": lambda M, N, K, lay: _wgmma(M, N, K, lay),
     "simt64_8x4": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 8), (8, 4), (64, 16), 3, 4),
     "simt64_8x4w": lambda M, N, K, lay: _simt(M, N, K, lay, (64, 64, 8), (8, 4), (32, 32), 3, 4),
