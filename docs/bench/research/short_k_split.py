@@ -54,11 +54,14 @@ def shapes() -> list[tuple[int, int, int, str]]:
         return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
     out = []
-    while len(out) < COUNT:
+    for _ in range(1_000_000):
+        if len(out) == COUNT:
+            return out
         M, N, K = logu(MNMIN, MNMAX), logu(MNMIN, MNMAX), logu(KMIN, KMAX)
         if not TILES_BELOW or (split_mma_suits(M, N, K) and c_tiles(M, N, 64, 64) < TILES_BELOW):
             out.append((M, N, K, ("row", "col")[len(out) % 2]))
-    return out
+    raise SystemExit(f"only {len(out)} of {COUNT} products in a million draws have the mma.sync split and fewer "
+                     f"than TILES_BELOW={TILES_BELOW} tiles in M, N {MNMIN}-{MNMAX}, K {KMIN}-{KMAX}")
 
 
 def _mma(M, N, K, layout, tile, warp_tile, stages, min_blocks):
