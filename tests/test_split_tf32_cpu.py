@@ -1,6 +1,7 @@
 """CPU checks of float32 as three TF32 products (TensorMatmul split_tf32): the field's rules,
-the rendered split copies, the launch plan (both operands copied K-major as [hi lo hi] and
-[lo hi hi], the main kernel on inner size 3 * seg), a numerical model of what that plan sums,
+the rendered split copies, the launch plan (both operands copied K-major as [hi lo] and
+[lo hi], the main kernel on inner size 3 * seg reading them as hi lo hi and lo hi hi), a numerical
+model of what that plan sums,
 dispatch's routing, and sm_90a builds without spills. tests/test_tensorcore_gpu.py runs it."""
 from __future__ import annotations
 
@@ -85,7 +86,13 @@ def _kernel(spec, monkeypatch):
     k._buffers, k._retired, k._plans, k._torch_calls = {}, [], {}, {}
     monkeypatch.setattr(k, "handle", lambda name, shared=0, carveout=None: 1, raising=False)
     addresses = iter(range(0x10000, 0x10000000, 0x100000))
-    monkeypatch.setattr(k, "_buffer", lambda name, nbytes: next(addresses), raising=False)
+    k.buffer_bytes = {}   # workspace bytes asked for, by buffer name
+
+    def buffer(name, nbytes):
+        k.buffer_bytes[name] = nbytes
+        return next(addresses)
+
+    monkeypatch.setattr(k, "_buffer", buffer, raising=False)
     return k
 
 
@@ -94,25 +101,27 @@ def test_plan_copies_both_operands_and_runs_the_main_kernel_on_3k(monkeypatch, l
     spec = _split(layout_a=layout_a, layout_b=layout_b)
     k = _kernel(spec, monkeypatch)
     _Go.made = []
-    M, N, K = 300, 200, 1001      # K not a multiple of 4: seg = 1004
+    M, N, K = 300, 200, 1001      # K not a multiple of the k tile (32): seg = 1024
     lda = K + 3 if layout_a == "row" else M + 1
     ldb = N + 5 if layout_b == "row" else K + 7
     plan = k._plan(M, N, K, lda, ldb, N, False, False, True)
     k._run(plan, 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
     copy_a, copy_b, main = _Go.made
-    seg = 1004
+    seg = 1024
     assert copy_a.name == ("kgen_tc_split3" if layout_a == "row" else "kgen_tc_split3_t")
     assert copy_b.name == ("kgen_tc_split3" if layout_b == "col" else "kgen_tc_split3_t")
-    # (source, destination, rows, K, source stride, seg, lo_seg): A as [hi lo hi], B as [lo hi hi].
+    # (source, destination, rows, K, source stride, seg, lo_seg): A as [hi lo], B as [lo hi].
     (a_args,), (b_args,) = copy_a.calls, copy_b.calls
     assert a_args[0] == 0xA0 and a_args[2:] == (M, K, lda, seg, 1)
     assert b_args[0] == 0xB0 and b_args[2:] == (N, K, ldb, seg, 0)
     assert main.name == "kgen_tc_wgmma"
     (m_args,) = main.calls
-    # The TMA maps name the copies; the product's inner size is 3 * seg, both strides too.
+    # The TMA maps name the copies (two segments wide); the product's inner size is 3 * seg.
     assert m_args[:3] == (a_args[1].to_bytes(8, "little") * 16, b_args[1].to_bytes(8, "little") * 16, 0xC0)
-    assert m_args[3:9] == (M, N, 3 * seg, 3 * seg, 3 * seg, N)
-    assert plan[-1].a[:3] == (3 * seg, M, 3 * seg) and plan[-1].b[:3] == (3 * seg, N, 3 * seg)
+    assert m_args[3:9] == (M, N, 3 * seg, 2 * seg, 2 * seg, N)
+    assert plan[-1].a[:3] == (2 * seg, M, 2 * seg) and plan[-1].b[:3] == (2 * seg, N, 2 * seg)
+    # Each copy's buffer holds its rows x two segments of float32.
+    assert k.buffer_bytes == {"A": M * 2 * seg * 4, "B": N * 2 * seg * 4}
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:
@@ -122,25 +131,46 @@ def _tf32(x: np.ndarray) -> np.ndarray:
     return bits.view(np.float32)
 
 
-def _segments(x: np.ndarray, lo_seg: int) -> list[np.ndarray]:
-    """What kgen_tc_split3 writes for `x`: three segments, `lo_seg` holding lo, the others hi."""
+def _segments(x: np.ndarray, lo_seg: int) -> np.ndarray:
+    """What kgen_tc_split3 writes for `x` (rows x K): two segments side by side, `lo_seg` holding
+    lo, the other hi."""
     hi = _tf32(x)
     lo = _tf32((x - hi).astype(np.float32))
-    return [lo if s == lo_seg else hi for s in range(3)]
+    return np.concatenate([lo if s == lo_seg else hi for s in range(2)], axis=1)
+
+
+def _column_maps(src: str):
+    """split_col_a and split_col_b of the rendered kernel, as Python functions of (k, seg)."""
+    import re
+
+    maps = []
+    for name in ("split_col_a", "split_col_b"):
+        body = re.search(name + r"\(int k, int seg\) \{ return (.+?); \}", src).group(1)
+        cond, yes, no = re.fullmatch(r"(.+) \? (.+) : (.+)", body).groups()
+        maps.append(eval(f"lambda k, seg: ({yes}) if ({cond}) else ({no})"))
+    return maps
 
 
 def test_the_plans_segments_sum_three_tf32_products_at_float32_accuracy(monkeypatch):
-    k = _kernel(_split(), monkeypatch)
+    spec = _split()
+    k = _kernel(spec, monkeypatch)
     _Go.made = []
     k._run(k._plan(8, 8, 512, 512, 8, 8, True, True, True), 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
     lo_a, lo_b = _Go.made[0].calls[0][-1], _Go.made[1].calls[0][-1]
+    K3 = _Go.made[2].calls[0][5]   # the main kernel's inner size, 3 * seg
+    seg = K3 // 3
+    col_a, col_b = _column_maps(kgen.render(spec))
     rng = np.random.default_rng(7)
     a = rng.standard_normal((8, 512)).astype(np.float32)
     b = rng.standard_normal((512, 8)).astype(np.float32)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     sa, sb = _segments(a, lo_a), _segments(b.T, lo_b)
-    # The products the concatenation multiplies, term by term, in float64: exactly the three wanted.
-    got = sum(sa[s].astype(np.float64) @ sb[s].T.astype(np.float64) for s in range(3))
+    # The product the kernel runs over the two copies, k by k through its column maps, in float64:
+    # exactly the three wanted terms.
+    ka = np.array([col_a(kk, seg) for kk in range(K3)])
+    kb = np.array([col_b(kk, seg) for kk in range(K3)])
+    assert ka.max() < 2 * seg and kb.max() < 2 * seg
+    got = sa[:, ka].astype(np.float64) @ sb[:, kb].T.astype(np.float64)
     hi_a, hi_b = _tf32(a).astype(np.float64), _tf32(b).astype(np.float64)
     lo_a_ = _tf32((a - hi_a).astype(np.float32)).astype(np.float64)
     lo_b_ = _tf32((b - hi_b).astype(np.float32)).astype(np.float64)
@@ -181,9 +211,9 @@ def test_dispatch_routes_large_float32_products_to_the_split_on_request():
     assert matmul_family(4096, 200, k, "float32") is Matmul   # no sm_90
     assert not tc.split_mma_suits(4096, 4096, 4096)   # the wgmma split's
     assert not tc.split_tf32_suits(1 << 14, 1 << 14, tc.SPLIT_TF32_MIN_K - 1)
-    # The copies (3 (M + N) K float32) must fit SPLIT_TF32_MAX_BYTES.
-    K = tc.SPLIT_TF32_MAX_BYTES // (12 * 2 * 8192) + 4
-    assert tc.split_tf32_suits(8192, 8192, 4096) and not tc.split_tf32_suits(8192, 8192, K)
+    # The copies (2 (M + N) seg float32, seg = K rounded up to 32) must fit SPLIT_TF32_MAX_BYTES.
+    K = tc.SPLIT_TF32_MAX_BYTES // (8 * 2 * 8192)
+    assert K % 32 == 0 and tc.split_tf32_suits(8192, 8192, K) and not tc.split_tf32_suits(8192, 8192, K + 1)
 
 
 @pytest.mark.nvcc

@@ -791,7 +791,8 @@ SPLIT_PROMOTE_K = 128
 # Widest block tile per BM that holds both sets of accumulators (BN floats a consumer thread):
 # 384 threads (BM = 128) get at most 168 registers each, 256 threads (BM = 64) 255.
 SPLIT_MAX_BN = {128: 128, 64: 192}
-# The hi/lo copies of A and B (3 (M + N) K float32 values) may take at most this many bytes.
+# The hi/lo copies of A and B (2 (M + N) seg float32 values, seg = K rounded up to a k tile
+# of 32) may take at most this many bytes.
 SPLIT_TF32_MAX_BYTES = 4 << 30
 
 
@@ -843,7 +844,7 @@ def split_tf32_suits(M: int, N: int, K: int) -> bool:
     wgmma kernel (sm_90): large enough, or narrow with K at most its larger side, and its
     copies within SPLIT_TF32_MAX_BYTES."""
     small, large = min(M, N), max(M, N)
-    if K < SPLIT_TF32_MIN_K or 12 * (M + N) * (-(-K // 4) * 4) > SPLIT_TF32_MAX_BYTES:
+    if K < SPLIT_TF32_MIN_K or 8 * (M + N) * (-(-K // 32) * 32) > SPLIT_TF32_MAX_BYTES:
         return False
     if small >= SPLIT_TF32_MIN_SIDE:
         return M * N * K >= SPLIT_TF32_MIN_MACS
@@ -873,8 +874,9 @@ class TensorMatmul(Spec):
     split_tf32   float32 at float32-level accuracy on the TF32 tensor cores (needs tf32): each
                  value x of both operands becomes hi = x rounded to TF32 and lo = (x - hi)
                  rounded to TF32, and the kernel sums lo_a*hi_b + hi_a*lo_b + hi_a*hi_b. wgmma
-                 runs it as one TF32 product of inner size 3K (copies of A as [hi lo hi] and B
-                 as [lo hi hi] along K, written by kgen_tc_split3 before each call); mma.sync
+                 runs it as one TF32 product of inner size 3K (copies of A as [hi lo] and B as
+                 [lo hi] along K, written by kgen_tc_split3 before each call, read as A's hi lo
+                 hi against B's lo hi hi); mma.sync
                  splits each fragment in registers (no copies, one launch) and adds the tensor
                  cores' sums into float32 registers every SPLIT_PROMOTE_K of K.
     tile         (BM, BN, BK): the C block one thread block computes, and the K step.
@@ -2863,6 +2865,8 @@ class _TensorMaps:
                  phases: tuple[int, int, int, int] | None = None):
         BM, BN, BK = spec.tile
         self.dtype = spec.dtype
+        if spec.split_copies:
+            K = K // 3 * 2   # the copies hold two of the product's three segments (split_col_a, _b)
         self.a = (K, M, lda, (BK, BM)) if spec.kernel_k_major("A") else (M, K, lda, (64, BK))
         half = spec.cluster   # clusters: each block loads half of B's box for both (multicast)
         self.b: tuple | None = None   # b_realign: B by pointer (the producer threads read it)
@@ -3045,9 +3049,10 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         if K == 0:
             a_ok = b_ok = True  # nothing is read: any entry point writes alpha * 0 + beta * C
         if spec.split_copies and K:
-            # Both operands copied K-major as three segments of seg >= K each: the main kernel
-            # runs one TF32 product of inner size 3 * seg on aligned buffers.
-            seg = -(-K // vec) * vec
+            # Both operands copied K-major as two segments of seg >= K each (hi and lo), seg a
+            # whole number of k tiles: the main kernel runs one TF32 product of inner size
+            # 3 * seg on aligned buffers, each k tile from one segment (split_col_a, _b).
+            seg = -(-K // spec.tile[2]) * spec.tile[2]
             for i, (operand, rows, ld) in enumerate((("A", M, lda), ("B", N, ldb))):
                 if spec.k_major(operand):
                     entry = "kgen_tc_split3"
@@ -3055,9 +3060,9 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
                 else:
                     entry = "kgen_tc_split3_t"
                     grid = (max(1, min(-(-rows // 32), 4096)), max(1, min(-(-seg // 32), 65535)), 1)
-                # A as [hi lo hi], B as [lo hi hi]: lo in segment 1 of A, 0 of B.
-                repacks[i] = self._copy_step(operand, entry, grid, rows * 3 * seg, "PPqqqqi", (rows, K, ld, seg, 1 - i))
-            K = lda = ldb = 3 * seg
+                # A as [hi lo], B as [lo hi]: lo in segment 1 of A, 0 of B.
+                repacks[i] = self._copy_step(operand, entry, grid, rows * 2 * seg, "PPqqqqi", (rows, K, ld, seg, 1 - i))
+            K, lda, ldb = 3 * seg, 2 * seg, 2 * seg
             a_ok = b_ok = True
         elif spec.b_phased and K:
             # B's rows by row sets (phase_sets); a B of fewer rows than sets is copied aligned
