@@ -5,6 +5,8 @@ model of what that plan sums,
 dispatch's routing, and sm_90a builds without spills. tests/test_tensorcore_gpu.py runs it."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -37,10 +39,14 @@ def test_split_needs_tf32_and_reads_both_operands_k_major():
             assert not s.transposes("A") and not s.transposes("B")
             assert s.kernel_k_major("A") and s.kernel_k_major("B")
             src = kgen.render(s)
-            assert "kgen_tc_split3(" in src and "kgen_tc_split3_t(" in src and "kgen_tc_transpose(" not in src
+            assert "kgen_tc_split_copies(" in src and "kgen_tc_transpose(" not in src
+            # Each operand's part of the copy as its storage needs: K-major rows as they are,
+            # an M-major A or N-major B through the shared tile.
+            assert ("split_rows(a_src" if a == "row" else "split_cols(a_src") in src
+            assert ("split_rows(b_src" if b == "col" else "split_cols(b_src") in src
             assert "cvt.rna.tf32.f32" in src and "#define PROMOTE_TILES 4" in src and "acc[i] + d[i]" in src
     plain = _split(split_tf32=False)
-    assert "kgen_tc_split3" not in kgen.render(plain) and "PROMOTE_TILES" not in kgen.render(plain)
+    assert "kgen_tc_split_copies" not in kgen.render(plain) and "PROMOTE_TILES" not in kgen.render(plain)
     assert kgen.spec_from_json(_split().to_json()) == _split() and _split().key != plain.key
 
 
@@ -106,22 +112,50 @@ def test_plan_copies_both_operands_and_runs_the_main_kernel_on_3k(monkeypatch, l
     ldb = N + 5 if layout_b == "row" else K + 7
     plan = k._plan(M, N, K, lda, ldb, N, False, False, True)
     k._run(plan, 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
-    copy_a, copy_b, main = _Go.made
+    copies, main = _Go.made       # one launch copies both operands
     seg = 1024
-    assert copy_a.name == ("kgen_tc_split3" if layout_a == "row" else "kgen_tc_split3_t")
-    assert copy_b.name == ("kgen_tc_split3" if layout_b == "col" else "kgen_tc_split3_t")
-    # (source, destination, rows, K, source stride, seg, lo_seg): A as [hi lo], B as [lo hi].
-    (a_args,), (b_args,) = copy_a.calls, copy_b.calls
-    assert a_args[0] == 0xA0 and a_args[2:] == (M, K, lda, seg, 1)
-    assert b_args[0] == 0xB0 and b_args[2:] == (N, K, ldb, seg, 0)
+    assert copies.name == "kgen_tc_split_copies" and copies.fmt == "PPPPqqqqqqiii"
+    # (A, A's copy, B, B's copy, M, N, K, lda, ldb, seg, B's grid x and y, A's grid x).
+    (c_args,) = copies.calls
+    assert c_args[0] == 0xA0 and c_args[2] == 0xB0 and c_args[4:10] == (M, N, K, lda, ldb, seg)
+    b_gx, b_gy, a_gx = c_args[10:]
+    # K-major rows: k in 256-wide blocks along x, a row each along y; else 32 x 32 tiles.
+    assert (b_gx, b_gy) == ((4, N) if layout_b == "col" else (-(-N // 32), seg // 32))
+    a_grid = (4, M) if layout_a == "row" else (-(-M // 32), seg // 32)
+    assert a_gx == a_grid[0] and copies.grid == (b_gx * b_gy + a_grid[0] * a_grid[1], 1, 1)
     assert main.name == "kgen_tc_wgmma"
     (m_args,) = main.calls
     # The TMA maps name the copies (two segments wide); the product's inner size is 3 * seg.
-    assert m_args[:3] == (a_args[1].to_bytes(8, "little") * 16, b_args[1].to_bytes(8, "little") * 16, 0xC0)
+    assert m_args[:3] == (c_args[1].to_bytes(8, "little") * 16, c_args[3].to_bytes(8, "little") * 16, 0xC0)
     assert m_args[3:9] == (M, N, 3 * seg, 2 * seg, 2 * seg, N)
     assert plan[-1].a[:3] == (2 * seg, M, 2 * seg) and plan[-1].b[:3] == (2 * seg, N, 2 * seg)
     # Each copy's buffer holds its rows x two segments of float32.
     assert k.buffer_bytes == {"A": M * 2 * seg * 4, "B": N * 2 * seg * 4}
+
+
+def test_large_copies_go_in_two_launches_b_first(monkeypatch):
+    spec = _split(layout_a="row", layout_b="row")
+    k = _kernel(spec, monkeypatch)
+    M, N, K = 300, 200, 1001
+    seg = 1024
+    monkeypatch.setattr(tc, "SPLIT_COPIES_ONE_LAUNCH", (M + N) * seg - 1)
+    _Go.made = []
+    k._run(k._plan(M, N, K, K, N, N, False, False, True), 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
+    copy_b, copy_a, main = _Go.made
+    assert copy_b.name == copy_a.name == "kgen_tc_split_copies" and main.name == "kgen_tc_wgmma"
+    (b_args,), (a_args,) = copy_b.calls, copy_a.calls
+    b_gx, b_gy = -(-N // 32), seg // 32   # B row-major: 32 x 32 tiles
+    a_gx, a_gy = 4, M                     # A K-major: 256 k a block, a row each
+    # B's launch: B's grid alone (no blocks left for A); A's: B's grid empty (b_gy = 0).
+    assert copy_b.grid == (b_gx * b_gy, 1, 1) and b_args[10:] == (b_gx, b_gy, a_gx)
+    assert copy_a.grid == (a_gx * a_gy, 1, 1) and a_args[10:] == (1, 0, a_gx)
+    assert b_args[:10] == a_args[:10] == (0xA0, a_args[1], 0xB0, a_args[3], M, N, K, K, N, seg)
+    # At the bound itself, one launch.
+    monkeypatch.setattr(tc, "SPLIT_COPIES_ONE_LAUNCH", (M + N) * seg)
+    k._plans.clear()
+    _Go.made = []
+    k._run(k._plan(M, N, K, K, N, N, False, False, True), 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
+    assert [g.name for g in _Go.made] == ["kgen_tc_split_copies", "kgen_tc_wgmma"]
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:
@@ -141,8 +175,6 @@ def _segments(x: np.ndarray, lo_seg: int) -> np.ndarray:
 
 def _column_maps(src: str):
     """split_col_a and split_col_b of the rendered kernel, as Python functions of (k, seg)."""
-    import re
-
     maps = []
     for name in ("split_col_a", "split_col_b"):
         body = re.search(name + r"\(int k, int seg\) \{ return (.+?); \}", src).group(1)
@@ -156,10 +188,13 @@ def test_the_plans_segments_sum_three_tf32_products_at_float32_accuracy(monkeypa
     k = _kernel(spec, monkeypatch)
     _Go.made = []
     k._run(k._plan(8, 8, 512, 512, 8, 8, True, True, True), 0xA0, 0xB0, 0xC0, 1.0, 0.0, 0)
-    lo_a, lo_b = _Go.made[0].calls[0][-1], _Go.made[1].calls[0][-1]
-    K3 = _Go.made[2].calls[0][5]   # the main kernel's inner size, 3 * seg
+    src = kgen.render(spec)
+    # The segment each operand's copy puts lo in, as the rendered copy kernel passes it.
+    lo_a, lo_b = (int(re.search(r"split_(?:rows|cols)\(" + o + r"_src, \w+, \w+, K, \w+, seg, (\d),", src).group(1))
+                  for o in "ab")
+    K3 = _Go.made[1].calls[0][5]   # the main kernel's inner size, 3 * seg
     seg = K3 // 3
-    col_a, col_b = _column_maps(kgen.render(spec))
+    col_a, col_b = _column_maps(src)
     rng = np.random.default_rng(7)
     a = rng.standard_normal((8, 512)).astype(np.float32)
     b = rng.standard_normal((512, 8)).astype(np.float32)
@@ -223,7 +258,7 @@ def test_split_specs_compile_for_sm90a_without_spills():
              _split(tile=(128, 64, 32), warp_tile=(64, 64), stages=3, persistent=True, layout_a="col")]
     for spec in specs:
         res = kgen.compile(spec, "sm_90")
-        for entry in ("kgen_tc_split3", "kgen_tc_split3_t", "kgen_tc_wgmma"):
+        for entry in ("kgen_tc_split_copies", "kgen_tc_wgmma"):
             r = res.resources[entry]
             assert not (r["spill_stores"] or r["spill_loads"]), f"{spec.to_json()} {entry} spills: {r}"
         assert "kgen_tc_transpose" not in res.resources

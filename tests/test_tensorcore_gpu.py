@@ -1117,8 +1117,10 @@ def test_large_float32_products_run_three_tf32_products_at_float32_accuracy():
     from kgen.tune import dispatch
 
     torch.backends.cuda.matmul.allow_tf32 = False
+    # The last two copy more than SPLIT_COPIES_ONE_LAUNCH values: B's and A's copies in two launches.
     for M, N, K, b_col, offset in ((1024, 1100, 1030, False, 0), (1030, 1024, 1200, True, 0),
-                                   (1200, 1000, 1001, False, 1)):
+                                   (1200, 1000, 1001, False, 1), (1500, 1400, 1500, True, 1),
+                                   (2100, 1300, 1300, False, 0)):
         assert split_tf32_suits(M, N, K)
         A = torch.randn(M, K + offset, device="cuda")[:, offset:]
         B = torch.randn(N, K, device="cuda").t() if b_col else torch.randn(K, N, device="cuda")

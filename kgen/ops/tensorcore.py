@@ -791,6 +791,12 @@ SPLIT_PROMOTE_K = 128
 # Widest block tile per BM that holds both sets of accumulators (BN floats a consumer thread):
 # 384 threads (BM = 128) get at most 168 registers each, 256 threads (BM = 64) 255.
 SPLIT_MAX_BN = {128: 128, 64: 192}
+# The split copies of at most this many values ((M + N) seg) go in one launch of
+# kgen_tc_split_copies (B's blocks, then A's), larger ones in two (B's launch, then A's). Device
+# time on an H100 (docs/tensorcore.md, "Two segments instead of three"; 28 float32 products of
+# the split): one launch ran 1.00-1.16x on the 16 with copies up to 2^22 values (a launch less:
+# host and device time the small calls feel) and 0.97-1.02x on the 12 larger ones, 9 slower.
+SPLIT_COPIES_ONE_LAUNCH = 1 << 22
 # The hi/lo copies of A and B (2 (M + N) seg float32 values, seg = K rounded up to a k tile
 # of 32) may take at most this many bytes.
 SPLIT_TF32_MAX_BYTES = 4 << 30
@@ -875,7 +881,7 @@ class TensorMatmul(Spec):
                  value x of both operands becomes hi = x rounded to TF32 and lo = (x - hi)
                  rounded to TF32, and the kernel sums lo_a*hi_b + hi_a*lo_b + hi_a*hi_b. wgmma
                  runs it as one TF32 product of inner size 3K (copies of A as [hi lo] and B as
-                 [lo hi] along K, written by kgen_tc_split3 before each call, read as A's hi lo
+                 [lo hi] along K, written by kgen_tc_split_copies before each call, read as A's hi lo
                  hi against B's lo hi hi); mma.sync
                  splits each fragment in registers (no copies, one launch) and adds the tensor
                  cores' sums into float32 registers every SPLIT_PROMOTE_K of K.
@@ -1502,6 +1508,7 @@ class TensorMatmul(Spec):
             BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WARPS_M=BM // WM, WARPS_N=BN // WN, THREADS=self.threads,
             STAGES=self.stages, VEC=self.vec, MI=WM // mm, NI=WN // mn, ACC=mm * mn // 32,
             a_kmajor=self.kernel_k_major("A"), b_kmajor=self.kernel_k_major("B"), swizzle=self.smem_layout == "swizzle",
+            split_a_rows=self.k_major("A"), split_b_rows=self.k_major("B"),
             A_ROWS=a_rows, A_CH=a_len // self.vec, A_STRIDE=self._stride("A"), A_PAD=self._pad("A"),
             B_ROWS=b_rows, B_CH=b_len // self.vec, B_STRIDE=self._stride("B"), B_PAD=self._pad("B"),
             A_TILE=self._tile_elems("A"), B_TILE=self._tile_elems("B"),
@@ -2912,6 +2919,15 @@ class _TensorMaps:
         return maps[0].at(pa), (pb if maps[1] is None else maps[1].at(pb))
 
 
+class _SplitCopies(NamedTuple):
+    """split_tf32 on wgmma: the launches that copy A and B as hi/lo segments before the product
+    (kgen_tc_split_copies, each with its arguments after the four pointers) and both workspace
+    buffers."""
+    steps: tuple
+    a: int
+    b: int
+
+
 class _WaveTailPlan(NamedTuple):
     """A wave_tail call: the whole waves' plan (this kernel's), the tail spec's kernel and its
     plan for the columns past them, and the byte offsets of those columns in B and C."""
@@ -3050,18 +3066,29 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             a_ok = b_ok = True  # nothing is read: any entry point writes alpha * 0 + beta * C
         if spec.split_copies and K:
             # Both operands copied K-major as two segments of seg >= K each (hi and lo), seg a
-            # whole number of k tiles: the main kernel runs one TF32 product of inner size
-            # 3 * seg on aligned buffers, each k tile from one segment (split_col_a, _b).
+            # whole number of k tiles: the main kernel runs one TF32 product of inner size 3 * seg
+            # on aligned buffers, each k tile from one segment (split_col_a, _b). Small copies in
+            # one launch, larger ones B's then A's (SPLIT_COPIES_ONE_LAUNCH).
             seg = -(-K // spec.tile[2]) * spec.tile[2]
-            for i, (operand, rows, ld) in enumerate((("A", M, lda), ("B", N, ldb))):
-                if spec.k_major(operand):
-                    entry = "kgen_tc_split3"
-                    grid = (max(1, min(-(-seg // 256), 64)), max(1, min(rows, 65535)), 1)
-                else:
-                    entry = "kgen_tc_split3_t"
-                    grid = (max(1, min(-(-rows // 32), 4096)), max(1, min(-(-seg // 32), 65535)), 1)
-                # A as [hi lo], B as [lo hi]: lo in segment 1 of A, 0 of B.
-                repacks[i] = self._copy_step(operand, entry, grid, rows * 2 * seg, "PPqqqqi", (rows, K, ld, seg, 1 - i))
+            grids = []
+            for operand, rows in (("A", M), ("B", N)):
+                if spec.k_major(operand):   # split_rows: k along x, rows along y
+                    grids.append((max(1, min(-(-seg // 256), 64)), max(1, min(rows, 65535))))
+                else:                       # split_cols: 32-row tiles along x, 32-k tiles along y
+                    grids.append((max(1, min(-(-rows // 32), 4096)), max(1, min(-(-seg // 32), 65535))))
+            (a_gx, a_gy), (b_gx, b_gy) = grids
+            handle = self.handle("kgen_tc_split_copies")
+
+            def copy(blocks: int, args: tuple) -> tuple:
+                return Launch(handle, "kgen_tc_split_copies", (blocks, 1, 1), (256, 1, 1), 0, "PPPPqqqqqqiii"), args
+
+            shape = (M, N, K, lda, ldb, seg)
+            if (M + N) * seg <= SPLIT_COPIES_ONE_LAUNCH:
+                steps: tuple = (copy(a_gx * a_gy + b_gx * b_gy, (*shape, b_gx, b_gy, a_gx)),)
+            else:   # a launch with B's blocks alone, then one with A's alone (B's grid empty)
+                steps = (copy(b_gx * b_gy, (*shape, b_gx, b_gy, a_gx)), copy(a_gx * a_gy, (*shape, 1, 0, a_gx)))
+            repacks[0] = _SplitCopies(steps, self._buffer("A", M * 2 * seg * self._item),
+                                      self._buffer("B", N * 2 * seg * self._item))
             K, lda, ldb = 3 * seg, 2 * seg, 2 * seg
             a_ok = b_ok = True
         elif spec.b_phased and K:
@@ -3202,6 +3229,11 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
             plan.kernel._run(plan.tail, pa, pb + plan.b_offset, pc + plan.c_offset, alpha, beta, stream)
             return
         repack_a, repack_b, main, args, ws, reduce, reduce_args, maps = plan
+        if type(repack_a) is _SplitCopies:
+            steps, dst_a, dst_b = repack_a
+            for go, cargs in steps:
+                go(stream, pa, dst_a, pb, dst_b, *cargs)
+            pa, pb, repack_a = dst_a, dst_b, None
         if repack_b is not None:
             go, dst, rargs = repack_b
             go(stream, pb, dst, *rargs)

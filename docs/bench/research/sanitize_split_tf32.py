@@ -1,5 +1,6 @@
 """Split-TF32 kernels on edge shapes (K = 1 and 2, odd offsets, every layout pair, split-K, the
-persistent schedule, alpha and beta), each result checked against float64: run it under
+persistent schedule, alpha and beta; 40x2000x2100 copies more than SPLIT_COPIES_ONE_LAUNCH values,
+so in two launches), each result checked against float64: run it under
 `compute-sanitizer --tool memcheck` (with PYTORCH_NO_CUDA_MEMORY_CACHING=1) as well as plainly."""
 import torch, kgen
 from kgen.ops.tensorcore import TensorMatmul as T
@@ -12,7 +13,8 @@ for spec in specs:
         for lb in ("row", "col"):
             s = spec.replace(layout_a=la, layout_b=lb)
             k = kgen.build(s)
-            for M, N, K, off in ((1, 1, 1, 0), (130, 67, 33, 1), (67, 200, 517, 1), (200, 129, 1030, 0), (5, 3, 2, 1)):
+            for M, N, K, off in ((1, 1, 1, 0), (130, 67, 33, 1), (67, 200, 517, 1), (200, 129, 1030, 0), (5, 3, 2, 1),
+                                (40, 2000, 2100, 1)):
                 def mk(r, c, lay):
                     if lay == "row":
                         return torch.randn(r, c + off + 1, device="cuda")[:, off:off + c]

@@ -1,8 +1,8 @@
 """Draw float32 products that kgen.matmul runs as three TF32 products on the wgmma kernel (the
 split copies first), for a stand-in H100 (sm_90, 132 SMs) and an empty tuning database: M, N and
-K log-uniform in 256-8192, at most 2^37 flops, B row-major and W.t() in turn.
+K log-uniform in LO-HI (256-8192), at most 2^37 flops, B row-major and W.t() in turn.
 
-  python docs/bench/research/split_products_draw.py SEED COUNT
+  python docs/bench/research/split_products_draw.py SEED COUNT [LO-HI]
       # prints MxNxK:row|col,... (SHAPES of short_k_split.py; precompile.py's list with float32:)"""
 import math
 import random
@@ -15,6 +15,7 @@ from kgen.tune import ahead, dispatch
 
 def main() -> None:
     seed, count = sys.argv[1], int(sys.argv[2])
+    lo, hi = (int(v) for v in (sys.argv[3] if len(sys.argv) > 3 else "256-8192").split("-"))
     dev = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
     rng = random.Random(f"split copies {seed}")
 
@@ -23,7 +24,7 @@ def main() -> None:
 
     out: list[str] = []
     while len(out) < count:
-        M, N, K = log_uniform(256, 8192), log_uniform(256, 8192), log_uniform(256, 8192)
+        M, N, K = log_uniform(lo, hi), log_uniform(lo, hi), log_uniform(lo, hi)
         if 2 * M * N * K > 2 ** 37:
             continue
         layout = "col" if len(out) % 2 else "row"
