@@ -793,12 +793,12 @@ SPLIT_PROMOTE_K = 128
 SPLIT_MAX_BN = {128: 128, 64: 192}
 # The split copies of at most this many values ((M + N) seg) go in one launch of
 # kgen_tc_split_copies (B's blocks, then A's), larger ones in two (B's launch, then A's). Device
-# time on an H100 (docs/tensorcore.md, "Two segments instead of three"; 28 float32 products of
+# time on an H100 (docs/tensorcore.md, "One launch for both copies"; 28 float32 products of
 # the split): one launch ran 1.00-1.16x on the 16 with copies up to 2^22 values (a launch less:
 # host and device time the small calls feel) and 0.97-1.02x on the 12 larger ones, 9 slower.
 SPLIT_COPIES_ONE_LAUNCH = 1 << 22
-# The hi/lo copies of A and B (2 (M + N) seg float32 values, seg = K rounded up to a k tile
-# of 32) may take at most this many bytes.
+# The hi/lo copies of A and B (2 (M + N) seg float32 values, seg = K rounded up to the k tile,
+# 32 for float32 on wgmma) may take at most this many bytes.
 SPLIT_TF32_MAX_BYTES = 4 << 30
 
 
