@@ -224,11 +224,25 @@ def test_dispatch_routes_large_float32_products_to_the_split_on_request():
     assert matmul_family(4096, 4096, 4096, "float32") is Matmul              # no sm_90, or KGEN_SPLIT_TF32=0
     assert matmul_family(4096, 4096, 4096, "float32", allow_tf32=True, split_tf32=True) is TensorMatmul
     assert matmul_family(4, 4096, 4096, "float32", split_tf32=True) is Skinny
-    k = tc.SPLIT_TF32_MIN_MACS // (1024 * 1024)
-    assert tc.split_tf32_suits(1024, 1024, k) and not tc.split_tf32_suits(1024, 1024, k - 1)
+    # K under SPLIT_TF32_DEEP_K: from SPLIT_TF32_MIN_MACS up.
+    k = tc.SPLIT_TF32_DEEP_K - 1
+    side = 1 << ((tc.SPLIT_TF32_MIN_MACS // k).bit_length() // 2)
+    n = -(-tc.SPLIT_TF32_MIN_MACS // (side * k))
+    assert tc.split_tf32_suits(side, n, k) and not tc.split_tf32_suits(side, n - 1, k)
     # Below the wgmma split's sizes, from SPLIT_MMA_MIN_MACS up: the split in registers on mma.sync.
-    assert tc.split_mma_suits(1024, 1024, k - 1)
-    assert matmul_family(1024, 1024, k - 1, "float32", split_tf32=True) is TensorMatmul
+    assert tc.split_mma_suits(side, n - 1, k)
+    assert matmul_family(side, n - 1, k, "float32", split_tf32=True) is TensorMatmul
+    # K of SPLIT_TF32_DEEP_K or more: from SPLIT_TF32_DEEP_MIN_MACS up, both sides still >= SPLIT_TF32_MIN_SIDE.
+    m, k = tc.SPLIT_TF32_MIN_SIDE, tc.SPLIT_TF32_DEEP_K
+    n = tc.SPLIT_TF32_DEEP_MIN_MACS // (m * k)
+    assert tc.split_tf32_suits(m, n, k) and not tc.split_tf32_suits(m, n - 1, k)
+    assert not tc.split_mma_suits(m, n, k)
+    assert matmul_family(m, n, k, "float32", split_tf32=True) is TensorMatmul
+    # K one short of SPLIT_TF32_DEEP_K at twice the size still goes to mma.sync.
+    assert not tc.split_tf32_suits(m, 2 * n, k - 1) and tc.split_mma_suits(m, 2 * n, k - 1)
+    # The deep rule needs both sides of SPLIT_TF32_MIN_SIDE: a narrow product with K past its
+    # larger side stays off the wgmma split whatever its size.
+    assert 300 * 400 * 2000 >= tc.SPLIT_TF32_DEEP_MIN_MACS and not tc.split_tf32_suits(300, 400, 2000)
     side = tc.SPLIT_TF32_MIN_SIDE
     assert tc.split_tf32_suits(side, 1 << 16, 1 << 12)
     # Below SPLIT_TF32_MIN_SIDE, from SPLIT_TF32_NARROW_SIDE, any size, where K is at most the larger side.
@@ -405,7 +419,7 @@ def test_split_mma_spec_is_what_dispatch_gives_the_products_it_suits():
     split by wave_split below a wave of tiles), else the wgmma split; the TF32 rule's spec asked
     for the split gives the same."""
     short = tc.SPLIT_MMA_SHORT_K
-    for M, N, K in ((4701, 3739, 52), (800, 700, 700), (2000, 300, 100), (180, 6700, 40),
+    for M, N, K in ((4701, 3739, 52), (800, 700, 250), (2000, 300, 100), (180, 6700, 40),
                     (3000, 2000, short), (3000, 2000, short + 1)):
         p = {"M": M, "N": N, "K": K}
         assert tc.split_mma_suits(M, N, K)
@@ -419,7 +433,7 @@ def test_split_mma_spec_is_what_dispatch_gives_the_products_it_suits():
         assert tf.for_layouts(p, layout_a="row", layout_b="col", split_tf32=True) == s.replace(layout_b="col")
     assert TensorMatmul.split_mma_spec({"M": 180, "N": 6700, "K": 40}).tile[2] == 16
     assert TensorMatmul.split_mma_spec({"M": 2000, "N": 300, "K": 100}).tile[2] == 32
-    assert TensorMatmul.split_default_spec({"M": 800, "N": 700, "K": 700}).split_k == 2   # 143 tiles
+    assert TensorMatmul.split_mma_spec({"M": 800, "N": 700, "K": 700}).split_k == 2   # 143 tiles
     # Fewer 64 x 64 tiles than SPLIT_MMA_MIN_TILES: the SIMT tiles' (their shipped specs split K).
     assert tc.c_tiles(393, 290, 64, 64) < tc.SPLIT_MMA_MIN_TILES and not tc.split_mma_suits(393, 290, 684)
     assert tc.split_mma_suits(2393, 250, 684)   # 38 x 4 tiles

@@ -1118,7 +1118,9 @@ def test_large_float32_products_run_three_tf32_products_at_float32_accuracy():
 
     torch.backends.cuda.matmul.allow_tf32 = False
     # The last two copy more than SPLIT_COPIES_ONE_LAUNCH values: B's and A's copies in two launches.
+    # The third and fourth are below SPLIT_TF32_MIN_MACS with K of SPLIT_TF32_DEEP_K or more.
     for M, N, K, b_col, offset in ((1024, 1100, 1030, False, 0), (1030, 1024, 1200, True, 0),
+                                   (700, 611, 333, True, 1), (640, 820, 257, False, 0),
                                    (1200, 1000, 1001, False, 1), (1500, 1400, 1500, True, 1),
                                    (2100, 1300, 1300, False, 0)):
         assert split_tf32_suits(M, N, K)

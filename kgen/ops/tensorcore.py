@@ -775,6 +775,14 @@ def wave_split(tiles: int, slots: int, K: int, whole_waves: bool = False) -> int
 SPLIT_TF32_MIN_MACS = 1 << 29
 SPLIT_TF32_MIN_SIDE = 512
 SPLIT_TF32_MIN_K = 128
+# ... and from SPLIT_TF32_DEEP_MIN_MACS up where K is at least SPLIT_TF32_DEEP_K (both sides still
+# at least SPLIT_TF32_MIN_SIDE): since its copies shrank to two segments in one launch, the wgmma
+# split beats the mma.sync split there. Device time on an H100 (docs/tensorcore.md, "The wgmma
+# split from 2^27 multiply-adds where K is 256 or more"; 24 products the mma.sync split ran):
+# 1.016-1.457x on the 9 with K >= 256 and both sides >= 512, 0.83-1.43x below K = 256. As users
+# call it, on 24 products drawn after the bound was set: 1.06-1.35x faster, all 24.
+SPLIT_TF32_DEEP_MIN_MACS = 1 << 27
+SPLIT_TF32_DEEP_K = 256
 # ... and, whatever their size, products whose smaller side is from SPLIT_TF32_NARROW_SIDE up to
 # SPLIT_TF32_MIN_SIDE and whose K is at most the larger side: there the copies (3K values per
 # row or column) stay small beside the product. Measured on an H100 as users call them, one call
@@ -847,13 +855,14 @@ def split_mma_suits(M: int, N: int, K: int) -> bool:
 
 def split_tf32_suits(M: int, N: int, K: int) -> bool:
     """Whether dispatch runs an M x N x K float32 product (TF32 off) as split_tf32 on the
-    wgmma kernel (sm_90): large enough, or narrow with K at most its larger side, and its
-    copies within SPLIT_TF32_MAX_BYTES."""
+    wgmma kernel (sm_90): large enough (SPLIT_TF32_MIN_MACS, or SPLIT_TF32_DEEP_MIN_MACS where
+    K is at least SPLIT_TF32_DEEP_K), or narrow with K at most its larger side, and its copies
+    within SPLIT_TF32_MAX_BYTES."""
     small, large = min(M, N), max(M, N)
     if K < SPLIT_TF32_MIN_K or 8 * (M + N) * (-(-K // 32) * 32) > SPLIT_TF32_MAX_BYTES:
         return False
     if small >= SPLIT_TF32_MIN_SIDE:
-        return M * N * K >= SPLIT_TF32_MIN_MACS
+        return M * N * K >= (SPLIT_TF32_DEEP_MIN_MACS if K >= SPLIT_TF32_DEEP_K else SPLIT_TF32_MIN_MACS)
     return small >= SPLIT_TF32_NARROW_SIDE and K <= large
 
 # Defaults when nothing was tuned: 128x256 (or 128x128) blocks of 64x64 warp tiles for 16-bit
