@@ -18,8 +18,8 @@ from kgen.core.spec import SpecError, spec_from_json
 import kgen.ops.skinny as skinny_module
 from kgen.ops.tensorcore import TensorMatmul
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_CLUSTER, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS,
-                              SMALL_SIMT_MIN_K, SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS,
-                              TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_MIN_DIM,
+                              SMALL_SIMT_F64_LARGE, SMALL_SIMT_MIN_K, SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS,
+                              TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_MIN_DIM,
                               TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -222,7 +222,10 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                 want_suits = (r <= SUITS_ROWS[dtype] or (dtype == "float32" and big and r <= TC_SUITS_ROWS[kc])
                               or (half and big and r <= rows16)
                               or (dtype == "float32" and not big and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
-                                  and (max(M, N) < TC_MIN_DIM or r <= SMALL_SIMT_WIDE_ROWS)))
+                                  and (max(M, N) < TC_MIN_DIM or r <= SMALL_SIMT_WIDE_ROWS))
+                              or (dtype == "float64" and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
+                                  and max(M, N) < SMALL_SIMT_F64_LARGE
+                                  and not TensorMatmul.few_columns_f64_suits(M, N, K)))
                 if half and in_place and M <= N and TensorMatmul.swap_suits(M, N, K, dtype):
                     want_suits = False   # A's rows as the wgmma N, from one row
                 assert Skinny.suits(M, N, K, dtype, kc, in_place) == want_suits
@@ -268,6 +271,16 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
     assert Skinny.suits(32, 2833, 270, "float32") and not Skinny.suits(7152, 63, 262, "float32")
     s = Skinny.default_spec({"M": 193, "N": 50, "K": 461}, "float32")
     assert not s.tensor_cores and s.merge == "single_pass" and s.rows == 56
+    # float64 small products of 9-64 rows or columns: the same forms where the large side is
+    # below SMALL_SIMT_F64_LARGE and K at least SMALL_SIMT_MIN_K ...
+    big = SMALL_SIMT_F64_LARGE
+    assert Skinny.suits(16, 51, 554, "float64") and Skinny.suits(64, big - 1, 64, "float64")
+    assert Skinny.suits(big - 1, 64, 255, "float64") and Skinny.suits(376, 16, 145, "float64")
+    assert not Skinny.suits(16, big, 554, "float64") and not Skinny.suits(65, 100, 554, "float64")
+    assert not Skinny.suits(16, 51, SMALL_SIMT_MIN_K - 1, "float64")
+    # ... except where the float64 few-column tiles run (9-64 columns, 128 rows or more, K >= 256).
+    assert TensorMatmul.few_columns_f64_suits(300, 40, 700) and not Skinny.suits(300, 40, 700, "float64")
+    assert Skinny.suits(40, 300, 700, "float64")
 
 
 def test_search_space_is_valid_and_contains_the_default():

@@ -747,3 +747,28 @@ def test_kgen_matmul_runs_the_row_counts_of_a_tile_count_on_one_spec(order):
         assert isinstance(spec, Skinny) and spec.tensor_cores and spec.rows == 8 * -(-M // 8), spec.to_json()
         keys.setdefault(-(-M // 8), set()).add(spec.key)
     assert {t: len(k) for t, k in keys.items()} == {1: 1, 2: 1}
+
+
+def test_float64_small_products_run_the_skinny_forms_and_match_float64():
+    """kgen.matmul on float64 products of 9-64 rows or columns against a large side below
+    SMALL_SIMT_F64_LARGE (Skinny.suits): the skinny SIMT forms, both weight orders, A at an odd
+    offset among them, K odd and even, a K split across blocks; every result matches float64
+    on a NaN-poisoned output, again on a second call (the merge's tickets reset)."""
+    from kgen.ops.skinny import SMALL_SIMT_F64_LARGE
+    from kgen.tune import dispatch
+
+    torch = _torch()
+    for M, N, K, weights, offset in ((16, 51, 554, True, 0), (16, 51, 554, False, 1), (9, 11, 64, False, 0),
+                                     (64, SMALL_SIMT_F64_LARGE - 1, 1001, True, 1), (376, 16, 145, False, 0),
+                                     (SMALL_SIMT_F64_LARGE - 1, 64, 255, True, 0), (34, 15, 6256, True, 1)):
+        A = torch.randn(M, K + offset, device="cuda", dtype=torch.float64)[:, offset:]
+        B = torch.randn(N, K, device="cuda", dtype=torch.float64).t() if weights else \
+            torch.randn(K, N, device="cuda", dtype=torch.float64)
+        spec = dispatch.call_spec(A, B)
+        assert isinstance(spec, Skinny) and not spec.tensor_cores, (M, N, K, spec.to_json())
+        ref = A @ B
+        for _ in range(2):
+            out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float64)
+            kgen.matmul(A, B, out=out)
+            err = float((out - ref).norm() / ref.norm())
+            assert err <= tolerance("float64", K), (M, N, K, weights, err)

@@ -766,7 +766,8 @@ class Skinny(Spec):
               wgmma_in_place: bool = False, wgmma: bool = False) -> bool:
         """Whether this family should run M x N x K rather than a tiled (or tensor-core)
         matmul: the small dimension is at most SUITS_ROWS[dtype], where the SIMT forms
-        measured at least as fast as cuBLAS; or, in float32 with N and K of at least
+        measured at least as fast as cuBLAS; or small products (SMALL_SIMT_ROWS, and in
+        float64 a large side below SMALL_SIMT_F64_LARGE); or, in float32 with N and K of at least
         TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
         split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
         products"); or, in float16/bfloat16 with N and K of at least TC_MIN_DIM: with a
@@ -793,6 +794,9 @@ class Skinny(Spec):
         if small <= SUITS_ROWS.get(dtype, 0):
             return True
         if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):
+            return True
+        if dtype == "float64" and small <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K \
+                and large < SMALL_SIMT_F64_LARGE and not TensorMatmul.few_columns_f64_suits(M, N, K):
             return True
         if large < TC_MIN_DIM or K < TC_MIN_DIM:
             return (dtype == "float32" and small <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
@@ -1221,6 +1225,14 @@ SMALL_SIMT_MIN_K = 64
 # them (a later draw, same method: 7152x63x262 0.31x, 50x7143x180 0.45x, 62x1828x397 0.57x;
 # 32x2833x270 0.66-0.84x against the tiled family's 0.57x).
 SMALL_SIMT_WIDE_ROWS = 32
+# float64 takes the same forms for small products whose large side is below this (the float64
+# few-column tiles keep theirs, TensorMatmul.few_columns_f64_suits): up to SMALL_SIMT_ROWS rows or
+# columns, K of at least SMALL_SIMT_MIN_K. The tiled family's few blocks walk all of K there. As
+# users call them on an H100 (docs/matmul.md, "Small float64 products on the skinny forms"; both
+# weight orders, the tree before in the same command): on 32 calls drawn to set the bound (large
+# side 10-999), 1.42x faster below 512 and 0.50x on the two of 773; on 32 drawn afterwards, 1.23x
+# faster (0.89-2.50x) below 512, and 0.90x on the four from 512 that the bound leaves out.
+SMALL_SIMT_F64_LARGE = 512
 # float32 beyond SUITS_ROWS: the split-TF32 tensor-core forms, where the small dimension is at
 # most TC_SUITS_ROWS[large operand k-contiguous?] and N, K >= TC_MIN_DIM. Measured on an H100
 # (kgen.bench.skinny_tc, docs/matmul.md): with a k-contiguous large operand (W.T) they beat
