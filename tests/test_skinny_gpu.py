@@ -752,8 +752,8 @@ def test_kgen_matmul_runs_the_row_counts_of_a_tile_count_on_one_spec(order):
 def test_float64_small_products_run_the_skinny_forms_and_match_float64():
     """kgen.matmul on float64 products of 9-64 rows or columns against a large side below
     SMALL_SIMT_F64_LARGE (Skinny.suits): the skinny SIMT forms, both weight orders, A at an odd
-    offset among them, K odd and even, a K split across blocks; every result matches float64
-    on a NaN-poisoned output, again on a second call (the merge's tickets reset)."""
+    offset among them, K odd and even; every result matches float64 on a NaN-poisoned output,
+    again on a second call (the merge's tickets reset)."""
     from kgen.ops.skinny import SMALL_SIMT_F64_LARGE
     from kgen.tune import dispatch
 

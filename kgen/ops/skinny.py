@@ -1229,9 +1229,10 @@ SMALL_SIMT_WIDE_ROWS = 32
 # few-column tiles keep theirs, TensorMatmul.few_columns_f64_suits): up to SMALL_SIMT_ROWS rows or
 # columns, K of at least SMALL_SIMT_MIN_K. The tiled family's few blocks walk all of K there. As
 # users call them on an H100 (docs/matmul.md, "Small float64 products on the skinny forms"; both
-# weight orders, the tree before in the same command): on 32 calls drawn to set the bound (large
-# side 10-999), 1.42x faster below 512 and 0.50x on the two of 773; on 32 drawn afterwards, 1.23x
-# faster (0.89-2.50x) below 512, and 0.90x on the four from 512 that the bound leaves out.
+# weight orders, the tree before in the same command): on the 32 calls the bound was set on
+# (large side 10-999), 1.42x faster below 512 and 0.50x on the two of 773; on 32 of a second draw
+# read after it, 1.23x (0.89-2.50x) below 512 and 0.90x on the four from 512 it leaves out; on 32
+# drawn after it (all below 512), 1.29x row-major and 1.44x W.t() (0.72-2.94x).
 SMALL_SIMT_F64_LARGE = 512
 # float32 beyond SUITS_ROWS: the split-TF32 tensor-core forms, where the small dimension is at
 # most TC_SUITS_ROWS[large operand k-contiguous?] and N, K >= TC_MIN_DIM. Measured on an H100
