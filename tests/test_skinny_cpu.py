@@ -18,9 +18,9 @@ from kgen.core.spec import SpecError, spec_from_json
 import kgen.ops.skinny as skinny_module
 from kgen.ops.tensorcore import TensorMatmul
 from kgen.ops.skinny import (MODE_ATOMIC, MODE_CLUSTER, MODE_DIRECT, MODE_PARTIALS, MODE_TICKET, SIMT_F32_ROWS,
-                              SMALL_SIMT_F64_LARGE, SMALL_SIMT_MIN_K, SMALL_SIMT_ROWS, SMALL_SIMT_WIDE_ROWS, SUITS_ROWS,
-                              TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS, TC_MIN_DIM,
-                              TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs, tolerance)
+                              SMALL_SIMT_F64_LARGE, SMALL_SIMT_F64_MAX_K, SMALL_SIMT_MIN_K, SMALL_SIMT_ROWS,
+                              SMALL_SIMT_WIDE_ROWS, SUITS_ROWS, TC16_ALIGNED_ROWS, TC16_AXPY_ROWS, TC16_SUITS_ROWS,
+                              TC_MIN_DIM, TC_SUITS_ROWS, WIDE_DOT_MIN_K_16, Skinny, _form, _slabs, tolerance)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -223,8 +223,8 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
                               or (half and big and r <= rows16)
                               or (dtype == "float32" and not big and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
                                   and (max(M, N) < TC_MIN_DIM or r <= SMALL_SIMT_WIDE_ROWS))
-                              or (dtype == "float64" and r <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K
-                                  and max(M, N) < SMALL_SIMT_F64_LARGE
+                              or (dtype == "float64" and r <= SMALL_SIMT_ROWS
+                                  and SMALL_SIMT_MIN_K <= K <= SMALL_SIMT_F64_MAX_K and max(M, N) < SMALL_SIMT_F64_LARGE
                                   and not TensorMatmul.few_columns_f64_suits(M, N, K)))
                 if half and in_place and M <= N and TensorMatmul.swap_suits(M, N, K, dtype):
                     want_suits = False   # A's rows as the wgmma N, from one row
@@ -278,6 +278,12 @@ def test_default_spec_and_suits_on_random_skinny_shapes():
     assert Skinny.suits(big - 1, 64, 255, "float64") and Skinny.suits(376, 16, 145, "float64")
     assert not Skinny.suits(16, big, 554, "float64") and not Skinny.suits(65, 100, 554, "float64")
     assert not Skinny.suits(16, 51, SMALL_SIMT_MIN_K - 1, "float64")
+    # K past SMALL_SIMT_F64_MAX_K stays where it was: the tensor cores once past 2^28 multiply-adds.
+    from kgen.tune import dispatch
+    assert Skinny.suits(64, big - 1, SMALL_SIMT_F64_MAX_K, "float64")
+    assert 64 * (big - 1) * SMALL_SIMT_F64_MAX_K < dispatch.TENSOR_F64_MIN_MACS
+    assert not Skinny.suits(64, big - 1, SMALL_SIMT_F64_MAX_K + 1, "float64")
+    assert dispatch.matmul_family(64, big - 1, 2 * SMALL_SIMT_F64_MAX_K, "float64") is TensorMatmul
     # ... except where the float64 few-column tiles run (9-64 columns, 128 rows or more, K >= 256).
     assert TensorMatmul.few_columns_f64_suits(300, 40, 700) and not Skinny.suits(300, 40, 700, "float64")
     assert Skinny.suits(40, 300, 700, "float64")

@@ -767,7 +767,8 @@ class Skinny(Spec):
         """Whether this family should run M x N x K rather than a tiled (or tensor-core)
         matmul: the small dimension is at most SUITS_ROWS[dtype], where the SIMT forms
         measured at least as fast as cuBLAS; or small products (SMALL_SIMT_ROWS, and in
-        float64 a large side below SMALL_SIMT_F64_LARGE); or, in float32 with N and K of at least
+        float64 a large side below SMALL_SIMT_F64_LARGE and K up to SMALL_SIMT_F64_MAX_K); or, in
+        float32 with N and K of at least
         TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
         split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
         products"); or, in float16/bfloat16 with N and K of at least TC_MIN_DIM: with a
@@ -795,7 +796,7 @@ class Skinny(Spec):
             return True
         if dtype == "float32" and wgmma and cls.wgmma_suits(M, N, K):
             return True
-        if dtype == "float64" and small <= SMALL_SIMT_ROWS and K >= SMALL_SIMT_MIN_K \
+        if dtype == "float64" and small <= SMALL_SIMT_ROWS and SMALL_SIMT_MIN_K <= K <= SMALL_SIMT_F64_MAX_K \
                 and large < SMALL_SIMT_F64_LARGE and not TensorMatmul.few_columns_f64_suits(M, N, K):
             return True
         if large < TC_MIN_DIM or K < TC_MIN_DIM:
@@ -1234,6 +1235,9 @@ SMALL_SIMT_WIDE_ROWS = 32
 # read after it, 1.23x (0.89-2.50x) below 512 and 0.90x on the four from 512 it leaves out; on 32
 # drawn after it (all below 512), 1.29x row-major and 1.44x W.t() (0.72-2.94x).
 SMALL_SIMT_F64_LARGE = 512
+# ... and K of at most this, the longest measured there. It also keeps those products below the
+# 2^28 multiply-adds from which dispatch runs float64 on the tensor cores (64 x 511 x 8192 < 2^28).
+SMALL_SIMT_F64_MAX_K = 8192
 # float32 beyond SUITS_ROWS: the split-TF32 tensor-core forms, where the small dimension is at
 # most TC_SUITS_ROWS[large operand k-contiguous?] and N, K >= TC_MIN_DIM. Measured on an H100
 # (kgen.bench.skinny_tc, docs/matmul.md): with a k-contiguous large operand (W.T) they beat
