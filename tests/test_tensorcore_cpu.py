@@ -211,7 +211,7 @@ def representative() -> list[TensorMatmul]:
                 specs[s.key] = s
         s = T.mma_default_spec({"M": 4096, "N": 4096, "K": 4096}, dtype).replace(layout_a="col", layout_b="col")
         specs[s.key] = s
-        specs.update((s.key, s) for s in short_k_specs(dtype))
+        specs.update((s.key, s) for s in short_k_specs(dtype) + short_k_specs(dtype, clusters=True))
     # float64 tiles sized to a few rows (16, 32, 48 and 64), both storage orders of the weight,
     # copied first or read in place.
     for M in (9, 20, 40, 64):
@@ -231,15 +231,18 @@ def representative() -> list[TensorMatmul]:
 
 def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_few():
     """16-bit products on mma.sync with element loads: the short-K tiles where short_k_suits,
-    else 64x64 blocks of four 32x32 warp tiles, two stages, four blocks an SM, K split into
-    slices of at least 128 k up to ~264 blocks where the tiles are fewer than
-    ELEMENT_SPLIT_TILES and K is at least ELEMENT_SPLIT_MIN_K; within the registers four blocks
-    leave (prune_reason)."""
-    from kgen.ops.tensorcore import ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_TILES
+    else 64x64 blocks of four 32x32 warp tiles, two stages, four blocks an SM, K split where the
+    tiles are few (fewer than ELEMENT_SPLIT_TILES from K = ELEMENT_SPLIT_MIN_K, fewer than
+    ELEMENT_CLUSTER_SHORT_K_TILES from ELEMENT_CLUSTER_MIN_K) into 2-8 slices of at least 64 k,
+    as many as the k steps make, up to ~ELEMENT_CLUSTER_BLOCKS blocks, added in a cluster (one
+    launch); past ELEMENT_CLUSTER_MAX_K up to 16 slices of at least 128 k through a workspace;
+    within what prune_reason allows."""
+    from kgen.ops.tensorcore import (ELEMENT_CLUSTER_BLOCKS, ELEMENT_CLUSTER_MAX_K, ELEMENT_CLUSTER_MIN_K,
+                                     ELEMENT_CLUSTER_SHORT_K_TILES, ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_TILES)
 
     rng = __import__("random").Random(11)
     splits = set()
-    for _ in range(300):
+    for _ in range(400):
         M, N, K = (int(2 ** rng.uniform(0, 13)) for _ in range(3))
         p = {"M": M, "N": N, "K": K}
         dtype = rng.choice(("float16", "bfloat16"))
@@ -250,21 +253,51 @@ def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_
             continue
         assert (s.tile, s.warp_tile, s.stages, s.min_blocks) == ((64, 64, 32), (32, 32), 2, 4)
         tiles = -(-M // 64) * -(-N // 64)
-        if tiles >= ELEMENT_SPLIT_TILES or K < ELEMENT_SPLIT_MIN_K:
+        few = ELEMENT_SPLIT_TILES if K >= ELEMENT_SPLIT_MIN_K else ELEMENT_CLUSTER_SHORT_K_TILES
+        if tiles >= few or K < ELEMENT_CLUSTER_MIN_K:
             assert s.split_k == 1, (M, N, K)
-        else:
-            assert 1 <= s.split_k <= 16 and K // s.split_k >= 128 and (s.split_k - 1) * tiles < 264, (M, N, K)
+        elif K > ELEMENT_CLUSTER_MAX_K:   # the workspace's split: up to 16 slices of at least 128 k
+            assert s.split_merge == "workspace" and 2 <= s.split_k <= 16 and K // s.split_k >= 128, (M, N, K)
+            assert (s.split_k - 1) * tiles < 264, (M, N, K)
+        elif s.split_k > 1:
+            slices, chunk = s.split_plan(K)
+            assert s.split_merge == "cluster" and 2 <= s.split_k <= 8 and slices == s.split_k, (M, N, K)
+            assert chunk >= 64 and (s.split_k - 1) * tiles < ELEMENT_CLUSTER_BLOCKS, (M, N, K)
+        else:   # one slice only where more would leave slices under 64 k or add a whole wave
+            assert K < 2 * 64 + 32 or tiles * 2 > ELEMENT_CLUSTER_BLOCKS, (M, N, K)
         splits.add(s.split_k)
         assert not s.prune_reason(p, LIMITS), (M, N, K)
-    assert {1, 16} <= splits and len(splits) > 4
+    assert {1, 2, 8, 16} <= splits and len(splits) > 4
 
 
-def short_k_specs(dtype: str) -> list[TensorMatmul]:
+def test_element_spec_slices_are_added_through_a_workspace_on_a_gpu_without_clusters():
+    """dispatch gives a GPU below sm_90 (no thread block clusters) element_spec's workspace
+    split where an sm_90 one adds the slices in a cluster: the same tiles, read in place."""
+    import numpy as np
+
+    from kgen.tune import ahead, dispatch
+
+    hopper = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    ampere = ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)
+    for M, N, K, ampere_split in ((27, 661, 353, 1), (47, 253, 1127, 8)):
+        A = np.empty((M, K), np.float16)
+        B = np.empty((N, K), np.float16).T
+        on_hopper = dispatch.call_spec(A, B, device=hopper, db=False)
+        on_ampere = dispatch.call_spec(A, B, device=ampere, db=False)
+        assert on_hopper.split_merge == "cluster" and on_hopper.split_k > 1 and not on_hopper.wgmma, (M, N, K)
+        assert on_ampere == on_hopper.summed_in_workspace({"M": M, "N": N, "K": K}), (M, N, K)
+        assert (on_ampere.split_merge, on_ampere.split_k, on_ampere.repack) == ("workspace", ampere_split, False)
+        assert on_ampere.tile == on_hopper.tile and on_ampere.layout_b == "col"
+        assert not on_ampere.prune_reason({"M": M, "N": N, "K": K}, {"compute_capability": 80})
+
+
+def short_k_specs(dtype: str, clusters: bool = False) -> list[TensorMatmul]:
     """element_spec's three tiles (the short-K rule's two and three blocks an SM, 64x64 blocks
-    four an SM; registers capped by min_blocks) in three storage orders."""
+    four an SM; registers capped by min_blocks) in three storage orders, the last with K split
+    (clusters: the slices added in a cluster, which needs sm_90)."""
     if dtype not in ("float16", "bfloat16"):
         return []
-    return [TensorMatmul.element_spec(problem, dtype).replace(layout_a=la, layout_b=lb)
+    return [TensorMatmul.element_spec(problem, dtype, clusters=clusters).replace(layout_a=la, layout_b=lb)
             for problem in ({"M": 4096, "N": 4096, "K": 64}, {"M": 1000, "N": 1000, "K": 20},
                             {"M": 400, "N": 300, "K": 2000})
             for la, lb in (("row", "row"), ("row", "col"), ("col", "col"))]

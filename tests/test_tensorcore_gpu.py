@@ -64,7 +64,7 @@ def spec_pool() -> list[TensorMatmul]:
         # the short-K rule's tiles: two and three blocks an SM (min_blocks), operands read in place
         T.short_k_spec({"M": 4096, "N": 4096, "K": 64}, "bfloat16"),
         T.short_k_spec({"M": 1000, "N": 1000, "K": 20}, "float16"),
-        T.element_spec({"M": 300, "N": 200, "K": 3000}, "bfloat16"),   # 64x64 four an SM, K split
+        T.element_spec({"M": 300, "N": 200, "K": 3000}, "bfloat16", clusters=False),   # 64x64 four an SM, K split
         *odd_copy_tiles(),
     ]
     if _hopper():   # the wgmma kernel: the defaults, every block shape class, stages, split-K, both outputs
@@ -93,6 +93,8 @@ def spec_pool() -> list[TensorMatmul]:
                    mma_shape="m16n8k8", split_k=5, split_merge="cluster"),
                  T(dtype="float32", tf32=True, tile=(64, 64, 16), warp_tile=(32, 32), stages=4, smem_layout="pad",
                    split_k=3, split_merge="cluster"),
+                 # ... and 16-bit element tiles (element_spec's cluster merge)
+                 T.element_spec({"M": 300, "N": 200, "K": 3000}, "bfloat16"),
                  *swap_pool(),
                  *realign_pool(),
             T(dtype="bfloat16", tile=(128, 256, 64), warp_tile=(64, 256), stages=4, instruction="wgmma"),
@@ -754,6 +756,47 @@ def test_matmul_reads_unaligned_mid_size_16bit_operands_with_element_loads():
             _check(spec, A, B, got, None, 1.0, 0.0, f"kgen.matmul {M}x{N}x{K} {order} +{offset} {label}")
 
 
+def test_matmul_adds_the_k_slices_of_16bit_element_tiles_in_a_cluster():
+    """kgen.matmul on 16-bit products that element_spec splits into K slices added in a thread
+    block cluster (few 64x64 tiles; unaligned rows, or at most SMALL_PRODUCT_MACS): every
+    output written once and right against float64, NaN-poisoned out= of an odd pitch, a fresh
+    result, alpha and beta, both orders of B, odd offsets, 2-8 slices of 96-320 k, the last one short."""
+    if not _hopper():
+        pytest.skip("split_merge='cluster' needs thread block clusters (sm_90)")
+    torch = _torch()
+    from kgen.tune import dispatch
+
+    bf16, f16 = torch.bfloat16, torch.float16
+    for M, N, K, order, offset, dt in ((27, 661, 353, "col", 0, f16), (1313, 19, 433, "col", 1, bf16),
+                                       (339, 273, 199, "row", 0, bf16), (126, 25, 2431, "row", 3, f16),
+                                       (47, 253, 1127, "col", 0, bf16), (5, 77, 2501, "row", 1, f16),
+                                       (200, 330, 129, "col", 1, f16)):
+        A = strided_operand(torch, M, K, "row", 0, offset, dt)
+        B = strided_operand(torch, K, N, order, 0, offset, dt)
+        spec = dispatch.call_spec(A, B)
+        assert (spec.instruction, spec.repack, spec.split_merge) == ("mma_sync", False, "cluster"), spec.to_json()
+        assert spec.split_plan(K)[0] == spec.split_k >= 2, spec.to_json()
+        _check_public_calls(spec, A, B, 0.75, -1.5, f"kgen.matmul {M}x{N}x{K} {order} +{offset} {dt} "
+                                                    f"split {spec.split_k}")
+
+
+def _check_public_calls(spec, A, B, alpha, beta, label):
+    """kgen.matmul(A, B) three ways against float64, `spec` being what dispatch runs: into a
+    NaN-poisoned out= of pitch N + 3, a fresh result, and alpha and beta on random values."""
+    torch = _torch()
+    (M, _), N, dt = A.shape, B.shape[1], A.dtype
+    C = torch.full((M, N + 3), float("nan"), device="cuda", dtype=dt)[:, 1:N + 1]
+    kgen.matmul(A, B, out=C)
+    fresh = kgen.matmul(A, B)
+    C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(dt)
+    D = C0.clone()
+    kgen.matmul(A, B, out=D, alpha=alpha, beta=beta)
+    torch.cuda.synchronize()
+    for got, what in ((C, "out= of pitch N + 3"), (fresh, "fresh")):
+        _check(spec, A, B, got, None, 1.0, 0.0, f"{label} {what}")
+    _check(spec, A, B, D, C0, alpha, beta, f"{label} beta")
+
+
 def test_matmul_runs_short_k_16bit_products_in_tiles_that_share_an_sm():
     """kgen.matmul on 16-bit products of a short K (TensorMatmul.short_k_suits) runs mma.sync
     reading the operands in place, both tiles of the rule, correctly: odd N, K and offsets,
@@ -771,17 +814,7 @@ def test_matmul_runs_short_k_16bit_products_in_tiles_that_share_an_sm():
         B = strided_operand(torch, K, N, order, 0, offset, dt)
         spec = dispatch.call_spec(A, B)
         assert spec.instruction == "mma_sync" and spec.repack is False and spec.min_blocks > 1, spec.to_json()
-        C = torch.full((M, N + 3), float("nan"), device="cuda", dtype=dt)[:, 1:N + 1]
-        kgen.matmul(A, B, out=C)
-        fresh = kgen.matmul(A, B)
-        C0 = torch.randn(M, N, device="cuda", dtype=torch.float64).to(dt)
-        D = C0.clone()
-        kgen.matmul(A, B, out=D, alpha=-0.5, beta=2.0)
-        torch.cuda.synchronize()
-        label = f"kgen.matmul {M}x{N}x{K} {order} +{offset} {dt}"
-        for got, what in ((C, "out= of pitch N + 3"), (fresh, "fresh")):
-            _check(spec, A, B, got, None, 1.0, 0.0, f"{label} {what}")
-        _check(spec, A, B, D, C0, -0.5, 2.0, f"{label} beta")
+        _check_public_calls(spec, A, B, -0.5, 2.0, f"kgen.matmul {M}x{N}x{K} {order} +{offset} {dt}")
 
 
 def test_streaming_spec_with_split_k_on_model_like_shapes():

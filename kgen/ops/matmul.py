@@ -106,8 +106,10 @@ def tile_fit_reason(spec: Any, problem: dict[str, int], idle: str) -> str | None
         splits, chunk = spec.split_plan(problem["K"])
         if splits < 2:
             return f"K={problem['K']} is too short to split"
-        if chunk < 4 * BK:
-            return f"each of the {splits} K slices is only {chunk} long"
+        # Slices added in a cluster cost no workspace and no second launch: two k steps pay.
+        least = 2 * BK if getattr(spec, "split_merge", "workspace") == "cluster" else 4 * BK
+        if chunk < least:
+            return f"each of the {splits} K slices is only {chunk} long (at least {least} with split_k={spec.split_k})"
     return None
 
 

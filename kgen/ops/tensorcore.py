@@ -456,6 +456,25 @@ SHORT_K_WIDE_K = 64
 # mma.sync default split them too, and their public calls were not timed against the bound).
 ELEMENT_SPLIT_TILES = 160
 ELEMENT_SPLIT_MIN_K = 512
+# On an sm_90 GPU element_spec's K slices add their sums in a thread block cluster (split_merge=
+# "cluster": one launch, no workspace, no second kernel) where K is ELEMENT_CLUSTER_MIN_K to
+# ELEMENT_CLUSTER_MAX_K and the 64x64 tiles are fewer than ELEMENT_SPLIT_TILES (K of 512 or more)
+# or ELEMENT_CLUSTER_SHORT_K_TILES (shorter K, which the workspace split left whole): as many
+# slices as make ~ELEMENT_CLUSTER_BLOCKS blocks, at most 8 (MAX_CLUSTER_MERGE), each at least
+# ELEMENT_CLUSTER_MIN_SLICE deep. Device time over 24 products a weight order (H100,
+# docs/bench/research/el_cluster.py SEED=117001): splits of 2-8 slices merged in a cluster beat K
+# whole from K ~130 up where the tiles were fewer than ~100 (339x273x199: 13.0 -> 9.3 µs in 4
+# slices of ~50 k), and 105 tiles at K = 132 lost. As users call them (one call between CUDA
+# events, host time included, both trees alternating twice, docs/tensorcore.md "K slices of the
+# element tiles added in a cluster"), the products past K ~2600 that the workspace split 16 ways
+# lost 0.69-0.83x with 8 slices (46x23x6436, 73x95x5858), so those keep the workspace; the bound
+# was read off the draws SEED=117001 and 117002.
+ELEMENT_CLUSTER_MERGE = True
+ELEMENT_CLUSTER_MIN_K = 128
+ELEMENT_CLUSTER_MAX_K = 2560
+ELEMENT_CLUSTER_MIN_SLICE = 64
+ELEMENT_CLUSTER_BLOCKS = 2 * _SMS
+ELEMENT_CLUSTER_SHORT_K_TILES = 100
 # float64 products of F64_FEW_MIN_ROWS to F64_FEW_MAX_ROWS rows (M <= N) against N and K of at least
 # F64_FEW_MIN_SIDE: m16n8k16 tiles of the rows rounded up to 16 (one row tile for all of them),
 # 64 columns, 16 x 32 warp tiles, as many blocks an SM as shared memory and registers allow and
@@ -1838,20 +1857,29 @@ class TensorMatmul(Spec):
                             l2_fetch=F64_FEW_L2_FETCH, l1_copies=f64_rows_off_sectors(p["K"]))
 
     @classmethod
-    def element_spec(cls, problem, dtype):
+    def element_spec(cls, problem, dtype, clusters: bool = True):
         """The mma.sync kernel reading a 16-bit product's operands in place (repack off), for
         the products that default_spec and the element-load rule give it: short_k_spec where
-        short_k_suits, else 64x64 blocks four an SM, K split where the tiles are few (the
-        constants at ELEMENT_SPLIT_TILES say how each was chosen)."""
+        short_k_suits, else 64x64 blocks four an SM, K split where the tiles are few, the slices
+        added in a cluster, or with clusters=False (a GPU without them) through a workspace (the
+        constants at ELEMENT_SPLIT_TILES and ELEMENT_CLUSTER_MERGE say how each was chosen)."""
         cls._check_dtype_name(dtype)
         p = cls.normalize_problem(problem)
         if cls.short_k_suits(p["M"], p["N"], p["K"], dtype):
             return cls.short_k_spec(p, dtype)
         tiles = c_tiles(p["M"], p["N"], 64, 64)
+        spec = cls(dtype=dtype, tile=(64, 64, 32), warp_tile=(32, 32), stages=2, min_blocks=4, repack=False)
+        if clusters and ELEMENT_CLUSTER_MERGE and ELEMENT_CLUSTER_MIN_K <= p["K"] <= ELEMENT_CLUSTER_MAX_K and tiles < (
+                ELEMENT_SPLIT_TILES if p["K"] >= ELEMENT_SPLIT_MIN_K else ELEMENT_CLUSTER_SHORT_K_TILES):
+            # One launch: the slices add their sums in a cluster (no workspace, no second kernel).
+            split = min(MAX_CLUSTER_MERGE, -(-ELEMENT_CLUSTER_BLOCKS // tiles), p["K"] // ELEMENT_CLUSTER_MIN_SLICE)
+            # As many slices as whole 32-deep k steps make: a cluster block past the last slice
+            # would only add zeros.
+            split = spec.split_plan(p["K"], split)[0]
+            return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
         split = (max(1, min(16, -(-2 * _SMS // tiles), p["K"] // 128))   # up to two waves of blocks
                  if tiles < ELEMENT_SPLIT_TILES and p["K"] >= ELEMENT_SPLIT_MIN_K else 1)
-        return cls(dtype=dtype, tile=(64, 64, 32), warp_tile=(32, 32), stages=2, min_blocks=4, repack=False,
-                   split_k=split)
+        return spec.replace(split_k=split)
 
     @classmethod
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
@@ -2504,6 +2532,19 @@ class TensorMatmul(Spec):
         if any(spec.transposes(op) and other[op] < TF32_TRANSPOSE_MIN for op in "AB"):
             return self.mma_default_spec(p, self.dtype).replace(**layouts)
         return spec
+
+    def summed_in_workspace(self, problem):
+        """This spec with its K slices summed through a workspace rather than in a thread block
+        cluster (for a GPU without clusters): element_spec's own workspace split for its tiles,
+        else as many slices as leave each four k steps (tile_fit_reason's least there)."""
+        if self.split_merge != "cluster":
+            return self
+        p = self.normalize_problem(problem)
+        layouts = {"layout_a": self.layout_a, "layout_b": self.layout_b}
+        if self.replace(layout_a="row", layout_b="row") == self.element_spec(p, self.dtype):
+            return self.element_spec(p, self.dtype, clusters=False).replace(**layouts)
+        ways = min(self.split_k, p["K"] // (4 * self.tile[2]))
+        return self.replace(split_merge="workspace", split_k=max(1, ways))
 
     def with_b_elements(self):
         """This spec where the element-load entry reads B (repack off): a float64 mma.sync tile of

@@ -190,6 +190,7 @@ def _default(cls, problem, dtype, limits) -> Spec:
     the search space that it allows."""
     spec = cls.default_spec(problem, dtype)
     try:
+        spec = _summed_without_clusters(spec, problem, limits)
         if not spec.prune_reason(problem, limits):
             return spec
         for other in cls.search_space(problem, dtype):
@@ -268,7 +269,22 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
             changes.pop(name, None)
     if changes:
         spec = spec.for_layouts(problem, **changes)
+    if getattr(spec, "split_merge", None) == "cluster":
+        try:
+            limits = (device or _this_device()).limits
+        except Exception:  # noqa: BLE001 - no device to ask: the spec as chosen
+            return spec
+        spec = _summed_without_clusters(spec, problem, limits)
     return spec
+
+
+def _summed_without_clusters(spec: Spec, problem: dict[str, Any], limits: dict[str, int]) -> Spec:
+    """`spec`, or where it adds K slices in a thread block cluster (split_merge='cluster') and
+    the device of `limits` has none (below sm_90), its family's summed_in_workspace: the rules
+    that choose cluster merges do not know the device."""
+    if getattr(spec, "split_merge", None) != "cluster" or limits.get("compute_capability", 90) >= 90:
+        return spec
+    return spec.summed_in_workspace(problem)  # type: ignore[attr-defined]
 
 
 def _product_of(A: Any, B: Any) -> tuple[str, dict[str, int], bool]:
