@@ -235,8 +235,8 @@ def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_
     tiles are few (fewer than ELEMENT_SPLIT_TILES from K = ELEMENT_SPLIT_MIN_K, fewer than
     ELEMENT_CLUSTER_SHORT_K_TILES from ELEMENT_CLUSTER_MIN_K) into 2-8 slices of at least 64 k,
     as many as the k steps make, up to ~ELEMENT_CLUSTER_BLOCKS blocks, added in a cluster (one
-    launch); past ELEMENT_CLUSTER_MAX_K up to 16 slices of at least 128 k through a workspace;
-    within what prune_reason allows."""
+    launch); past ELEMENT_CLUSTER_MAX_K the workspace split's 2-16 slices of at least 128 k, in
+    one cluster of up to 16 blocks; within what prune_reason allows."""
     from kgen.ops.tensorcore import (ELEMENT_CLUSTER_BLOCKS, ELEMENT_CLUSTER_MAX_K, ELEMENT_CLUSTER_MIN_K,
                                      ELEMENT_CLUSTER_SHORT_K_TILES, ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_TILES)
 
@@ -256,9 +256,12 @@ def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_
         few = ELEMENT_SPLIT_TILES if K >= ELEMENT_SPLIT_MIN_K else ELEMENT_CLUSTER_SHORT_K_TILES
         if tiles >= few or K < ELEMENT_CLUSTER_MIN_K:
             assert s.split_k == 1, (M, N, K)
-        elif K > ELEMENT_CLUSTER_MAX_K:   # the workspace's split: up to 16 slices of at least 128 k
-            assert s.split_merge == "workspace" and 2 <= s.split_k <= 16 and K // s.split_k >= 128, (M, N, K)
-            assert (s.split_k - 1) * tiles < 264, (M, N, K)
+        elif K > ELEMENT_CLUSTER_MAX_K:   # the workspace's split: up to 16 slices of at least 128 k, in a cluster
+            slices, chunk = s.split_plan(K)
+            assert s.split_merge == "cluster" and 2 <= s.split_k <= 16 and slices == s.split_k, (M, N, K)
+            assert K // s.split_k >= 128 and (s.split_k - 1) * tiles < 264, (M, N, K)
+            workspace = TensorMatmul.element_spec(p, dtype, clusters=False)
+            assert workspace.split_merge == "workspace" and workspace.split_plan(K) == (slices, chunk), (M, N, K)
         elif s.split_k > 1:
             slices, chunk = s.split_plan(K)
             assert s.split_merge == "cluster" and 2 <= s.split_k <= 8 and slices == s.split_k, (M, N, K)
@@ -268,6 +271,36 @@ def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_
         splits.add(s.split_k)
         assert not s.prune_reason(p, LIMITS), (M, N, K)
     assert {1, 2, 8, 16} <= splits and len(splits) > 4
+
+
+def test_more_than_eight_k_slices_in_a_cluster_are_kept_to_sm_90():
+    """A 16-bit element product past ELEMENT_CLUSTER_MAX_K merges its 9-16 slices in one
+    non-portable cluster on sm_90 only; a later GPU (which may allow only the portable 8) gets
+    the workspace split of the same tiles, sm_80 no cluster at all, and a portable cluster
+    stays on sm_100."""
+    import numpy as np
+
+    from kgen.tune import ahead, dispatch
+    from kgen.tune.device import DeviceInfo, arch_limits
+
+    hopper = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    later = DeviceInfo("a later GPU", "sm_100", {**arch_limits("sm_90"), "compute_capability": 100})
+    ampere = ahead.stand_in_device("sm_80", "NVIDIA A100-SXM4-80GB", 108)
+    for M, N, K, layout in ((29, 41, 7833, "col"), (451, 55, 6229, "row"), (47, 253, 1127, "col")):
+        A = np.empty((M, K), np.float16)
+        B = np.empty((N, K), np.float16).T if layout == "col" else np.empty((K, N), np.float16)
+        on_hopper = dispatch.call_spec(A, B, device=hopper, db=False)
+        assert on_hopper.split_merge == "cluster" and not on_hopper.wgmma, (M, N, K)
+        workspace = on_hopper.summed_in_workspace({"M": M, "N": N, "K": K})
+        assert workspace.split_merge == "workspace" and workspace.tile == on_hopper.tile
+        assert dispatch.call_spec(A, B, device=ampere, db=False).split_merge == "workspace", (M, N, K)
+        on_later = dispatch.call_spec(A, B, device=later, db=False)
+        if on_hopper.split_k > 8:
+            assert on_later.split_merge == "workspace", (M, N, K)
+            if layout == "col":
+                assert on_later == workspace, (M, N, K)
+        else:
+            assert on_later == on_hopper, (M, N, K)
 
 
 def test_element_spec_slices_are_added_through_a_workspace_on_a_gpu_without_clusters():
@@ -518,6 +551,31 @@ def test_mma_sync_cluster_merge_compiles_without_spills_for_sm_90():
         assert "kgen_tc_splitk_reduce" not in res
         for name, r in res.items():
             assert r["spill_stores"] == 0 and r["registers"] <= 168, (name, r, spec.to_json())
+
+
+def test_mma_sync_cluster_merge_takes_up_to_16_slices_and_compiles_without_spills():
+    """The mma.sync kernel's cluster merge takes 2-16 K slices (a non-portable cluster, which the
+    launch opts in to); the wgmma kernel's stays at 2-8. The 16-slice element tiles past
+    ELEMENT_CLUSTER_MAX_K render and compile for sm_90 in both B orders with no spills."""
+    from kgen.ops.tensorcore import MAX_CLUSTER_MERGE, MAX_CLUSTER_MERGE_MMA
+
+    assert (MAX_CLUSTER_MERGE, MAX_CLUSTER_MERGE_MMA) == (8, 16)
+    base = TensorMatmul(dtype="bfloat16", tile=(64, 64, 32), warp_tile=(32, 32), stages=2, min_blocks=4,
+                        repack=False, split_merge="cluster", split_k=2)
+    assert base.replace(split_k=16).split_k == 16
+    with pytest.raises(SpecError, match="split_k is 2 to 16 with instruction='mma_sync'"):
+        base.replace(split_k=17)
+    with pytest.raises(SpecError, match="split_k is 2 to 8 with instruction='wgmma'"):
+        _wg(tile=(64, 128, 64), warp_tile=(64, 128), stages=9, split_k=9, split_merge="cluster")
+    spec = TensorMatmul.element_spec({"M": 29, "N": 41, "K": 7833}, "bfloat16")
+    assert (spec.split_k, spec.split_merge) == (16, "cluster") and spec.split_plan(7833)[0] == 16
+    for layout_b in ("row", "col"):
+        s = spec.replace(layout_b=layout_b)
+        src = kgen.render(s)
+        assert "#define SPLIT 16" in src and "__cluster_dims__(1, 1, SPLIT)" in src
+        assert "kgen_tc_splitk_reduce(const" not in src
+        for name, r in kgen.compile(s, "sm_90").resources.items():
+            assert r["spill_stores"] == 0 and r["registers"] <= 128, (name, r, s.to_json())
 
 
 def test_wgmma_source_follows_the_layouts():

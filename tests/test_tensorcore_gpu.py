@@ -760,7 +760,8 @@ def test_matmul_adds_the_k_slices_of_16bit_element_tiles_in_a_cluster():
     """kgen.matmul on 16-bit products that element_spec splits into K slices added in a thread
     block cluster (few 64x64 tiles; unaligned rows, or at most SMALL_PRODUCT_MACS): every
     output written once and right against float64, NaN-poisoned out= of an odd pitch, a fresh
-    result, alpha and beta, both orders of B, odd offsets, 2-8 slices of 96-320 k, the last one short."""
+    result, alpha and beta, both orders of B, odd offsets, 2-8 slices of 96-320 k, the last one
+    short, and past ELEMENT_CLUSTER_MAX_K 11-16 slices in one non-portable cluster."""
     if not _hopper():
         pytest.skip("split_merge='cluster' needs thread block clusters (sm_90)")
     torch = _torch()
@@ -770,7 +771,8 @@ def test_matmul_adds_the_k_slices_of_16bit_element_tiles_in_a_cluster():
     for M, N, K, order, offset, dt in ((27, 661, 353, "col", 0, f16), (1313, 19, 433, "col", 1, bf16),
                                        (339, 273, 199, "row", 0, bf16), (126, 25, 2431, "row", 3, f16),
                                        (47, 253, 1127, "col", 0, bf16), (5, 77, 2501, "row", 1, f16),
-                                       (200, 330, 129, "col", 1, f16)):
+                                       (200, 330, 129, "col", 1, f16), (29, 41, 7833, "col", 1, bf16),
+                                       (451, 55, 6229, "row", 0, f16), (132, 511, 3287, "col", 3, bf16)):
         A = strided_operand(torch, M, K, "row", 0, offset, dt)
         B = strided_operand(torch, K, N, order, 0, offset, dt)
         spec = dispatch.call_spec(A, B)

@@ -99,13 +99,14 @@ def _libcuda():
             lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
             lib.cuModuleUnload.argtypes = [ctypes.c_void_p]
             lib.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+            lib.cuFuncGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_void_p]
             lib.cuFuncGetParamInfo.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
                                                ctypes.POINTER(ctypes.c_size_t)]
             lib.cuFuncGetParamInfo.restype = ctypes.c_int
             lib.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
             lib.cuStreamIsCapturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
             for name in ("cuMemsetD32Async", "cuStreamIsCapturing", "cuModuleLoadData", "cuModuleGetFunction",
-                         "cuModuleUnload", "cuFuncSetAttribute"):
+                         "cuModuleUnload", "cuFuncSetAttribute", "cuFuncGetAttribute"):
                 getattr(lib, name).restype = ctypes.c_int
             _lib.append(lib)
     return _lib[0]
@@ -126,6 +127,24 @@ def _check(code: int, what: str) -> None:
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _PREFERRED_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent of the most)
 MOST_SHARED = 100        # that attribute's value for the most shared memory (CU_SHAREDMEM_CARVEOUT_MAX_SHARED)
+# CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH: a kernel's compile-time __cluster_dims__.
+_CLUSTER_DIMS = (11, 12, 13)
+_NON_PORTABLE_CLUSTER = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+# The most blocks a cluster may hold on every GPU with clusters; sm_90 allows up to 16 once a
+# kernel opts in to a non-portable size.
+PORTABLE_CLUSTER_BLOCKS = 8
+
+
+def cluster_blocks(lib, fn: int) -> int:
+    """The blocks of the compile-time cluster of CUfunction `fn` (1 for a kernel without one, or
+    where the driver cannot say)."""
+    blocks = 1
+    value = ctypes.c_int()
+    for attribute in _CLUSTER_DIMS:
+        if lib.cuFuncGetAttribute(ctypes.byref(value), attribute, ctypes.c_void_p(fn)) != 0:
+            return 1
+        blocks *= max(1, int(value.value))
+    return blocks
 
 
 class DriverModule:
@@ -153,6 +172,10 @@ class DriverModule:
             _check(self._lib.cuModuleGetFunction(ctypes.byref(out), self._handle, name.encode()),
                    f"looking up kernel {name}")
             fn = self._functions[name] = int(out.value or 0)
+            if cluster_blocks(self._lib, fn) > PORTABLE_CLUSTER_BLOCKS:
+                # A cluster past the portable size launches only once the kernel opts in.
+                _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _NON_PORTABLE_CLUSTER, 1),
+                       f"allowing {name} a cluster of more than {PORTABLE_CLUSTER_BLOCKS} blocks")
         if carveout is not None and self._carveouts.get(name) != carveout:
             _check(self._lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _PREFERRED_CARVEOUT, int(carveout)),
                    f"setting the shared memory carveout of {name} to {carveout}%")

@@ -356,6 +356,10 @@ PHASE_MAPS = 8
 PHASE_MAPS_BYTES = 1088
 PHASE_PAD = 8
 MAX_CLUSTER_MERGE = 8
+# The mma.sync kernel's cluster merge takes up to 16 K slices: a non-portable cluster size, which
+# sm_90 allows once the kernel opts in (kgen.core.launch sets the attribute at look-up). The
+# wgmma kernel's blocks take a whole SM's shared memory, so its clusters stay portable.
+MAX_CLUSTER_MERGE_MMA = 16
 _PART_PAD = 4
 # The TF32 wgmma kernel copies an M-major A or N-major B transposed before each product. On
 # an H100 that copy of a 4096x4096 B took as long as the 127-row product itself (0.42x cuBLAS
@@ -475,6 +479,13 @@ ELEMENT_CLUSTER_MAX_K = 2560
 ELEMENT_CLUSTER_MIN_SLICE = 64
 ELEMENT_CLUSTER_BLOCKS = 2 * _SMS
 ELEMENT_CLUSTER_SHORT_K_TILES = 100
+# Past ELEMENT_CLUSTER_MAX_K (and below ELEMENT_SPLIT_TILES tiles), where 8 slices lost to the
+# workspace's 16, the cluster merge takes the workspace split's slice count, up to 16 blocks a
+# cluster (MAX_CLUSTER_MERGE_MMA): one launch, no workspace. H100 (docs/tensorcore.md, "Past K =
+# 2560"): 1.10-1.15x faster than the workspace split in device time and 1.12-1.23x as one call
+# with host time, geometric means of 10-14 products a draw, on seed 117004 and the held-out
+# 117005; 16 slices 1.28-1.37x faster than 8 in one cluster.
+ELEMENT_CLUSTER_LONG_K = True
 # float64 products of F64_FEW_MIN_ROWS to F64_FEW_MAX_ROWS rows (M <= N) against N and K of at least
 # F64_FEW_MIN_SIDE: m16n8k16 tiles of the rows rounded up to 16 (one row tile for all of them),
 # 64 columns, 16 x 32 warp tiles, as many blocks an SM as shared memory and registers allow and
@@ -895,6 +906,12 @@ _DEFAULTS = {
 }
 
 
+def _element_workspace_split(tiles: int, K: int) -> int:
+    """K slices of the 16-bit element tiles' workspace split: up to two waves of blocks, each
+    slice at least 128 deep, at most 16."""
+    return max(1, min(16, -(-2 * _SMS // tiles), K // 128))
+
+
 @register_family
 @dataclasses.dataclass(frozen=True)
 class TensorMatmul(Spec):
@@ -1231,9 +1248,10 @@ class TensorMatmul(Spec):
 
     def _validate_cluster_merge(self) -> None:
         """split_merge='cluster': the K slices of a C tile are one cluster of split_k blocks."""
-        if not 2 <= self.split_k <= MAX_CLUSTER_MERGE:
-            fail("split_merge", "cluster", f"'workspace' unless split_k is 2 to {MAX_CLUSTER_MERGE} (the blocks of "
-                 f"a portable thread block cluster); split_k is {self.split_k}")
+        most = MAX_CLUSTER_MERGE if self.wgmma else MAX_CLUSTER_MERGE_MMA
+        if not 2 <= self.split_k <= most:
+            fail("split_merge", "cluster", f"'workspace' unless split_k is 2 to {most} with instruction="
+                 f"{self.instruction!r} (the blocks of one thread block cluster); split_k is {self.split_k}")
         if self.persistent or self.cluster > 1:
             fail("split_merge", "cluster", "'workspace' with persistent=True or cluster=2 (their blocks are not "
                  "the K slices of one tile)")
@@ -1869,17 +1887,24 @@ class TensorMatmul(Spec):
             return cls.short_k_spec(p, dtype)
         tiles = c_tiles(p["M"], p["N"], 64, 64)
         spec = cls(dtype=dtype, tile=(64, 64, 32), warp_tile=(32, 32), stages=2, min_blocks=4, repack=False)
-        if clusters and ELEMENT_CLUSTER_MERGE and ELEMENT_CLUSTER_MIN_K <= p["K"] <= ELEMENT_CLUSTER_MAX_K and tiles < (
-                ELEMENT_SPLIT_TILES if p["K"] >= ELEMENT_SPLIT_MIN_K else ELEMENT_CLUSTER_SHORT_K_TILES):
+        K = p["K"]
+        workspace = (_element_workspace_split(tiles, K)
+                     if tiles < ELEMENT_SPLIT_TILES and K >= ELEMENT_SPLIT_MIN_K else 1)
+        if not (clusters and ELEMENT_CLUSTER_MERGE):
+            return spec.replace(split_k=workspace)
+        if ELEMENT_CLUSTER_MIN_K <= K <= ELEMENT_CLUSTER_MAX_K and tiles < (
+                ELEMENT_SPLIT_TILES if K >= ELEMENT_SPLIT_MIN_K else ELEMENT_CLUSTER_SHORT_K_TILES):
             # One launch: the slices add their sums in a cluster (no workspace, no second kernel).
-            split = min(MAX_CLUSTER_MERGE, -(-ELEMENT_CLUSTER_BLOCKS // tiles), p["K"] // ELEMENT_CLUSTER_MIN_SLICE)
-            # As many slices as whole 32-deep k steps make: a cluster block past the last slice
-            # would only add zeros.
-            split = spec.split_plan(p["K"], split)[0]
-            return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
-        split = (max(1, min(16, -(-2 * _SMS // tiles), p["K"] // 128))   # up to two waves of blocks
-                 if tiles < ELEMENT_SPLIT_TILES and p["K"] >= ELEMENT_SPLIT_MIN_K else 1)
-        return spec.replace(split_k=split)
+            split = min(MAX_CLUSTER_MERGE, -(-ELEMENT_CLUSTER_BLOCKS // tiles), K // ELEMENT_CLUSTER_MIN_SLICE)
+        elif ELEMENT_CLUSTER_LONG_K and K > ELEMENT_CLUSTER_MAX_K:
+            # Past the K bound: the workspace split's slices, in one cluster of up to 16 blocks.
+            split = min(MAX_CLUSTER_MERGE_MMA, workspace)
+        else:
+            return spec.replace(split_k=workspace)
+        # As many slices as whole 32-deep k steps make: a cluster block past the last slice
+        # would only add zeros.
+        split = spec.split_plan(K, split)[0]
+        return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
 
     @classmethod
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..core import runtime
+from ..core.launch import PORTABLE_CLUSTER_BLOCKS
 from ..core.runtime import ArrayError
 from ..core.spec import Spec, spec_from_json
 
@@ -281,8 +282,13 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
 def _summed_without_clusters(spec: Spec, problem: dict[str, Any], limits: dict[str, int]) -> Spec:
     """`spec`, or where it adds K slices in a thread block cluster (split_merge='cluster') and
     the device of `limits` has none (below sm_90), its family's summed_in_workspace: the rules
-    that choose cluster merges do not know the device."""
-    if getattr(spec, "split_merge", None) != "cluster" or limits.get("compute_capability", 90) >= 90:
+    that choose cluster merges do not know the device. A cluster of more than
+    PORTABLE_CLUSTER_BLOCKS blocks is kept to sm_90, where it was measured: some later GPUs
+    allow no more than the portable size."""
+    if getattr(spec, "split_merge", None) != "cluster":
+        return spec
+    cc = limits.get("compute_capability", 90)
+    if cc == 90 or (cc > 90 and getattr(spec, "split_k", 1) <= PORTABLE_CLUSTER_BLOCKS):
         return spec
     return spec.summed_in_workspace(problem)  # type: ignore[attr-defined]
 

@@ -2,18 +2,20 @@
 thread block cluster (split_merge="cluster": one launch) against the spec kgen.matmul runs now
 (K whole where it is short or the tiles many; else slices summed through a workspace by a
 second launch). For each product: the dispatched spec, and the same spec with K split s ways
-for each s of SPLITS (2,3,4,5,6,8) that leaves every slice a 32-deep k step, merged in a
-cluster. Each is timed three ways by kgen.bench.skinny.measure_ways: its error against float64
+for each s of SPLITS (2,3,4,5,6,8; up to 16) that leaves every slice a 32-deep k step, merged in
+a cluster, and "workspace": element_spec's split for a GPU without clusters (slices summed through
+a workspace by a second launch). Each is timed three ways by kgen.bench.skinny.measure_ways: its error against float64
 (output of a first call), device time (CUDA graph, out= given) and one call between CUDA
 events (host time included), beside cuBLAS (torch.mm) and kgen.matmul.
 
 Shapes: kgen bench calls' general draw (random_matmul_shapes(8000, SEED)) kept where the
 spec kgen.matmul would run for LAYOUT ("row": B row-major, "col": B = W.t()) is element_spec's
-64 x 64 x 32 tile with fewer than ELEMENT_SPLIT_TILES tiles and K is at least 64; the first
-COUNT (24). DTYPE (bfloat16). Output: $OUT/el_cluster_<DTYPE>_<LAYOUT>_<SEED>.json, a line a
+64 x 64 x 32 tile with fewer than ELEMENT_SPLIT_TILES tiles and K is at least KMIN (64); the
+first COUNT (24). DTYPE (bfloat16). Output: $OUT/el_cluster_<DTYPE>_<LAYOUT>_<SEED>.json, a line a
 product.
 
   SEED=1 LAYOUT=col DTYPE=float16 python docs/bench/research/el_cluster.py
+  SEED=117004 KMIN=2561 SPLITS=8,12,16 python docs/bench/research/el_cluster.py
   python docs/bench/research/el_cluster.py --list     # the shapes and specs only (no GPU)"""
 import json
 import os
@@ -28,7 +30,8 @@ SEED = int(os.environ.get("SEED", "1"))
 COUNT = int(os.environ.get("COUNT", "24"))
 DTYPE = os.environ.get("DTYPE", "bfloat16")
 LAYOUT = os.environ.get("LAYOUT", "row")
-SPLITS = [int(s) for s in os.environ.get("SPLITS", "2,3,4,5,6,8").split(",")]
+SPLITS = [int(s) for s in os.environ.get("SPLITS", "2,3,4,5,6,8").split(",") if s]
+KMIN = int(os.environ.get("KMIN", "64"))
 
 
 def stand_ins(M: int, N: int, K: int):
@@ -46,13 +49,17 @@ def products(device=None):
     device = device or ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
     out = []
     for M, N, K in random_matmul_shapes(8000, SEED):
-        if K < 64:
+        if K < KMIN:
             continue
         spec = dispatch.call_spec(*stand_ins(M, N, K), device=device, db=False, dtype=DTYPE)
         if not (isinstance(spec, TensorMatmul) and not spec.wgmma and not spec.repack
                 and spec.tile == (64, 64, 32) and c_tiles(M, N, 64, 64) < ELEMENT_SPLIT_TILES):
             continue
         ways = {"dispatched": spec}
+        workspace = TensorMatmul.element_spec({"M": M, "N": N, "K": K}, DTYPE, clusters=False).replace(
+            layout_b=spec.layout_b)
+        if workspace != spec:
+            ways["workspace"] = workspace
         for s in SPLITS:
             if -(-K // 32) >= s:
                 ways[f"c{s}"] = spec.replace(split_k=s, split_merge="cluster")

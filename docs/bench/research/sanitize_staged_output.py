@@ -3,7 +3,8 @@ to run under compute-sanitizer (--tool racecheck, --tool memcheck): products of 
 beta, each result checked against float64 (NaN-poisoned where beta is 0); prints the failures.
 SHORT_K=1: the short-K rule's tiles (TensorMatmul.short_k_spec, min_blocks) on the 16-bit products,
 and on each with N even too (pairs stored from the registers); ELEMENT=1: TensorMatmul.element_spec
-(64x64 blocks four an SM, K split where they are few) the same way, and a product of a long K."""
+(64x64 blocks four an SM, K split where they are few) the same way, and products of a long K
+(300x201x3001 in 14 slices, 29x41x7833 in 16: one cluster past the portable 8 blocks)."""
 import os
 
 import torch
@@ -17,7 +18,7 @@ ELEMENT = os.environ.get("ELEMENT") == "1"
 bad = 0
 for M, N, K, dt, beta in ((300, 301, 77, "float32", 0.0), (130, 259, 45, "bfloat16", 0.5), (7, 13, 5, "float16", 0.0),
                           (257, 129, 300, "bfloat16", 0.0), (65, 191, 33, "float16", -1.0),
-                          (300, 201, 3001, "bfloat16", 0.5)):
+                          (300, 201, 3001, "bfloat16", 0.5), (29, 41, 7833, "float16", -1.0)):
     if (SHORT or ELEMENT) and dt == "float32":
         continue
     p = {"M": M, "N": N, "K": K}
