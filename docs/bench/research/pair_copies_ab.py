@@ -4,19 +4,15 @@ operands rotated past L2 (CUDA graph replays, kgen.bench.skinny.time_graph). Run
 (cwd at a `git archive` of it) in one command to compare the element-pair copies against
 element loads through registers. Each result is first checked against float64 on a
 NaN-poisoned output. argv[1]: a label. Env: SEED (131001), SHORT (short-K products: M, N
-log-uniform 512-8192, K 16-126), MID (mid-size products: M, N 256-4096, K 256-8192), ODD (of
-each set, this many more with K odd: controls the change leaves alone), DTYPE (bfloat16).
-B alternates between W.t() and row-major. Output $OUT/pairs_<label>.json."""
+log-uniform 512-8192, K 16-126), MID (mid-size products: M, N 256-4096, K 256-8192), ELEMENT
+(products of at most 2^28.5 multiply-adds, the range of the element tiles: M, N 64-2048, K
+256-8192), ODD (of each set, this many more with K odd: controls the change leaves alone), DTYPE
+(bfloat16). B alternates between W.t() and row-major. Output $OUT/pairs_<label>.json.
+`--list` (no GPU): the draw and the spec dispatch gives each product on an H100 stand-in."""
 import json
 import os
 import random
 import sys
-
-import torch
-
-import kgen
-from kgen.bench.skinny import Operands, time_graph
-from kgen.tune.dispatch import call_spec
 
 label = sys.argv[1]
 SEED = int(os.environ.get("SEED", "131001"))
@@ -31,14 +27,33 @@ def even_unaligned(k: int) -> int:
 
 products = []
 for name, count, (lo, hi), (klo, khi) in (("short", int(os.environ.get("SHORT", "8")), (9, 13), (4, 7)),
-                                          ("mid", int(os.environ.get("MID", "8")), (8, 12), (8, 13))):
-    for i in range(count + int(os.environ.get("ODD", "1"))):
-        M, N = (int(2 ** rng.uniform(lo, hi)) for _ in range(2))
-        K = int(2 ** rng.uniform(klo, khi))
-        K = even_unaligned(K) if i < count else K | 1
+                                          ("mid", int(os.environ.get("MID", "8")), (8, 12), (8, 13)),
+                                          ("element", int(os.environ.get("ELEMENT", "0")), (6, 11), (8, 13))):
+    for i in range(count + (int(os.environ.get("ODD", "1")) if count else 0)):
+        while True:
+            M, N = (int(2 ** rng.uniform(lo, hi)) for _ in range(2))
+            K = int(2 ** rng.uniform(klo, khi))
+            K = even_unaligned(K) if i < count else K | 1
+            if name != "element" or M * N * K <= 2 ** 28.5:
+                break
         if rng.random() < 0.5:
             N |= 1
         products.append((name if i < count else name + "_odd_k", M, N, K, "col" if i % 2 else "row"))
+if label == "--list":
+    from kgen.tune import ahead
+
+    device = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    for name, M, N, K, layout in products:
+        spec = ahead.specs_for([ahead.Product(M, N, K, DTYPE, layout == "col")], device, db=False)[0]
+        print(name, f"{M}x{N}x{K}", layout, spec.to_json())
+    sys.exit(0)
+
+import torch  # noqa: E402
+
+import kgen  # noqa: E402
+from kgen.bench.skinny import Operands, time_graph  # noqa: E402
+from kgen.tune.dispatch import call_spec  # noqa: E402
+
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
 l2 = torch.cuda.get_device_properties(0).L2_cache_size
