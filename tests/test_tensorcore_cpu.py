@@ -2448,3 +2448,38 @@ def test_mma_sync_last_k_tile_issues_only_the_k_steps_inside_k():
     inside = TensorMatmul(dtype="float64", tile=(64, 64, 16), warp_tile=(32, 32), edge_mma="inside")
     for spec in (ahead, wgmma, inside):
         assert "k_here" not in kgen.render(spec), spec
+
+
+def test_staged_output_is_stored_with_each_thread_on_fixed_columns():
+    """The mma.sync kernel's staged store of an output that allows no pair stores (an odd N or
+    pitch; staged_unaligned_output) keeps each thread on fixed columns of the tile and walks its
+    rows (store_staged_tile), with no division or 64-bit product per element, for every such
+    spec the defaults, the representative set and the search space give: their thread counts
+    and BN divide one another, the condition the template takes that walk under. The walk's
+    rows and columns cover each of the tile's BM x BN places exactly once."""
+    T = TensorMatmul
+    specs = {s.key: s for s in representative()}
+    for dtype in ("bfloat16", "float16", "float64"):
+        for problem in ({"M": 5122, "N": 5923, "K": 28}, {"M": 948, "N": 1217, "K": 21},
+                        {"M": 301, "N": 259, "K": 300}, {"M": 2000, "N": 3001, "K": 4000}):
+            specs.update((s.key, s) for s in T.search_space(problem, dtype) if not s.wgmma)
+            specs[T.mma_default_spec(problem, dtype).replace(repack=False).key] = \
+                T.mma_default_spec(problem, dtype).replace(repack=False)
+            if dtype != "float64":
+                for s in (T.short_k_spec(problem, dtype), T.element_spec(problem, dtype)):
+                    specs[s.key] = s
+    staged = [s for s in specs.values() if s.staged_unaligned_output]
+    assert len({(s.tile[:2], s.threads) for s in staged}) >= 4
+    for s in staged:
+        BM, BN, _ = s.tile
+        threads = s.threads
+        assert threads % BN == 0 or BN % threads == 0, s.to_json()
+        row_step, passes = max(1, threads // BN), max(1, BN // threads)
+        places = collections.Counter()
+        for tid in range(threads):
+            for j in range(passes):
+                c = (tid % BN if threads >= BN else tid) + j * threads
+                places.update((r, c) for r in range(tid // BN if threads >= BN else 0, BM, row_step))
+        assert set(places) == {(r, c) for r in range(BM) for c in range(BN)} and set(places.values()) == {1}
+    src = kgen.render(staged[0])
+    assert "store_staged_tile((unsigned)__cvta_generic_to_shared(tile), out" in src
