@@ -2463,11 +2463,10 @@ def test_staged_output_is_stored_with_each_thread_on_fixed_columns():
         for problem in ({"M": 5122, "N": 5923, "K": 28}, {"M": 948, "N": 1217, "K": 21},
                         {"M": 301, "N": 259, "K": 300}, {"M": 2000, "N": 3001, "K": 4000}):
             specs.update((s.key, s) for s in T.search_space(problem, dtype) if not s.wgmma)
-            specs[T.mma_default_spec(problem, dtype).replace(repack=False).key] = \
-                T.mma_default_spec(problem, dtype).replace(repack=False)
+            defaults = [T.mma_default_spec(problem, dtype).replace(repack=False)]
             if dtype != "float64":
-                for s in (T.short_k_spec(problem, dtype), T.element_spec(problem, dtype)):
-                    specs[s.key] = s
+                defaults += [T.short_k_spec(problem, dtype), T.element_spec(problem, dtype)]
+            specs.update((s.key, s) for s in defaults)
     staged = [s for s in specs.values() if s.staged_unaligned_output]
     assert len({(s.tile[:2], s.threads) for s in staged}) >= 4
     for s in staged:
