@@ -2456,7 +2456,8 @@ def test_staged_output_is_stored_with_each_thread_on_fixed_columns():
     rows (store_staged_tile), with no division or 64-bit product per element, for every such
     spec the defaults, the representative set and the search space give: their thread counts
     and BN divide one another, the condition the template takes that walk under. The walk's
-    rows and columns cover each of the tile's BM x BN places exactly once."""
+    rows and columns cover each of the tile's BM x BN places exactly once, by elements and, for
+    outputs that allow pair stores (staged too where the block's K is short), by pairs."""
     T = TensorMatmul
     specs = {s.key: s for s in representative()}
     for dtype in ("bfloat16", "float16", "float64"):
@@ -2480,5 +2481,17 @@ def test_staged_output_is_stored_with_each_thread_on_fixed_columns():
                 c = (tid % BN if threads >= BN else tid) + j * threads
                 places.update((r, c) for r in range(tid // BN if threads >= BN else 0, BM, row_step))
         assert set(places) == {(r, c) for r in range(BM) for c in range(BN)} and set(places.values()) == {1}
+        # Outputs of pairs (staged where the block's K is short): a thread on a column pair.
+        pairs = BN // 2
+        assert threads % pairs == 0 or pairs % threads == 0, s.to_json()
+        pair_step, pair_passes = max(1, threads // pairs), max(1, pairs // threads)
+        places = collections.Counter()
+        for tid in range(threads):
+            for j in range(pair_passes):
+                c = 2 * ((tid % pairs if threads >= pairs else tid) + j * threads)
+                for r in range(tid // pairs if threads >= pairs else 0, BM, pair_step):
+                    places.update([(r, c), (r, c + 1)])
+        assert set(places) == {(r, c) for r in range(BM) for c in range(BN)} and set(places.values()) == {1}
     src = kgen.render(staged[0])
     assert "store_staged_tile((unsigned)__cvta_generic_to_shared(tile), out" in src
+    assert "(beta == (acc_t)0 && k_end - k_begin <= STAGED_PAIRS_MAX_K)" in src

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# To run on one H100 (or H200) from the repository root of main with staged_pairs.patch applied
-# (git apply docs/bench/staged_pairs_to_measure/staged_pairs.patch), after
+# Run on one H100 from the repository root with the change applied (it was staged_pairs.patch then)
+# after
 #   mkdir -p .pc && git stash -q && git archive HEAD kgen templates pyproject.toml > .pc/main.tar && git stash pop -q
 # on the host (main without the patch) and, on the device,
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD &&
