@@ -414,7 +414,9 @@ def test_mid_size_16bit_products_of_unaligned_rows_run_mma_sync_reading_them_in_
             # B as W.t() of an N x K weight: the same request, the spec reads it column-major
             Bt = np.zeros((N, K), nptype).T
             got = dispatch.call_overrides(A, Bt, TensorMatmul, dtype, stand_in=True)
-            assert got.get("element_loads", False) == (K % 8 != 0), (M, N, K, got)   # both rows K long
+            # both rows K long; a short K runs the short-K tiles against W.t() (SHORT_K_WEIGHT_T)
+            assert got.get("element_loads", False) == (K % 8 != 0 or TensorMatmul.short_k_suits(M, N, K, dtype)), \
+                (M, N, K, got)
             if K % 8:
                 t = TensorMatmul.default_spec({"M": M, "N": N, "K": K}, dtype).for_layouts(
                     {"M": M, "N": N, "K": K}, **got)
@@ -453,9 +455,10 @@ def test_short_k_16bit_products_run_mma_sync_in_tiles_that_share_an_sm(monkeypat
     where they make two waves or K is at least SHORT_K_WIDE_K, else 128x64 blocks three an SM
     (the spec compiles within those registers: prune_reason; it stages an output without pair
     stores): by default up to SMALL_PRODUCT_MACS, and on an sm_90 GPU, whatever its size, where
-    N is no multiple of 8 or the element-load rule takes it; an aligned larger one keeps the
-    wgmma kernel. Longer K, narrower products and float32 keep their own rules. Via call_spec,
-    as kgen.matmul resolves it with no tuning database, both storage orders of B."""
+    N is no multiple of 8, B is W.t() (k-contiguous) or the element-load rule takes it; an
+    aligned larger one against a row-major B keeps the wgmma kernel. Longer K, narrower products
+    and float32 keep their own rules. Via call_spec, as kgen.matmul resolves it with no tuning
+    database, both storage orders of B."""
     from kgen.ops.tensorcore import (SHORT_K_MAX, SHORT_K_MIN_SIDE, SHORT_K_WIDE_K, SHORT_K_WIDE_TILES,
                                      SMALL_PRODUCT_MACS)
     from kgen.tune import dispatch
@@ -485,7 +488,8 @@ def test_short_k_16bit_products_run_mma_sync_in_tiles_that_share_an_sm(monkeypat
             continue
         small = M * N * K <= SMALL_PRODUCT_MACS
         element_rule = TensorMatmul.element_loads_suits(M, N, K, dtype) and (K % 8 or N % 8)
-        if not (small or N % 8 or element_rule):
+        weight_t = B.strides[0] == B.itemsize
+        if not (small or N % 8 or element_rule or weight_t):
             seen["wgmma"] += 1
             assert spec.instruction == "wgmma" and spec.min_blocks == 0, (M, N, K, spec.to_json())
             continue

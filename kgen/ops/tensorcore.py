@@ -435,11 +435,20 @@ UNALIGNED_ELEMENT_MACS = int(2 ** 28.5)
 # 11% of the fastest variant on every product. Where N is a multiple of 8 and the wgmma kernel
 # reads the operands (or copies a short-K A, which is small), it stayed faster from ~2^26 up
 # (4541x7147x57: 56.4 µs against 84.0; 1995x7988x31: 31.0 against 37.4; held-out SEED=9302 of
-# docs/bench/research/odd_output_ab.py).
+# docs/bench/research/odd_output_ab.py, B row-major), so such a product keeps the wgmma kernel
+# where B is row-major. Where B is W.t() (k-contiguous) it runs these tiles too
+# (SHORT_K_WEIGHT_T): once the staged store took outputs of pairs, the wgmma kernel on
+# N rounded up to a multiple of 8 took 1.23x (0.98-1.41x, 6 products) the time these tiles took
+# on the odd N they were drawn at, and at an odd N these tiles were themselves 1.00-1.35x slower
+# than at N rounded up (the 17 products both ran on them); row-major B: 0.90x (0.55-1.12x, 7
+# products). Device time, H100, seeds 140001 and 140003 (W.t()) and 140002 and 140004 (row-major)
+# of odd_output_ab.py, docs/bench/staged_pairs_h100_1207/. Both routes at one N, and as users
+# call them, are not measured yet: docs/bench/short_k_route_to_measure/.
 SHORT_K_MAX = 128
 SHORT_K_MIN_SIDE = 512
 SHORT_K_WIDE_TILES = 264
 SHORT_K_WIDE_K = 64
+SHORT_K_WEIGHT_T = True
 # The other 16-bit products that run mma.sync reading their operands in place (at most
 # SMALL_PRODUCT_MACS, or the element-load rule's) take 64x64 blocks of four 32x32 warp tiles, 2
 # stages, four blocks an SM (element_spec), K split where the tiles are fewer than

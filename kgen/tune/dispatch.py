@@ -770,12 +770,14 @@ def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
     of 8 elements (16 bytes), which that kernel would copy first. The strides decide, as in
     _realigns_b. And a product of a short K (TensorMatmul.short_k_suits) whose output rows are
     not 16-byte aligned (N no multiple of 8), which the wgmma kernel would store a piece at a
-    time: the request then gives the short-K tiles, whatever the product's size."""
-    from ..ops.tensorcore import TensorMatmul
+    time, or whose B is W.t() (k-contiguous; SHORT_K_WEIGHT_T says why): the request then gives
+    the short-K tiles, whatever the product's size."""
+    from ..ops.tensorcore import SHORT_K_WEIGHT_T, TensorMatmul
 
     if not _runs_wgmma():
         return False
-    if TensorMatmul.short_k_suits(M, N, K, dtype) and N % 8:
+    weight_t = SHORT_K_WEIGHT_T and _element_strides(B)[0] == 1
+    if TensorMatmul.short_k_suits(M, N, K, dtype) and (N % 8 or weight_t):
         return True
     if not TensorMatmul.element_loads_suits(M, N, K, dtype):
         return False
