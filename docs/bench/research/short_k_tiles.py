@@ -4,7 +4,8 @@ default and of mma.sync and wgmma variants that keep more blocks on an SM (small
 stages, min_blocks), beside cuBLAS (torch.mm) and a fill of the output (the write floor).
 Each result is first checked against float64 with the output NaN-poisoned.
 Shapes: M, N log-uniform from 512 to 8192, K from 16 to KMAX (128), N odd half the time, drawn
-with SEED (9401); COUNT of them (12); B row-major (LAYOUT=col: W.t()). DTYPE (bfloat16).
+with SEED (9401); COUNT of them (12); B row-major (LAYOUT=col: W.t()). DTYPE (bfloat16). ALIGNED=1
+rounds every N up to a multiple of 8 (the products the wgmma kernel keeps against a row-major B).
 Output: $OUT/short_k_tiles_<SEED>.json and a line a product."""
 import json
 import math
@@ -19,6 +20,7 @@ COUNT = int(os.environ.get("COUNT", "12"))
 KMAX = int(os.environ.get("KMAX", "128"))
 DTYPE = os.environ.get("DTYPE", "bfloat16")
 LAYOUT = os.environ.get("LAYOUT", "row")
+ALIGNED = os.environ.get("ALIGNED", "0") == "1"
 
 
 def short_k_shapes(seed: int, count: int, kmax: int):
@@ -28,7 +30,8 @@ def short_k_shapes(seed: int, count: int, kmax: int):
     for _ in range(count):
         M, N = (int(2 ** rng.uniform(9, 13)) for _ in range(2))
         K = int(2 ** rng.uniform(4, math.log2(kmax)))
-        out.append((M, N | 1 if rng.random() < 0.5 else N, K))
+        N = N | 1 if rng.random() < 0.5 else N
+        out.append((M, -(-N // 8) * 8 if ALIGNED else N, K))
     return out
 
 
@@ -54,7 +57,11 @@ def variants():
             "wg_64x128_s2": wg((64, 128, 64), 2),
             "wg_64x256_s2": wg((64, 256, 64), 3),
             "wg_128x128_s3": wg((128, 128, 64), 3),
-            "wg_128x64_s3": wg((128, 64, 64), 3)}
+            "wg_128x64_s3": wg((128, 64, 64), 3),
+            # A short K fills one or two k tiles: stages past that only take shared memory, and
+            # two stages let two 128x256 blocks share an SM where four hold it to one.
+            "wg_128x256_s2": wg((128, 256, 64), 2),
+            "wg_128x128_s2": wg((128, 128, 64), 2)}
 
 
 def main():
