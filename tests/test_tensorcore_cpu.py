@@ -2470,28 +2470,26 @@ def test_staged_output_is_stored_with_each_thread_on_fixed_columns():
             specs.update((s.key, s) for s in defaults)
     staged = [s for s in specs.values() if s.staged_unaligned_output]
     assert len({(s.tile[:2], s.threads) for s in staged}) >= 4
-    for s in staged:
-        BM, BN, _ = s.tile
-        threads = s.threads
-        assert threads % BN == 0 or BN % threads == 0, s.to_json()
-        row_step, passes = max(1, threads // BN), max(1, BN // threads)
+    def walk(BM, BN, threads, width):
+        """The places store_staged_tile's threads store, `width` columns a thread (1: elements;
+        2: pairs, for outputs staged where the block's K is short)."""
+        units = BN // width
+        step, passes = max(1, threads // units), max(1, units // threads)
         places = collections.Counter()
         for tid in range(threads):
             for j in range(passes):
-                c = (tid % BN if threads >= BN else tid) + j * threads
-                places.update((r, c) for r in range(tid // BN if threads >= BN else 0, BM, row_step))
-        assert set(places) == {(r, c) for r in range(BM) for c in range(BN)} and set(places.values()) == {1}
-        # Outputs of pairs (staged where the block's K is short): a thread on a column pair.
-        pairs = BN // 2
-        assert threads % pairs == 0 or pairs % threads == 0, s.to_json()
-        pair_step, pair_passes = max(1, threads // pairs), max(1, pairs // threads)
-        places = collections.Counter()
-        for tid in range(threads):
-            for j in range(pair_passes):
-                c = 2 * ((tid % pairs if threads >= pairs else tid) + j * threads)
-                for r in range(tid // pairs if threads >= pairs else 0, BM, pair_step):
-                    places.update([(r, c), (r, c + 1)])
-        assert set(places) == {(r, c) for r in range(BM) for c in range(BN)} and set(places.values()) == {1}
+                c = width * ((tid % units if threads >= units else tid) + j * threads)
+                for r in range(tid // units if threads >= units else 0, BM, step):
+                    places.update((r, c + w) for w in range(width))
+        return places
+
+    for s in staged:
+        BM, BN, _ = s.tile
+        threads = s.threads
+        for width in (1, 2):
+            assert threads % (BN // width) == 0 or (BN // width) % threads == 0, (width, s.to_json())
+            places = walk(BM, BN, threads, width)
+            assert set(places) == {(r, c) for r in range(BM) for c in range(BN)} and set(places.values()) == {1}
     src = kgen.render(staged[0])
     assert "store_staged_tile((unsigned)__cvta_generic_to_shared(tile), out" in src
     assert "(beta == (acc_t)0 && k_end - k_begin <= STAGED_PAIRS_MAX_K)" in src
