@@ -61,7 +61,12 @@ def variants():
             # A short K fills one or two k tiles: stages past that only take shared memory, and
             # two stages let two 128x256 blocks share an SM where four hold it to one.
             "wg_128x256_s2": wg((128, 256, 64), 2),
-            "wg_128x128_s2": wg((128, 128, 64), 2)}
+            "wg_128x128_s2": wg((128, 128, 64), 2),
+            # One block an SM walking the C tiles: its producer loads the next tile's k tiles
+            # while the consumers store this one, where one block a tile stores with the SM idle.
+            "wg_128x256_s2_p": wg((128, 256, 64), 2).replace(persistent=True),
+            "wg_128x256_s3_p": wg((128, 256, 64), 3).replace(persistent=True),
+            "wg_128x128_s4_p": wg((128, 128, 64), 4).replace(persistent=True)}
 
 
 def main():
