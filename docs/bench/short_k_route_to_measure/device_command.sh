@@ -3,7 +3,7 @@
 # the short-K tiles on mma.sync (SHORT_K_WEIGHT_T = True, main) and the wgmma kernel (False), in
 # one command on one GPU. Run from the repository root on the device, after
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD &&
-# About 3 minutes. Outputs under $OUT.
+# About 3 minutes (ROUNDS=1: one round of the device-time comparison, about 2). Outputs under $OUT.
 set -u
 R=$OUT; ROOT=$PWD
 mkdir -p /tmp/t/wgmma && git archive HEAD kgen templates pyproject.toml 2>/dev/null | tar -C /tmp/t/wgmma -x \
@@ -20,7 +20,7 @@ ab() {  # tree label seed dtype
 }
 # Device time: short-K products drawn at run time (odd_output_ab.py), each also at N rounded up to
 # a multiple of 8 (the products the switch moves); held-out seeds, twice alternating.
-for round in 1 2; do
+for round in $(seq 1 ${ROUNDS:-2}); do
   for tree in wgmma mma; do ab $tree ${tree}_a_r$round 150001 bfloat16; ab $tree ${tree}_b_r$round 150002 float16; done
 done
 # As users call them: 12 aligned short-K products drawn here, W.t(), both trees.
