@@ -238,7 +238,8 @@ def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_
     launch); past ELEMENT_CLUSTER_MAX_K the workspace split's 2-16 slices of at least 128 k, in
     one cluster of up to 16 blocks; within what prune_reason allows."""
     from kgen.ops.tensorcore import (ELEMENT_CLUSTER_BLOCKS, ELEMENT_CLUSTER_MAX_K, ELEMENT_CLUSTER_MIN_K,
-                                     ELEMENT_CLUSTER_SHORT_K_TILES, ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_TILES)
+                                     ELEMENT_CLUSTER_SHORT_K_TILES, ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_STAGES,
+                                     ELEMENT_SPLIT_TILES)
 
     rng = __import__("random").Random(11)
     splits = set()
@@ -251,7 +252,8 @@ def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_
         if TensorMatmul.short_k_suits(M, N, K, dtype):
             assert s == TensorMatmul.short_k_spec(p, dtype)
             continue
-        assert (s.tile, s.warp_tile, s.stages, s.min_blocks) == ((64, 64, 32), (32, 32), 2, 4)
+        stages = ELEMENT_SPLIT_STAGES if s.split_k > 1 and K >= ELEMENT_SPLIT_MIN_K else 2
+        assert (s.tile, s.warp_tile, s.stages, s.min_blocks) == ((64, 64, 32), (32, 32), stages, 4)
         tiles = -(-M // 64) * -(-N // 64)
         few = ELEMENT_SPLIT_TILES if K >= ELEMENT_SPLIT_MIN_K else ELEMENT_CLUSTER_SHORT_K_TILES
         if tiles >= few or K < ELEMENT_CLUSTER_MIN_K:
@@ -271,6 +273,30 @@ def test_element_spec_takes_64x64_blocks_four_an_sm_and_splits_k_where_they_are_
         splits.add(s.split_k)
         assert not s.prune_reason(p, LIMITS), (M, N, K)
     assert {1, 2, 8, 16} <= splits and len(splits) > 4
+
+
+@pytest.mark.nvcc
+def test_element_split_stages_deepen_the_ring_of_split_long_k_products_only(monkeypatch):
+    """ELEMENT_SPLIT_STAGES sets the ring of element_spec's split products of K from
+    ELEMENT_SPLIT_MIN_K, through either merge; K whole or shorter keeps two stages. Set to 4 (what
+    docs/bench/el_depth_to_measure/ times), each such spec is valid on sm_90, keeps four blocks'
+    shared memory on an SM, and compiles without spills."""
+    monkeypatch.setattr(tc, "ELEMENT_SPLIT_STAGES", 4)
+    deep = {}
+    for M, N, K in ((542, 62, 5890), (1690, 58, 972), (7151, 54, 615), (297, 111, 300), (4000, 3000, 900)):
+        for clusters in (True, False):
+            s = TensorMatmul.element_spec({"M": M, "N": N, "K": K}, "bfloat16", clusters=clusters)
+            split = s.split_k > 1 and K >= tc.ELEMENT_SPLIT_MIN_K
+            assert s.stages == (4 if split else 2), (M, N, K, clusters, s.split_k)
+            assert s.split_merge == ("cluster" if clusters and s.split_k > 1 else "workspace")
+            assert not s.prune_reason({"M": M, "N": N, "K": K}, LIMITS), (M, N, K)
+            if split:
+                assert 4 * (s.shared_bytes + 1024) <= tc.SM_SHARED_BYTES, s.shared_bytes
+                deep[s.replace(split_k=2).key] = s
+    assert len({s.split_merge for s in deep.values()}) == 2
+    for s in deep.values():
+        res = kgen.compile(s, "sm_90")
+        assert not any(r["spill_stores"] or r["spill_loads"] for r in res.resources.values()), res.resources
 
 
 def test_more_than_eight_k_slices_in_a_cluster_are_kept_to_sm_90():

@@ -495,6 +495,12 @@ ELEMENT_CLUSTER_SHORT_K_TILES = 100
 # with host time, geometric means of 10-14 products a draw, on seed 117004 and the held-out
 # 117005; 16 slices 1.28-1.37x faster than 8 in one cluster.
 ELEMENT_CLUSTER_LONG_K = True
+# Stages of element_spec's tiles where K (ELEMENT_SPLIT_MIN_K or more) is split. A slice of a long
+# K walks its k tiles one after another, two in flight a block; with few tiles an SM holds one or
+# two such blocks, so DRAM latency rather than bandwidth may set their pace (542x62x5890 bfloat16
+# as users call it: 0.79x cuBLAS, H100, docs/bench/staged_pairs_h100_1207). Deeper rings are not
+# measured yet: docs/bench/el_depth_to_measure/ times 3 and 4 against 2.
+ELEMENT_SPLIT_STAGES = 2
 # float64 products of F64_FEW_MIN_ROWS to F64_FEW_MAX_ROWS rows (M <= N) against N and K of at least
 # F64_FEW_MIN_SIDE: m16n8k16 tiles of the rows rounded up to 16 (one row tile for all of them),
 # 64 columns, 16 x 32 warp tiles, as many blocks an SM as shared memory and registers allow and
@@ -1899,8 +1905,16 @@ class TensorMatmul(Spec):
         K = p["K"]
         workspace = (_element_workspace_split(tiles, K)
                      if tiles < ELEMENT_SPLIT_TILES and K >= ELEMENT_SPLIT_MIN_K else 1)
+
+        def sliced(n: int, merge: str = "workspace") -> "TensorMatmul":
+            if n <= 1:
+                return spec
+            deep = ELEMENT_SPLIT_STAGES if K >= ELEMENT_SPLIT_MIN_K else spec.stages
+            split = spec.replace(split_k=n, split_merge=merge, stages=deep)
+            assert isinstance(split, TensorMatmul)
+            return split
         if not (clusters and ELEMENT_CLUSTER_MERGE):
-            return spec.replace(split_k=workspace)
+            return sliced(workspace)
         if ELEMENT_CLUSTER_MIN_K <= K <= ELEMENT_CLUSTER_MAX_K and tiles < (
                 ELEMENT_SPLIT_TILES if K >= ELEMENT_SPLIT_MIN_K else ELEMENT_CLUSTER_SHORT_K_TILES):
             # One launch: the slices add their sums in a cluster (no workspace, no second kernel).
@@ -1909,11 +1923,10 @@ class TensorMatmul(Spec):
             # Past the K bound: the workspace split's slices, in one cluster of up to 16 blocks.
             split = min(MAX_CLUSTER_MERGE_MMA, workspace)
         else:
-            return spec.replace(split_k=workspace)
+            return sliced(workspace)
         # As many slices as whole 32-deep k steps make: a cluster block past the last slice
         # would only add zeros.
-        split = spec.split_plan(K, split)[0]
-        return spec.replace(split_k=split, split_merge="cluster") if split > 1 else spec
+        return sliced(spec.split_plan(K, split)[0], "cluster")
 
     @classmethod
     def stream_suits(cls, M: int, N: int, K: int, dtype: str) -> bool:
