@@ -776,8 +776,7 @@ def _element_loads(A: Any, B: Any, M: int, N: int, K: int, dtype: str) -> bool:
 
     if not _runs_wgmma():
         return False
-    weight_t = SHORT_K_WEIGHT_T and _element_strides(B)[0] == 1
-    if TensorMatmul.short_k_suits(M, N, K, dtype) and (N % 8 or weight_t):
+    if TensorMatmul.short_k_suits(M, N, K, dtype) and (N % 8 or (SHORT_K_WEIGHT_T and _element_strides(B)[0] == 1)):
         return True
     if not TensorMatmul.element_loads_suits(M, N, K, dtype):
         return False

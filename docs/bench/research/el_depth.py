@@ -13,10 +13,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from el_tiles import measure  # noqa: E402
+from el_tiles import element_products, measure  # noqa: E402
 
-from kgen.bench.calls import random_matmul_shapes  # noqa: E402
-from kgen.ops.tensorcore import ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_TILES, SHORT_K_MAX, UNALIGNED_ELEMENT_MACS  # noqa: E402
+from kgen.ops.tensorcore import ELEMENT_SPLIT_MIN_K, ELEMENT_SPLIT_TILES  # noqa: E402
 from kgen.ops.tensorcore import TensorMatmul as T  # noqa: E402
 from kgen.ops.tensorcore import c_tiles  # noqa: E402
 
@@ -26,16 +25,8 @@ DTYPE = os.environ.get("DTYPE", "bfloat16")
 
 
 def shapes():
-    from kgen.tune.dispatch import matmul_family
-
-    out = []
-    for M, N, K in random_matmul_shapes(3000, SEED):
-        if (K >= max(ELEMENT_SPLIT_MIN_K, SHORT_K_MAX + 1) and M * N * K <= UNALIGNED_ELEMENT_MACS and (N % 8 or K % 8)
-                and min(M, N) >= 17 and c_tiles(M, N, 64, 64) < ELEMENT_SPLIT_TILES
-                and matmul_family(M, N, K, DTYPE) is T and not T.swap_suits(M, N, K, DTYPE)
-                and not T.stream_suits(M, N, K, DTYPE)):
-            out.append((M, N, K))
-    return out[:COUNT]
+    return element_products(SEED, COUNT, DTYPE, lambda M, N, K: K >= ELEMENT_SPLIT_MIN_K and min(M, N) >= 17
+                            and c_tiles(M, N, 64, 64) < ELEMENT_SPLIT_TILES)
 
 
 def variants(M, N, K):

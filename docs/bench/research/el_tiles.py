@@ -21,16 +21,23 @@ COUNT = int(os.environ.get("COUNT", "12"))
 DTYPE = os.environ.get("DTYPE", "bfloat16")
 
 
-def shapes():
+def element_products(seed: int, count: int, dtype: str, keep) -> list[tuple[int, int, int]]:
+    """The first `count` products of kgen bench calls' general draw (3000 drawn with `seed`) that
+    the element-load rule sends to mma.sync (rows not 16-byte aligned, K past SHORT_K_MAX, not the
+    swap or streaming tiles) and `keep(M, N, K)` accepts."""
     from kgen.tune.dispatch import matmul_family
 
     out = []
-    for M, N, K in random_matmul_shapes(3000, SEED):
-        if (K > SHORT_K_MAX and M * N * K <= UNALIGNED_ELEMENT_MACS and (N % 8 or K % 8) and min(M, N) >= 128
-                and matmul_family(M, N, K, DTYPE) is T and not T.swap_suits(M, N, K, DTYPE)
-                and not T.stream_suits(M, N, K, DTYPE)):
+    for M, N, K in random_matmul_shapes(3000, seed):
+        if (K > SHORT_K_MAX and M * N * K <= UNALIGNED_ELEMENT_MACS and (N % 8 or K % 8) and keep(M, N, K)
+                and matmul_family(M, N, K, dtype) is T and not T.swap_suits(M, N, K, dtype)
+                and not T.stream_suits(M, N, K, dtype)):
             out.append((M, N, K))
-    return out[:COUNT]
+    return out[:count]
+
+
+def shapes():
+    return element_products(SEED, COUNT, DTYPE, lambda M, N, K: min(M, N) >= 128)
 
 
 def variants(M, N, K):
