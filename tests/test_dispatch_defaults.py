@@ -271,7 +271,7 @@ def test_16bit_few_row_products_of_element_only_rows_run_the_simt_forms(monkeypa
 
 def test_16_bit_products_never_ask_for_the_skinny_wgmma_form_on_hopper(monkeypatch):
     """The skinny family's 16-bit wgmma form measured slower than the routes kgen.matmul takes
-    (docs/matmul.md, "A 16-bit wgmma form, not routed"): on an sm_90 GPU, 16-bit products of
+    (docs/matmul-record.md, "A 16-bit wgmma form, not routed"): on an sm_90 GPU, 16-bit products of
     17-64 rows get no instruction override and the 16-bit defaults stay mma.sync; float32
     products that wgmma_suits takes do get it."""
     from kgen.ops.skinny import Skinny

@@ -1068,7 +1068,7 @@ MERGES_ALL = ("single_pass", "two_pass", "atomic")
 def test_wgmma_suits_where_the_measurements_put_it():
     from kgen.ops.skinny import WG_MIN_ROWS, WG_SUITS_ROWS, WG_WIDE_ROWS
 
-    # (M, N, K): shapes of the measurement (docs/matmul.md, "Where the wgmma forms run") on
+    # (M, N, K): shapes of the measurement (docs/matmul-record.md, "Where the wgmma forms run") on
     # either side of each bound.
     yes = [(17, 4096, 4096), (256, 11008, 4096), (51, 583, 9173), (480, 1570, 6587), (46, 5102, 475),
            (140, 211, 474), (842, 148, 3115), (19, 9739, 748), (300, 2000, 1024)]

@@ -22,7 +22,7 @@ ITEMSIZE = {"float32": 4, "float64": 8}
 # kgen.matmul runs products of at most this many multiply-adds with repack off: operands whose
 # rows are not 16-byte aligned are read with element loads in one launch instead of being
 # copied first (a launch each). As users call it on an H200 (one call between events, host
-# time included; docs/bench/research/matmul_small_repack.py, docs/matmul.md): fitted on 40
+# time included; docs/bench/research/matmul_small_repack.py, docs/matmul-record.md): fitted on 40
 # drawn products (seed 5151: 1.06x faster), checked on 40 others (seed 6262: 1.04x, lowest
 # 0.91x) and on 30 more up to 2.3e8 multiply-adds (seed 7373: 1.07x, lowest 0.97x).
 ELEMENT_LOADS_MAX_MACS = 1 << 28
@@ -132,7 +132,7 @@ def block_limit_reason(threads: int, shared_bytes: int, limits: dict[str, int], 
 @register_family
 @dataclasses.dataclass(frozen=True)
 class Matmul(Spec):
-    """A matmul kernel. docs/matmul.md explains every field and its measured effect.
+    """A matmul kernel. docs/matmul.md explains every field, docs/matmul-record.md its measured effect.
 
     tile         (BM, BN, BK): the C block a thread block computes, and the K step.
     thread_tile  (TM, TN): the C patch each thread accumulates in registers.

@@ -1,7 +1,7 @@
 """Skinny products: C = alpha * A @ B + beta * C where C has few rows (M <= 64 or so: a
 batch of tokens times a weight matrix) or few columns (the mirror image, computed as
 C^T = B^T A^T through strides). One spec class, one template (templates/skinny.cu.j2),
-one kernel class. docs/matmul.md ("Skinny products") explains the fields and what each did.
+one kernel class. docs/matmul.md ("kgen.Skinny") explains the fields, docs/matmul-record.md what each did.
 
 Such a product reads its large operand once, so its time is bounded below by the bytes of
 A, B and C over the memory bandwidth. Each block streams a slab of K for a group of the
@@ -40,7 +40,7 @@ TC_STAGE_BYTES = 64 * 1024
 # Windows of the large operand a warp of the float32 tensor-core dot form holds: the one it
 # multiplies and the next two in flight. With one in flight, warps of the default (one block
 # an SM, which its registers set anyway) waited on loads most of the time and DRAM ran at half
-# its bandwidth (Nsight Compute, H200); two ran 1.02-1.08x faster (docs/matmul.md).
+# its bandwidth (Nsight Compute, H200); two ran 1.02-1.08x faster (docs/matmul-record.md).
 TC_DOT_RING = 3
 # The same with TC_LONG_WINDOW-k windows (Skinny.tc_window): the one multiplied and one in
 # flight, the same bytes in flight as three of 32. Dispatch takes them for large operands of
@@ -50,7 +50,7 @@ TC_WINDOW, TC_LONG_WINDOW = 32, 64
 # The float32 tensor-core dot form adds its mma accumulators into float32 sums every ring of
 # windows and restarts them (tc_dot_flush): the tensor cores truncate as they add, so a block's
 # error grew with its slab (13x10672x15379, slabs of 5152 k: 3.6e-5 without the sums, 6.8e-7
-# with them; docs/matmul.md). The sums take 4 registers a tile pair; they are compiled in where
+# with them; docs/matmul-record.md). The sums take 4 registers a tile pair; they are compiled in where
 # the register estimate with them stays this far under the cap (at 32 rows, 23 under, ptxas
 # spilled).
 TC_FLUSH_MARGIN = 24
@@ -68,7 +68,7 @@ L2_PREFETCH_KIB = (0, 4, 8, 16, 32, 64)
 # The float32 and float64 SIMT forms' default specs launch programmatically and ask L2 for this
 # many KiB of each block's slab ahead of the wait. Device time of calls back to back (a CUDA
 # graph over operands rotated past L2) on an H200 (docs/bench/research/skinny_pdl.py,
-# docs/matmul.md "Programmatic launches of the skinny forms"): fitted on 10 float32 products of
+# docs/matmul-record.md "Programmatic launches of the skinny forms"): fitted on 10 float32 products of
 # 1-16 rows (seed 17001; 8, 16 and 32 KiB 1.020x, 1.023x, 1.006x the plain launch, 64 KiB and
 # a share of the slab lost on some), held out on 12 float32 products of 1-6 rows (seed 17003)
 # 1.028x (0.977-1.082x) and 6 float64 ones (17004) 1.012x. The split-TF32 tensor-core forms
@@ -85,7 +85,7 @@ TC_MIN_SLAB_K = 128
 # ... and the 16-bit axpy form's: shorter slabs give a short-K product more blocks. One call
 # between events on an H200 (docs/bench/research/skinny16_short_k.py, bfloat16, 2-16 rows, K
 # 1024-4096, row-major B): 1.21x faster at 32 than at 128 over 14 drawn products (seed 31,
-# lowest 0.94x), checked on others (docs/matmul.md). The dot form gained nothing (1.00x).
+# lowest 0.94x), checked on others (docs/matmul-record.md). The dot form gained nothing (1.00x).
 TC16_AXPY_MIN_SLAB_K = 32
 # Shared memory one staged chunk of S takes in the wgmma forms (two are resident: one in use,
 # the next arriving by cp.async).
@@ -309,7 +309,7 @@ class Skinny(Spec):
         thread holds fewer than 64 accumulator registers, at least 512 resident threads (at
         most 128 registers a thread). Left free, ptxas took 126-162 registers at 4-12 float32
         rows, one 256-thread block per SM; capped, the form ran level at 1-4 rows and
-        1.4x faster at 12 (H100, docs/matmul.md). From 64 accumulators the cap spills."""
+        1.4x faster at 12 (H100, docs/matmul-record.md). From 64 accumulators the cap spills."""
         accs = self.rows * self.warp_cols * self._acc_regs_per_column()
         return max(self.min_blocks, min(8, 512 // self.threads)) if accs < 64 else self.min_blocks
 
@@ -319,7 +319,7 @@ class Skinny(Spec):
         thread holds at most 16 accumulator registers (float32 up to 4 rows, 16-bit up to 2)
         at least 1024 resident threads (64 registers a thread): the form streams the large
         operand with a few loads in flight per warp, so more resident warps keep more bytes
-        in flight (1.07x in bfloat16 on an H100, docs/matmul.md). With more accumulators the
+        in flight (1.07x in bfloat16 on an H100, docs/matmul-record.md). With more accumulators the
         cap made ptxas spill and the form slower."""
         return max(self.min_blocks, min(8, 1024 // self.threads)) if self.axpy_acc_regs <= 16 else self.min_blocks
 
@@ -335,7 +335,7 @@ class Skinny(Spec):
         min_blocks, and two for one mma tile of rows (up to 8) where the windows in flight hold
         at most 64 registers (tc_depth x tc_tiles <= 4, the defaults). Left free, ptxas took
         up to 157 registers at 5-8 rows, one block an SM, and the form ran 0.90-1.15x the
-        element loads; held to two blocks 1.11-1.31x (H100, docs/matmul.md). From 9 rows the
+        element loads; held to two blocks 1.11-1.31x (H100, docs/matmul-record.md). From 9 rows the
         bound ran slower than free registers (0.96-1.15x against 1.03-1.23x) or spilled (32
         rows), as it spills with deeper windows; float32 has no such entry."""
         return max(self.min_blocks, 2) if self.tc16_fits_two_blocks else self.min_blocks
@@ -508,7 +508,7 @@ class Skinny(Spec):
         load is a whole 16-byte granule, so that rows off a 16-byte boundary are read as aligned
         granules and shifted across lanes (the template's shift_granules) rather than by the
         2- or 4-byte loads the alignment allows. Device time on an H200, row-major weights of 16 MB
-        or more off a boundary (docs/matmul.md, "Row-major 16-bit weights off a 16-byte boundary"):
+        or more off a boundary (docs/matmul-record.md, "Row-major 16-bit weights off a 16-byte boundary"):
         1.02-1.23x the narrow entries on six 16-bit products; float32, whose narrow entries load
         4 or 8 bytes, ran level (0.93-1.10x over nine), so float32 and float64 keep them."""
         return self.dtype in ("float16", "bfloat16") and self.axpy_vec * ITEMSIZE[self.dtype] == 16
@@ -637,7 +637,7 @@ class Skinny(Spec):
         call launches one of them (with the small merge, prescale and image kernels, which every
         unit keeps): a kernel compiles each on its first launch. nvcc on this project's two-CPU
         host, -split-compile=0: the float32 module of 16 rows (mma.sync forms) whole 5.5 s, its
-        tc_dot_v4 entry alone 1.2 s (docs/matmul.md, "First calls")."""
+        tc_dot_v4 entry alone 1.2 s (docs/matmul-record.md, "First calls")."""
         return True
 
     def compile_options(self) -> tuple[str, ...]:
@@ -645,7 +645,7 @@ class Skinny(Spec):
         CPU of the host). A module holds every load width, phase class and merge entry (11 in a
         float32 one), built on a product's first call: on a 16-core H100 host the float32
         modules of 1, 8 and 24 rows (wgmma) compiled in 2.0, 3.1 and 6.4 s against 3.9, 8.2 and
-        16.9, to cubins of the same size (docs/matmul.md, "First calls")."""
+        16.9, to cubins of the same size (docs/matmul-record.md, "First calls")."""
         return ("-split-compile=0",)
 
     def target_arch(self, arch: str) -> str:
@@ -770,7 +770,7 @@ class Skinny(Spec):
         float64 a large side below SMALL_SIMT_F64_LARGE and K up to SMALL_SIMT_F64_MAX_K); or, in
         float32 with N and K of at least
         TC_MIN_DIM, at most TC_SUITS_ROWS[k-contiguous large operand or not], where the
-        split-TF32 tensor-core forms beat the tiled family (docs/matmul.md, "Skinny
+        split-TF32 tensor-core forms beat the tiled family (docs/matmul-record.md, "Skinny
         products"); or, in float16/bfloat16 with N and K of at least TC_MIN_DIM: with a
         k-contiguous large operand at most TC16_SUITS_ROWS (the mma.m16n8k16 dot form), or
         TC16_ALIGNED_ROWS when `wgmma_in_place` (the large operand's rows are 16-byte aligned,
@@ -819,7 +819,7 @@ class Skinny(Spec):
           - or WG_TINY_ROWS (exclusive) to WG_SHORT_MAX_ROWS rows against a large side below
             TC_MIN_DIM, with K of WG_TINY_MIN_K.
         The bounds come from public calls (host time included) on 145 random shapes of 17-512
-        rows, large sides 128-16384 and K 32-16384 on an H200 (docs/matmul.md, "Where the
+        rows, large sides 128-16384 and K 32-16384 on an H200 (docs/matmul-record.md, "Where the
         wgmma forms run")."""
         small, large = min(M, N), max(M, N)
         if not WG_MIN_ROWS <= small <= WG_SUITS_ROWS:
@@ -1009,10 +1009,10 @@ class Skinny(Spec):
         SIMT_ELEMENT_ROWS_16 rows, a large operand stored n-contiguous (the axpy forms):
         there the mma.m16n8k16 axpy form gathers each fragment with 2-byte loads, and the
         SIMT forms ran 1.01-1.37x faster (geometric mean 1.20x; device time, two weights,
-        both storage orders, H200; docs/matmul.md, "Rows that are not 16-byte aligned").
+        both storage orders, H200; docs/matmul-record.md, "Rows that are not 16-byte aligned").
         A k-contiguous one (W.t()) keeps the tensor-core dot form, which reads such rows
         as whole granules: 1.01-1.15x the SIMT forms' speed at 2-4 rows on eight drawn
-        products, 1.15x (0.91-1.81x) on ten held out (H100, docs/matmul.md). In float32 the two kinds of
+        products, 1.15x (0.91-1.81x) on ten held out (H100, docs/matmul-record.md). In float32 the two kinds of
         form ran level at 7-12 rows, the tensor-core forms ahead from 16."""
         return dtype in ("float16", "bfloat16") and 2 <= small <= SIMT_ELEMENT_ROWS_16 and not k_contiguous
 
@@ -1063,7 +1063,7 @@ class Skinny(Spec):
             # the SIMT axpy form). 1 row: the SIMT forms (equal speed, no tensor-core tile of 8
             # rows for one). Two-pass merge from 5 rows: in device time the single pass ran
             # level at 3-4 rows (1.01-1.02x over ten weights, H100) and saves a launch, but
-            # 0.95-0.98x at 6-8 rows and 0.80-0.89x at 12-16 (docs/matmul.md). Dot form: up
+            # 0.95-0.98x at 6-8 rows and 0.80-0.89x at 12-16 (docs/matmul-record.md). Dot form: up
             # to 8 rows, 4 warps share each column
             # group's K slab (k_warps) and 2 tiles a warp; past 32 rows 1 tile a warp (fewer
             # accumulators, more blocks). Axpy form: 4 warps share the slab up to 16 rows
@@ -1207,7 +1207,7 @@ class Skinny(Spec):
 # The largest small dimension for which suits() picks this family. float32: up to 12 rows it
 # matched or beat cuBLAS on an H100 and beat the tiled family by 1.5-2.4x; at 16 rows and more
 # the shared-memory reads of the small operand (one per FMA and warp column) bound it below
-# both (docs/matmul.md, "Skinny products"). 16-bit dtypes only at 1-2 rows, where the float32
+# both (docs/matmul-record.md, "Skinny products"). 16-bit dtypes only at 1-2 rows, where the float32
 # FMAs of this kernel still keep up with memory (tensor cores win beyond).
 SUITS_ROWS = {"float32": 12, "float64": 8, "float16": 2, "bfloat16": 2}
 # float32 products of more than SUITS_ROWS and at most SMALL_SIMT_ROWS rows whose other two sides
@@ -1229,7 +1229,7 @@ SMALL_SIMT_WIDE_ROWS = 32
 # float64 takes the same forms for small products whose large side is below this (the float64
 # few-column tiles keep theirs, TensorMatmul.few_columns_f64_suits): up to SMALL_SIMT_ROWS rows or
 # columns, K of at least SMALL_SIMT_MIN_K. The tiled family's few blocks walk all of K there. As
-# users call them on an H100 (docs/matmul.md, "Small float64 products on the skinny forms"; both
+# users call them on an H100 (docs/matmul-record.md, "Small float64 products on the skinny forms"; both
 # weight orders, the tree before in the same command): on the 32 calls the bound was set on
 # (large side 10-999), 1.42x faster below 512 and 0.50x on the two of 773; on 32 of a second draw
 # read after it, 1.23x (0.89-2.50x) below 512 and 0.90x on the four from 512 it leaves out; on 32
@@ -1240,13 +1240,13 @@ SMALL_SIMT_F64_LARGE = 512
 SMALL_SIMT_F64_MAX_K = 8192
 # float32 beyond SUITS_ROWS: the split-TF32 tensor-core forms, where the small dimension is at
 # most TC_SUITS_ROWS[large operand k-contiguous?] and N, K >= TC_MIN_DIM. Measured on an H100
-# (kgen.bench.skinny_tc, docs/matmul.md): with a k-contiguous large operand (W.T) they beat
+# (kgen.bench.skinny_tc, docs/matmul-record.md): with a k-contiguous large operand (W.T) they beat
 # the tiled family at every row count from 13 to 256; with a row-major one up to ~90 rows,
 # and the tiled family's wide tiles won from 128 rows.
 TC_SUITS_ROWS = {True: 256, False: 96}
 TC_MIN_DIM = 1024
 # float32 products with this many rows or columns, against N and K of at least TC_MIN_DIM, run
-# the wgmma forms on an sm_90 GPU (either storage order of the large operand; docs/matmul.md,
+# the wgmma forms on an sm_90 GPU (either storage order of the large operand; docs/matmul-record.md,
 # "The wgmma forms").
 WG_MIN_ROWS = 17
 WG_SUITS_ROWS = 512
@@ -1260,10 +1260,10 @@ WG_TINY_ROWS, WG_TINY_MIN_K = 64, 160
 # 1024-16384 (docs/bench/research/simt_f32_variants.py VARIANTS=WG_DEFAULT, seed 26201, with the
 # TMA-ring run's eight products): against N of 13248-98432 the wgmma form ran 1.05-1.34x, against
 # 7488-9024 level (1.007-1.014x), against 2496-5440 0.63-1.06x; against a row-major weight it lost
-# everywhere (0.79-0.96x, seed 26202). Held out: docs/matmul.md, "Wide weights at 7-16 rows".
+# everywhere (0.79-0.96x, seed 26202). Held out: docs/matmul-record.md, "Wide weights at 7-16 rows".
 WG_WIDE_DOT_MIN_LARGE = 12288
 # Row tiles of up to this many rows run two warpgroups a block in the wgmma default, larger
-# ones one: device time on an H200 over six weights, both orders (docs/matmul.md, "The wgmma
+# ones one: device time on an H200 over six weights, both orders (docs/matmul-record.md, "The wgmma
 # forms"): at 17-24 rows two warpgroups ran 1.47x cuBLAS to one's 1.37x (geometric means), at
 # 32-48 the two were within 2%, from 64 rows one warpgroup won by 1.15-1.21x.
 WG_TWO_GROUP_ROWS = 48
@@ -1272,7 +1272,7 @@ WG_TWO_GROUP_ROWS = 48
 # large side x K) split K for one wave of resident blocks, not two: half the K slabs, so half
 # the partial sums written and merged, which weigh most where K is short against the rows.
 # Device time on an H200, 49-256 rows, N and K 1024-16384, both storage orders
-# (docs/bench/research/f32_row_routes.py, seeds 22001 and 22002; docs/matmul.md, "One wave for
+# (docs/bench/research/f32_row_routes.py, seeds 22001 and 22002; docs/matmul-record.md, "One wave for
 # small products of the wgmma forms"): at most 20M elements, 46 products 1.09x (0.98-1.35x;
 # 51x5725x1037 37.0 -> 27.9 µs, cuBLAS 27.4); beyond, one wave lost up to 0.70x (195x10050x5959,
 # 316 row and column tiles past the resident blocks); at 17-48 rows (two warpgroups) it ran level.
@@ -1282,38 +1282,38 @@ WG_ONE_WAVE_MAX_ELEMENTS = 20_000_000
 # Grids of at most this many column tiles run the wgmma forms without the image launch, each
 # block splitting its own chunks of S: one call between events on an H200 ran 1.13x faster on
 # the 11 such products of 60 drawn ones (none slower); a bound of 8 lost up to 0.71x there
-# (docs/matmul.md, "The wgmma forms").
+# (docs/matmul-record.md, "The wgmma forms").
 WG_DIRECT_MAX_COLUMN_TILES = 4
 # ... and so do small products whose blocks split few elements of S again in all: at most this
 # many over the grid's column tiles (column tiles x rows x K). There the image launch costs the
 # call more than the splitting: on products of at most 2^30 flops, one call between events on an
 # H200, fitted on 40 drawn shapes (seed 2024: 1.14x faster on the 12 affected, none slower) and
-# checked on 40 others (seed 9090: 1.06x on the 15 affected, lowest 0.91x; docs/matmul.md).
+# checked on 40 others (seed 9090: 1.06x on the 15 affected, lowest 0.91x; docs/matmul-record.md).
 WG_DIRECT_MAX_SPLIT_ELEMENTS = 1_200_000
 # Within SUITS_ROWS, float32 products of more than this many rows (N and K >= TC_MIN_DIM) take
 # the split-TF32 tensor-core forms too. Device time on an H100 over seven weights, both orders
-# (docs/bench/research/skinny_f32_rows.py, docs/matmul.md): at 8-12 rows they ran 1.01-1.17x
+# (docs/bench/research/skinny_f32_rows.py, docs/matmul-record.md): at 8-12 rows they ran 1.01-1.17x
 # the SIMT forms' speed; at 4-6 rows the SIMT forms won against W.t() (1.22-1.26x cuBLAS
 # against 1.10-1.11x) and tied at 4 rows against a row-major weight.
 SIMT_F32_ROWS = 6
 # float16/bfloat16 beyond SUITS_ROWS with a k-contiguous large operand: the mma.m16n8k16 dot
-# form up to this many rows. Measured on an H100 (docs/matmul.md): 1.0-2.1x cuBLAS from 3 to 32
+# form up to this many rows. Measured on an H100 (docs/matmul-record.md): 1.0-2.1x cuBLAS from 3 to 32
 # rows on most shapes, level with the tiled tensor-core family at 50-64, behind it from 100.
 TC16_SUITS_ROWS = 64
 # ... and up to this many where the large operand's rows are 16-byte aligned and the GPU runs
 # the wgmma kernel (sm_90), which then reads it in place. Measured on an H100, bfloat16 x @ W.t()
-# with aligned weights of 21-117 MB (device time, docs/matmul.md): this form 0.85-0.93x cuBLAS
+# with aligned weights of 21-117 MB (device time, docs/matmul-record.md): this form 0.85-0.93x cuBLAS
 # at 2-16 rows, the wgmma default 0.72-0.79x; at 24 rows level (0.76x / 0.79x); from 32 rows
 # the wgmma default 0.81-0.83x, this form 0.72x falling to 0.47x at 64.
 TC16_ALIGNED_ROWS = 16
 # ... except that few rows (M <= N, 1-64) against an aligned weight with N and K of 1024 or more
 # run TensorMatmul with A's rows as the wgmma N (TensorMatmul.swap_suits): on an H100 it ran
 # 0.90x / 0.93x cuBLAS in device time (from L2 / from HBM) over 16 products of 2-59 rows where
-# these forms and the 64-row streaming tiles ran 0.64x / 0.78x (docs/tensorcore.md, "A's rows as
+# these forms and the 64-row streaming tiles ran 0.64x / 0.78x (docs/tensorcore-record.md, "A's rows as
 # the wgmma N").
 # float16/bfloat16 beyond SUITS_ROWS with an n-contiguous large operand (B row-major K x N): the
 # mma.m16n8k16 axpy form up to TC16_AXPY_ROWS[the wgmma kernel reads that operand in place?] rows.
-# Measured on an H100 (bfloat16, device time, docs/matmul.md): where wgmma must first copy the
+# Measured on an H100 (bfloat16, device time, docs/matmul-record.md): where wgmma must first copy the
 # operand (rows not 16-byte aligned), this form was 1.1-2.4x faster than it at 3-16 rows on 2 of 3
 # weights; on seven aligned weights, with the wave-fitted K split, it ran 0.85-0.90x cuBLAS at 3-8
 # rows against wgmma's 0.78-0.81x (lowest 0.89x of wgmma, 14336x4096), and behind it from 12.
@@ -1325,7 +1325,7 @@ TC16_AXPY_MIN_ROWS = 3
 # 16-bit products of one row whose K is at least this long stream 8 columns a warp in the dot
 # form, not 4 (default_warp_cols): each lane keeps twice the loads in flight along a K long
 # enough to fill the GPU without a fine split. Device time on an H200 (`kgen bench decode
-# --sweep`, x @ W.t() with W N x K; docs/matmul.md, "One row of a 16-bit weight"): 1.03-1.18x
+# --sweep`, x @ W.t() with W N x K; docs/matmul-record.md, "One row of a 16-bit weight"): 1.03-1.18x
 # on the nine bfloat16 and float16 products with K of 6592-9088, 0.83-1.07x (level on the
 # whole) on the twelve with K of 1152-4032.
 WIDE_DOT_MIN_K_16 = 6144
@@ -1334,7 +1334,7 @@ WIDE_DOT_MIN_K_16 = 6144
 # a warp x `loads` vectors in flight, so half the SMs already keep the memory busy, and the
 # K slabs' merge and their blocks' fixed costs only add time. Device time on an H100, float32,
 # 1-6 rows (docs/bench/research/skinny_f32_splits.py and `kgen bench decode --sweep`;
-# docs/matmul.md, "The SIMT dot form: K whole from half the SMs"): 1.03-1.26x on all 8 products
+# docs/matmul-record.md, "The SIMT dot form: K whole from half the SMs"): 1.03-1.26x on all 8 products
 # with 94-420 column tiles; below 66 the split stays (2x1984x9088, 62 tiles: 37.0 against
 # 32.8 µs whole; 6x1728x2112, 27 tiles: 21.0 against 13.2). Held out (12 float32 products, seed
 # 7702, docs/bench/research/decode_bound.py): the 8 it changed ran 1.01-1.24x faster.
@@ -1343,7 +1343,7 @@ DOT_WHOLE_K_SM_SHARE = 0.5
 # column tiles are no more than the SMs, with a long enough K (DOT_FEW_TILES_MIN_K for two slabs,
 # DOT_FEWER_TILES_MIN_K for three or more): there K whole gives an SM one block or none, and
 # dot_few_tile_slabs cuts it into about two blocks an SM.
-# Device time on an H100 (docs/bench/research/skinny_f32_splits.py; docs/matmul.md, "Few tiles
+# Device time on an H100 (docs/bench/research/skinny_f32_splits.py; docs/matmul-record.md, "Few tiles
 # of 3+ rows"): fitted on eight products of 3-6 rows, 79-132 tiles and K of 3904-13248 (1.02-1.20x
 # over K whole; with K of 1152-1920 K whole stayed the fastest on three of four, and at 1-2 rows,
 # 32 columns a block, on five of 82-118 tiles it was the fastest or within 1%); on twelve held-out
@@ -1358,7 +1358,7 @@ DOT_FEWER_TILES_MIN_K = 1920
 # Below DOT_WHOLE_K_SM_SHARE, where `waves` sets the split, float32 specs ask for one wave of resident
 # blocks, not two (Skinny.one_wave_dot_suits; dispatch passes dot_sms): fewer, longer slabs,
 # each block's S staging and merge paid fewer times. Device time on an H200, 1-6 rows against
-# W.t() of 16 MB or more with 17-64 column tiles (docs/bench/research/dot_waves.py; docs/matmul.md,
+# W.t() of 16 MB or more with 17-64 column tiles (docs/bench/research/dot_waves.py; docs/matmul-record.md,
 # "One wave where the dot form's tiles are few"): the 8 of 16 fitted products whose split it
 # changes 1.089x (1.020-1.128x; 5x3904x8384 45.0 -> 39.9 µs), the others level; held out (seed
 # 16102) the 3 of 12 it changes 1.069x (1.037-1.085x), all 12 1.015x (lowest 0.980x, an unchanged split).
@@ -1368,7 +1368,7 @@ DOT_FEW_TILE_WAVES = 1
 # fewer column tiles than SMs (at least DOT_WHOLE_K_SM_SHARE of them, K too short for
 # dot_few_tile_slabs): one block on most SMs and none on the rest, where 4 give twice the blocks
 # without a merge (Skinny.narrow_dot_suits; dispatch passes dot_sms). Device time on an H200, W.t()
-# of 16 MB or more (docs/bench/research/simt_f32_variants.py; docs/matmul.md, "Float32 few-row rules by
+# of 16 MB or more (docs/bench/research/simt_f32_variants.py; docs/matmul-record.md, "Float32 few-row rules by
 # storage order"): fitted, 1.11-1.16x on all five such products of two draws (seeds
 # 18003, 18013; 91-128 tiles, K 1280-3136), where 8 columns split K instead (fewer tiles, or a
 # longer K) 4 ran 0.92-1.10x, so those keep 8; held out (seed 18033, eight products of 3-6 rows
@@ -1377,7 +1377,7 @@ DOT_FEW_TILE_WAVES = 1
 # columns a warp from K of WIDE_DOT_MIN_K_16 (they reach the SIMT dot form where the wgmma kernel
 # does not take them: rows off a 16-byte boundary). Device time on an H200, W.t() with K of
 # 6144-16384, N and K of any length (docs/bench/research/decode_variants.py VARIANTS=warp_cols=4;
-# docs/matmul.md, "One row of a 16-bit weight: 8 columns a warp from K of 6144"): seen first on
+# docs/matmul-record.md, "One row of a 16-bit weight: 8 columns a warp from K of 6144"): seen first on
 # four products of 104-128 tiles (seeds 47002, 47101, 47102: 1.14-1.23x), where the eight of 8
 # columns with more tiles than SMs, or with K split, ran 0.71-0.94x with 4; held out (seeds 47201,
 # 47202: eleven products drawn where the rule applies) bfloat16 1.258x (1.15-1.33x), float16
@@ -1387,14 +1387,14 @@ DOT_NARROW_WARP_COLS = 4
 # Skinny.axpy_shift_min_blocks.
 AXPY_SHIFT_MIN_BLOCKS = 3
 # The widest loads (bytes) a row-major 16-bit L may allow for the _shift entry to take it. Device
-# time on an H200 (docs/matmul.md, "Row-major 16-bit weights off a 16-byte boundary"): against 2-
+# time on an H200 (docs/matmul-record.md, "Row-major 16-bit weights off a 16-byte boundary"): against 2-
 # and 4-byte loads 1.02-1.23x (six fitted) and 1.03-1.46x (ten held out); against 8-byte loads
 # (N = 4 mod 8) 0.86-1.19x over five, slower on the smallest weight. Reading the last column
 # tile as whole granules too did not change that (1.019x over six more such rows, 0.96-1.13x).
 AXPY_SHIFT_MAX_LOAD_BYTES = 4
 # float32 SIMT axpy form (a row-major large operand) of up to 16 accumulator registers a thread
 # (1-4 rows): K split for one wave of resident blocks rather than two (Skinny.one_wave_axpy_suits;
-# dispatch passes axpy_sms). Device time on an H200 (simt_f32_variants.py; docs/matmul.md, the
+# dispatch passes axpy_sms). Device time on an H200 (simt_f32_variants.py; docs/matmul-record.md, the
 # same section): 1.047x on six products of 1-4 rows (seed 18002, 0.998-1.165x), 1.044x on seven
 # of 1-4 rows of a second draw (18012, 0.980-1.131x), where a 5-row product ran 0.908x (at 20
 # accumulators fewer blocks are resident, and one wave of them leaves a long tail); held out
@@ -1404,14 +1404,14 @@ AXPY_SIMT_WAVES = 1
 # more than 16 accumulators a thread, so fewer of its blocks are resident): the split-TF32
 # tensor-core axpy form, as from 7 rows, where K is at least this (Skinny.tc_axpy_few_rows_suits;
 # dispatch passes axpy_sms). Device time on an H200 (docs/bench/research/simt_f32_variants.py;
-# docs/matmul.md, "Float32 few-row rules by storage order"): 1.198x (0.981-1.398x) and
+# docs/matmul-record.md, "Float32 few-row rules by storage order"): 1.198x (0.981-1.398x) and
 # 1.100x on two draws of five (seeds 18052, 18053), the one loss at K = 1024 (5x4800x1024: 0.820x;
 # the smallest K that gained was 1472); held out (18072, five products) 1.188x (1.12-1.32x).
 # Against W.t() the SIMT dot form keeps 5-6 rows, where it leads.
 TC_AXPY_FEW_ROWS_MIN_K = 1280
 
 # Up to this many rows the float32 mma.sync tensor-core forms split K for one wave of blocks, not
-# two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul.md, "K splits
+# two. Device time on an H200 (docs/bench/research/skinny_tc_sweep.py; docs/matmul-record.md, "K splits
 # fitted to the last wave"): 1.00-1.13x on the 5 float32 shapes of 8-16 rows it was fitted on, and
 # 1.00-1.14x on 8 held-out ones. The 16-bit forms gained 1.06-1.09x on the 7 fitted shapes but ran
 # 0.70-1.20x on 8 held-out ones (0.70x at 14x6525x8764 row-major, rows of odd length): they keep two.
@@ -1419,7 +1419,7 @@ TC_ONE_WAVE_ROWS = 16
 # The float32 mma.sync dot form of up to TC_ONE_WAVE_ROWS rows reads TC_LONG_WINDOW-k windows
 # (Skinny.tc_window; two held a warp, TC_LONG_WINDOW_RING) where the large operand is at least
 # TC_LONG_WINDOW_MIN_BYTES (Skinny.long_window_dot_suits, dispatch passing dot_sms). Device time
-# on an H200 against 32-k windows, W.t() of 7-16 rows (docs/matmul.md, "64-k windows"): on the
+# on an H200 against 32-k windows, W.t() of 7-16 rows (docs/matmul-record.md, "64-k windows"): on the
 # twelve products of seed 29003 every one of 64 MiB or more gained (1.012-1.075x, five) and the
 # seven below ran 0.948-1.020x; held out (seed 29201, fourteen): the six of 64 MiB or more
 # 1.005-1.070x, the eight below 0.930-1.027x.
@@ -1428,7 +1428,7 @@ TC_LONG_WINDOW_MIN_BYTES = 64 * 2**20
 # weight (large side TC_DOT_NARROW_MIN_LARGE to TC_MIN_DIM, K of TC_MIN_DIM or more) run the
 # split-TF32 tensor-core dot form rather than the SIMT dot form (Skinny.tc_dot_narrow_suits,
 # dispatch passing dot_sms). Device time on an H100 (docs/bench/research/decode_variants.py; N
-# 128-1023, K 1024-16384; docs/matmul.md, "Narrow weights at 9-16 rows"): 9-16 rows 1.06-1.39x over the four
+# 128-1023, K 1024-16384; docs/matmul-record.md, "Narrow weights at 9-16 rows"): 9-16 rows 1.06-1.39x over the four
 # products of seed 61201 and 1.11-1.40x over the four held out (seed 61301); 7-8 rows ran
 # 0.91-0.99x (seeds 61202, 61302), where the SIMT form stays.
 TC_DOT_NARROW_MIN_ROWS = 9
@@ -1437,7 +1437,7 @@ TC_DOT_NARROW_MIN_LARGE = 128
 # warp (8-byte loads, 256 columns a block) instead of two (16-byte loads, 512) where the two-tile
 # blocks, K cut into its shortest slabs, would number fewer than this many per SM: there most
 # SMs idle, and halving a block's columns doubles the blocks. Device time on an H200
-# (docs/bench/research/skinny_f32_splits.py VARIANTS=tc|tiles, 7-16 rows; docs/matmul.md, "One
+# (docs/bench/research/skinny_f32_splits.py VARIANTS=tc|tiles, 7-16 rows; docs/matmul-record.md, "One
 # tile a warp where blocks are few"): one tile ran 1.03-1.39x on the 6 fitted products with 64-143
 # such blocks and 0.78-0.88x on the 12 with 252 or more; held out, 1.01-1.22x on the 9 the rule
 # changes. A weight called again and again, which L2 can hold, runs level either way.
@@ -1926,7 +1926,7 @@ def phased_dot(spec: Skinny, width: int) -> bool:
     widest loads from each class of columns' first 16-byte boundary) rather than the
     _v<width> entry. In 16-bit types only where the rows allow single elements: in the SIMT
     form rows 4 or 8 bytes off a boundary ran 0.96x and 1.00x as fast phased as on their 4- and
-    8-byte loads, rows 2 bytes off 1.02-1.34x (one row, H100 device time, docs/matmul.md)."""
+    8-byte loads, rows 2 bytes off 1.02-1.34x (one row, H100 device time, docs/matmul-record.md)."""
     if not spec.phased or width >= spec.vec:
         return False
     if spec.tensor_cores:   # the mma.sync dot forms have phased entries too (not wgmma)
@@ -1934,7 +1934,7 @@ def phased_dot(spec: Skinny, width: int) -> bool:
             return False
         # 16-bit: rows 2 bytes off a 4-byte boundary, in place of the granules, up to 8 rows
         # (two blocks an SM): 1.02-1.09x the granules there; rows 4 or 8 bytes off ran 0.96-1.02x
-        # their 4- and 8-byte loads, and 12-56 rows 0.67-1.18x (H100, docs/matmul.md).
+        # their 4- and 8-byte loads, and 12-56 rows 0.67-1.18x (H100, docs/matmul-record.md).
         return spec.dtype == "float32" or (width == 1 and spec.tc16_fits_two_blocks)
     return ITEMSIZE[spec.dtype] >= 4 or width == 1
 

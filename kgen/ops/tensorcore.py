@@ -7,7 +7,7 @@ m8n8k4 for float64; operand tiles come through a cp.async pipeline into padded o
 XOR-swizzled shared memory, 16-bit fragments through ldmatrix. On sm_90, instruction="wgmma"
 selects the Hopper kernel for float16, bfloat16 and TF32: TMA copies into 128-byte swizzled
 tiles, a producer warpgroup and one or two consumer warpgroups issuing wgmma.mma_async (the
-default there). docs/tensorcore.md explains every field.
+default there). docs/tensorcore.md explains every field, docs/tensorcore-record.md what each was measured to do.
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ _WGMMA_TILES = ((128, 256), (64, 256), (128, 128), (128, 64), (64, 128), (64, 64
 # against a prefill chunk) take A's rows in one tile of 192 (three consumer warpgroups) where
 # waves x TALL_BLOCK_COST[tile] says so: the time of one wave of blocks of each tile relative to
 # 192 x 128 (5 stages; 192 x 192 in 4), measured on an H200 at 129-192 rows (bfloat16, 1 block an
-# SM; docs/bench/research/wide_general_variants.py SET=rows192|rows192b, docs/tensorcore.md,
+# SM; docs/bench/research/wide_general_variants.py SET=rows192|rows192b, docs/tensorcore-record.md,
 # "Tiles of 192 rows"). Two row tiles of 128 pad A to 256 rows and three of 64 read B three times
 # over; one of 192 does neither. Of 32 products timed for the fit (seeds 20401-20422, model layers),
 # on the 26 where its pick was timed it picked the fastest; held out (seed 20451, eight products)
@@ -83,7 +83,7 @@ TALL_BLOCK_COST = {(64, 256): 0.83, (128, 256): 1.26, (192, 128): 1.0, (192, 192
 # launch takes ceil(tiles / 132). WAVE_TAIL_COST (what the second launch and its cluster sums
 # cost beside a 1/s wave, a fraction of one wave) was fitted on 14 such pairs of 65-192 rows
 # against N of 17152-50944, bfloat16, device time on an H200 (0.18-0.81, median 0.46;
-# docs/bench/research/tail_wave_variants.py, docs/tensorcore.md "The last wave"). s: the most
+# docs/bench/research/tail_wave_variants.py, docs/tensorcore-record.md "The last wave"). s: the most
 # slices, up to 8, whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
 # STREAM_MIN_SLICE_K deep. Applied to 16-bit products of WAVE_TAIL_ROWS rows in at most as many
 # row tiles as WAVE_TAIL_ROW_TILES gives their rows (the kernel splits C's columns for any number):
@@ -107,7 +107,7 @@ _SMS = 132
 # cuBLAS where the general tiles ran 0.38-0.95x (20 products of 17-128 rows); on 3-10 MB the
 # general tiles were faster on 5 of 8 (0.77-0.86x against 0.66-0.87x). Past 128 rows the two
 # ran level (8 products: 0.64-1.02x against 0.65-0.98x), so the fitted 256 stands
-# (docs/tensorcore.md, "Few rows"). Below 16 MB the stream also runs where the general tiles,
+# (docs/tensorcore-record.md, "Few rows"). Below 16 MB the stream also runs where the general tiles,
 # before a K split, are fewer than half the SMs: with its K slices merged in clusters it ran
 # 1.02-1.46x faster than them on the 9 such products of 6-90 rows of a draw of weights under
 # 16 MB (device time, both storage orders, H100, seed 401), and 0.74-0.90x their speed on the
@@ -139,7 +139,7 @@ CLUSTER_WAVE_BLOCKS = {2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120}
 # block (128 past 2 x 132 column tiles), the deepest ring one block an SM holds, or two blocks an
 # SM (a ring half as deep) where the tiles pass the SMs, and K split into 2-8 slices merged in
 # clusters, the most whose clusters all run at once (CLUSTER_WAVE_BLOCKS), each at least
-# STREAM_MIN_SLICE_K deep. Device time on an H100, from L2 / from HBM (docs/tensorcore.md, "A's
+# STREAM_MIN_SLICE_K deep. Device time on an H100, from L2 / from HBM (docs/tensorcore-record.md, "A's
 # rows as the wgmma N"):
 # - 1-64 rows, fitted on 16 bfloat16 products of 2-59 rows (seed 701, both storage orders)
 #   against 24 variants each: 1.06x / 1.03x the fastest variant's time, 0.90x / 0.93x cuBLAS's
@@ -163,7 +163,7 @@ SWAP_SPLITS = (1, 2, 3, 4, 5, 6, 7, 8)
 # blocks an SM with K whole. Where 128 columns a block, two blocks an SM, take K in at least
 # SWAP_WIDE_MIN_SLICES slices whose clusters all run at once (PHASED_CLUSTER_BLOCKS: 133-158
 # tiles of 64), those run instead. Device time on an H200 (CUDA graphs over operands rotated
-# past L2, 16-bit, 1-64 rows; docs/tensorcore.md, "Past 132 tiles of 64 columns"): W.t(), 5
+# past L2, 16-bit, 1-64 rows; docs/tensorcore-record.md, "Past 132 tiles of 64 columns"): W.t(), 5
 # fitted products 1.04-1.10x and 9 held out (seeds 15401/15402) 1.079x (geometric mean;
 # 0.99-1.16x); the trees before and after on 12 more of either storage order, row sets
 # included, 1.13x (0.90x at 1x8572x1120, 1.37x at 19x8832x7548). With 2 slices (159-176 tiles)
@@ -221,7 +221,7 @@ WIDE_SWAP_COST = {"general": (-0.80e-6, 0.352e-6, 0.0396), "swap": (29.6e-6, 0.1
 # the low end), and two row tiles of half the rows with 192 columns make at most one wave
 # (N up to 12672): those tiles instead (two_row_tiles_spec). Each block holds half the rows
 # against 1.5x the columns, so the wave has up to twice the blocks. Device time on an H200
-# (docs/bench/research/tail_wave_variants.py SET=swaprows, W.t(); docs/tensorcore.md, "Two row
+# (docs/bench/research/tail_wave_variants.py SET=swaprows, W.t(); docs/tensorcore-record.md, "Two row
 # tiles where one leaves SMs idle"): 1.11-1.16x the 128-column tiles on the seven such products
 # of seeds 20641, 20642 and 22051 (195-238 rows; 238x8512x4288 45.3 -> 39.7 µs, cuBLAS 29.7);
 # held out (seeds 22061, 22062) 1.075x on ten W.t() products (two 0.95-0.98x) and 1.092x on six
@@ -269,7 +269,7 @@ REALIGN_SWAP_BN = 128
 # blocks, half the k steps each. Device time on an H100 (docs/bench/research/realign_split_sweep.py):
 # 88x5607x8323 W.t() 110.2 against 127.0 µs, 21x5198x9437 row-major 85.5 against 103.9, and held
 # out 54x7411x2706 row-major 41.9 against 45.4 (cuBLAS 96.9, 87.1, 57.2); eight more held out,
-# 1.03-1.33x (docs/tensorcore.md). The gain shrinks with K (1.03x at K = 2350), so K of at least
+# 1.03-1.33x (docs/tensorcore-record.md). The gain shrinks with K (1.03x at K = 2350), so K of at least
 # REALIGN_SPLIT_MIN_K.
 REALIGN_SPLIT_SLICES = 2
 REALIGN_SPLIT_MIN_K = 2048
@@ -288,7 +288,7 @@ REALIGN_SWAP_MAX_SIDE = 3584
 # skinny tensor-core axpy form, which then gathers B element by element (31-47% of the bound).
 # The transposed tiles reading B in place (b_realign) ran 1.05-2.02x faster on all nine such
 # products of two draws (device time on an H100, docs/bench/research/realign_pitch.py, IN_PLACE=1
-# ROWS=3-16 ORDER=row, seeds 9941 float16 and 9942 bfloat16; docs/matmul.md, "Odd pitches from
+# ROWS=3-16 ORDER=row, seeds 9941 float16 and 9942 bfloat16; docs/matmul-record.md, "Odd pitches from
 # 5 rows"), while at 3-4 rows the skinny SIMT forms (Skinny.simt_for_element_rows, up to
 # SIMT_ELEMENT_ROWS_16 = 4 rows) stayed ahead on two of three, and at pitches of 2, 4 or 6
 # modulo 8 (4- and 8-byte loads) the skinny forms won on 6 of 9. Held out (seeds 9944, 9945,
@@ -296,7 +296,7 @@ REALIGN_SWAP_MAX_SIDE = 3584
 # block at the producer's pace), 0.97x at 7x9889x2472. Read by row sets (b_phased) instead, every
 # unaligned pitch takes them: the skinny default took 1.05-2.07x their time on all 20 products
 # of two held-out draws, even pitches included (device time on an H200, SKINNY=1 ROWS=5-16
-# ORDER=row, seeds 10831 bfloat16 and 10832 float16; docs/tensorcore.md, "A row-major B by row
+# ORDER=row, seeds 10831 bfloat16 and 10832 float16; docs/tensorcore-record.md, "A row-major B by row
 # sets"), while at 1-4 rows the skinny forms stayed ahead on 3 of 4 (seed 10823).
 REALIGN_ROW_ROWS = (5, 16)
 # W.t() of a 16-bit weight whose rows are 2, 4 or 6 modulo 8 elements apart, read by row sets of
@@ -312,7 +312,7 @@ PHASED_SWAP_ROWS = (17, 64)
 # tiles dispatch gives the aligned twin (K rounded up to 8), reading it by row sets a tile
 # (b_classes), over K whole or K in cluster slices fitted to the sets' tiles (class_slices), on
 # weights of CLASSES_MIN_B_BYTES or more. On an H200 (device time, CUDA graphs over operands
-# rotated past L2; docs/bench/research/misaligned16.py, docs/matmul.md) against the skinny
+# rotated past L2; docs/bench/research/misaligned16.py, docs/matmul-record.md) against the skinny
 # default, over 19 products of four draws (seeds 30205, 30206, 31101, 31102): 1.17-1.80x on all
 # 13 of 33-269 MB, 0.91-1.00x on the six of 18-32 MB, where A's image launch weighs more. Rows and
 # the first draws' fit: five products of 4332-14712 columns (seeds 30203, 30204); the slices'
@@ -322,7 +322,7 @@ CLASSES_ROWS = (9, 16)
 CLASSES_MIN_B_BYTES = 32 * 10**6
 # A's rows TMA reads at a pitch that is no multiple of A_PITCH_BYTES straddle two 128-byte lines
 # each, and every block of the wgmma kernel re-reads A. On an H200 (device time, operands rotated
-# past L2, bfloat16 W.t(); docs/tensorcore.md, "A at a 128-byte pitch"), the transposed tiles with
+# past L2, bfloat16 W.t(); docs/tensorcore-record.md, "A at a 128-byte pitch"), the transposed tiles with
 # A at such a pitch, the copy included: 58x12904x7000 75.5 -> 57.4 µs, 58x9000x4680 41.6 -> 33.1.
 # On 12 products drawn with K no multiple of 64: 1.07-1.22x faster from 64-row tiles, 0.93-1.07x at
 # 48-56 rows and 0.97-1.02x on the general tiles (65+ rows, more than 132 column tiles), where the
@@ -339,7 +339,7 @@ A_PITCH_MIN_B_BYTES = 32 << 20
 # the most slices (up to 8, each STREAM_MIN_SLICE_K deep) whose clusters all run at once
 # (PHASED_CLUSTER_BLOCKS: cuOccupancyMaxActiveClusters x s with two blocks an SM, measured on an
 # H100, docs/bench/swap16/cluster_capacity_h100.json) run the same products faster. Device time on
-# an H200 (docs/bench/research/phased_split.py; docs/tensorcore.md, "Row sets, two blocks an SM"):
+# an H200 (docs/bench/research/phased_split.py; docs/tensorcore-record.md, "Row sets, two blocks an SM"):
 # W.t() at 17-64 rows, 14 products fitted (26x5394x11630 97.7 -> 55.7 µs, cuBLAS 61.0) and 7
 # held out 1.01-1.54x; W.t() at 65-160 rows 1.03-1.46x on the six of tiles up to 128 rows, 0.90x
 # at 151 rows (3-stage rings of 152 x 128 tiles); a row-major B at 5-64 rows 1.08-1.33x on six of
@@ -376,7 +376,7 @@ SMALL_PRODUCT_MACS = 1 << 24
 # The wgmma kernel is launched programmatically (kgen.core.launch: its launch and barrier set-up
 # overlap the kernel before it, which it waits for with griddepcontrol.wait) where its grid fills
 # the SMs or each block walks at most PROGRAMMATIC_MAX_SLICE_K of K. Device time of back-to-back
-# calls on an H200 (docs/tensorcore.md, "Programmatic launches"; 1-16 rows against 16-bit
+# calls on an H200 (docs/tensorcore-record.md, "Programmatic launches"; 1-16 rows against 16-bit
 # weights of 16 MB or more, both orders of B): fitted on 80 cases (seeds 10511, 10513), 1.02-1.11x
 # as fast on 12 of 13 products with short slices (1x1280x13760 13.2 -> 12.1 µs), 0.99-1.07x where
 # the grid filled the SMs, 0.91-1.08x where fewer blocks than SMs walked longer slices
@@ -391,7 +391,7 @@ PROGRAMMATIC_COPIES = ("kgen_tc_phase_a", "kgen_tc_class_a")
 # The flag (kgen_tc_wgmma's flags argument) that tells the kernel its launch is programmatic.
 OVERLAPPED = 4
 # with_l2_prefetch's size. Not a default: device time of calls back to back on an H200
-# (docs/bench/research/wgmma_prefetch.py; docs/tensorcore.md "Programmatic launches"), 16-bit
+# (docs/bench/research/wgmma_prefetch.py; docs/tensorcore-record.md "Programmatic launches"), 16-bit
 # products of 1-16 rows: fitted (seed 17101) on the 7 launched programmatically 16 KiB ran
 # 1.019x and 64 KiB 1.024x the spec without it (the 5 launched plainly, where the prefetch ran
 # just ahead of the block's own loads, lost up to 2%: hence OVERLAPPED); held out (17103) 16 KiB
@@ -404,7 +404,7 @@ WGMMA_L2_PREFETCH_KIB = 16
 # operand's rows are not 16-byte aligned (K or N no multiple of 8, as most drawn sides are):
 # one launch reading them in place, where the wgmma kernel copies them first (one launch
 # each). Measured on an H100 as users call it (one call between CUDA events, host time
-# included; docs/bench/research/small16_routes.py, docs/tensorcore.md "Unaligned mid-size
+# included; docs/bench/research/small16_routes.py, docs/tensorcore-record.md "Unaligned mid-size
 # products: element loads"): fitted on 30 bfloat16 products of 2^20-2^29 multiply-adds (seed
 # 9981; 2^28 and 2^28.5 did best), then on 50 held out (seeds 9982 bfloat16, 9983 float16) the
 # 18 products the rule moves ran 0.887x -> 0.958x cuBLAS (geometric mean over all 50); past
@@ -429,7 +429,7 @@ UNALIGNED_ELEMENT_MACS = int(2 ** 28.5)
 # Both hold the block's float sums over their stages, so an output without pair stores goes
 # through shared memory (staged_unaligned_output). Fitted on 12 bfloat16 products drawn with M, N
 # of 512-8192 and K of 16-128, half of N odd (device time over operands rotated past L2, H100;
-# docs/bench/research/short_k_tiles.py SEED=9401, docs/tensorcore.md "Short K"): the default
+# docs/bench/research/short_k_tiles.py SEED=9401, docs/tensorcore-record.md "Short K"): the default
 # (the mma.sync default's 4 warps of 255 registers, or the wgmma kernel's tiles) ran 0.59x
 # cuBLAS, ten fixed variants 0.41-0.75x; on 10 held out (SEED=9402) the rule's choice was within
 # 11% of the fastest variant on every product. Where N is a multiple of 8 and the wgmma kernel
@@ -478,7 +478,7 @@ ELEMENT_SPLIT_MIN_K = 512
 # docs/bench/research/el_cluster.py SEED=117001): splits of 2-8 slices merged in a cluster beat K
 # whole from K ~130 up where the tiles were fewer than ~100 (339x273x199: 13.0 -> 9.3 µs in 4
 # slices of ~50 k), and 105 tiles at K = 132 lost. As users call them (one call between CUDA
-# events, host time included, both trees alternating twice, docs/tensorcore.md "K slices of the
+# events, host time included, both trees alternating twice, docs/tensorcore-record.md "K slices of the
 # element tiles added in a cluster"), the products past K ~2600 that the workspace split 16 ways
 # lost 0.69-0.83x with 8 slices (46x23x6436, 73x95x5858), so those keep the workspace; the bound
 # was read off the draws SEED=117001 and 117002.
@@ -490,7 +490,7 @@ ELEMENT_CLUSTER_BLOCKS = 2 * _SMS
 ELEMENT_CLUSTER_SHORT_K_TILES = 100
 # Past ELEMENT_CLUSTER_MAX_K (and below ELEMENT_SPLIT_TILES tiles), where 8 slices lost to the
 # workspace's 16, the cluster merge takes the workspace split's slice count, up to 16 blocks a
-# cluster (MAX_CLUSTER_MERGE_MMA): one launch, no workspace. H100 (docs/tensorcore.md, "Past K =
+# cluster (MAX_CLUSTER_MERGE_MMA): one launch, no workspace. H100 (docs/tensorcore-record.md, "Past K =
 # 2560"): 1.10-1.15x faster than the workspace split in device time and 1.12-1.23x as one call
 # with host time, geometric means of 10-14 products a draw, on seed 117004 and the held-out
 # 117005; 16 slices 1.28-1.37x faster than 8 in one cluster.
@@ -509,7 +509,7 @@ ELEMENT_SPLIT_STAGES = 2
 # products of aligned rows 1.25x (13x11985x1928 W.t() 110.4 -> 73.9 µs, cuBLAS 59.1; 28x4464x2471
 # row-major 52.2 -> 38.0, cuBLAS 49.0). Held out on an H100 (seeds 94301 and 94303, 16 products,
 # unaligned rows read in place): 0.70x -> 0.91x cuBLAS, 1.18x over W.t() and 1.44x over row-major
-# weights (docs/matmul.md, "Float64 at 9-64 rows").
+# weights (docs/matmul-record.md, "Float64 at 9-64 rows").
 F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
 # Few-column float64 products (few_columns_f64_suits): F64_FEW_COLUMNS_MIN to F64_FEW_COLUMNS_MAX
 # columns, fewer than the rows, at least F64_FEW_COLUMNS_MIN_ROWS rows and F64_FEW_COLUMNS_MIN_K
@@ -524,7 +524,7 @@ F64_FEW_MIN_ROWS, F64_FEW_MAX_ROWS, F64_FEW_MIN_SIDE = 9, 64, 1024
 # out (1.03-2.85x); past 64 columns the new tiles were mixed (0.65-1.76x over 12 products), and
 # 128-row tiles won only on 16-column tiles of a large A (1.26-1.46x over 64 rows from 2^21
 # elements, 0.90-0.94x below). As users call it (held out, kgen bench calls, host time
-# included): 1.65x faster on the 13 products the rule takes (docs/matmul.md, "Float64 at 9-64
+# included): 1.65x faster on the 13 products the rule takes (docs/matmul-record.md, "Float64 at 9-64
 # columns").
 F64_FEW_COLUMNS = True
 F64_FEW_COLUMNS_MIN, F64_FEW_COLUMNS_MAX = 9, 64
@@ -765,7 +765,7 @@ def f64_sm_split(M: int, N: int, K: int, tiles: int, sms: int = _SMS, model: F64
 # F64_CLUSTER_MAX_SLICE deep. F64_CLUSTER_BLOCKS[b][s]: blocks of b a multiprocessor that an H100
 # runs at once in clusters of s (cuOccupancyMaxActiveClusters x s, the same for every float64
 # tile and both entry points; docs/bench/research/f64_cluster_capacity.py). Device time on an H100
-# (docs/matmul.md, "Float64 K slices merged in a cluster"): where the rule takes it the merge ran
+# (docs/matmul-record.md, "Float64 K slices merged in a cluster"): where the rule takes it the merge ran
 # 1.08x the workspace's speed over 6 products it was fitted on and 1.08x over 7 held out
 # (0.91-1.20x); past the clusters that run at once 0.69-1.06x (0.88x over 21). The slice cap was
 # set after the held-out draw: its one large loss (98x6113x13035, 0.81x) had slices of 6517 k,
@@ -822,7 +822,7 @@ SPLIT_TF32_MIN_SIDE = 512
 SPLIT_TF32_MIN_K = 128
 # ... and from SPLIT_TF32_DEEP_MIN_MACS up where K is at least SPLIT_TF32_DEEP_K (both sides still
 # at least SPLIT_TF32_MIN_SIDE): since its copies shrank to two segments in one launch, the wgmma
-# split beats the mma.sync split there. Device time on an H100 (docs/tensorcore.md, "The wgmma
+# split beats the mma.sync split there. Device time on an H100 (docs/tensorcore-record.md, "The wgmma
 # split from 2^27 multiply-adds where K is 256 or more"; 24 products the mma.sync split ran):
 # 1.016-1.457x on the 9 with K >= 256 and both sides >= 512, 0.83-1.43x below K = 256. As users
 # call it, on 24 products drawn after the bound was set: 1.06-1.35x faster, all 24.
@@ -846,7 +846,7 @@ SPLIT_PROMOTE_K = 128
 SPLIT_MAX_BN = {128: 128, 64: 192}
 # The split copies of at most this many values ((M + N) seg) go in one launch of
 # kgen_tc_split_copies (B's blocks, then A's), larger ones in two (B's launch, then A's). Device
-# time on an H100 (docs/tensorcore.md, "One launch for both copies"; 28 float32 products of
+# time on an H100 (docs/tensorcore-record.md, "One launch for both copies"; 28 float32 products of
 # the split): one launch ran 1.00-1.16x on the 16 with copies up to 2^22 values (a launch less:
 # host and device time the small calls feel) and 0.97-1.02x on the 12 larger ones, 9 slower.
 SPLIT_COPIES_ONE_LAUNCH = 1 << 22
@@ -1611,8 +1611,8 @@ class TensorMatmul(Spec):
         at a time from its registers: BN a multiple of 64 and the BM x BN sums (float32, or
         float64 for float64) within the stages' shared memory. On an H100, 7013x891x59 in
         bfloat16 took 44.5 µs stored from the registers against 23.3 at N = 896, where pairs
-        are stored (docs/tensorcore.md, "Unaligned mid-size products"); float64 products of a
-        short K took 1.6-1.9x the time at N + 1 (docs/tensorcore.md, "Float64 outputs of an odd
+        are stored (docs/tensorcore-record.md, "Unaligned mid-size products"); float64 products of a
+        short K took 1.6-1.9x the time at N + 1 (docs/tensorcore-record.md, "Float64 outputs of an odd
         N through shared memory")."""
         return not self.wgmma and self.tile[1] % 64 == 0 and self.sums_bytes <= self.shared_bytes
 
@@ -1628,7 +1628,7 @@ class TensorMatmul(Spec):
         """Whether the wgmma kernel's consumers put a tile's sums in shared memory (over the
         stage ring, which must hold the BM x BN float32 sums) for the whole block to store as
         rows of C in a short loop, rather than each consumer thread storing its own values
-        (docs/tensorcore.md, "The epilogue"). 16-bit inputs only: the float32 products on
+        (docs/tensorcore-record.md, "The epilogue"). 16-bit inputs only: the float32 products on
         TF32 ran 4-8% slower staged (4096³, 3000x5000x700, H100). Not with a persistent
         schedule (the producer fills the ring for the next tile meanwhile), clusters of two (the
         other block writes into the ring), or the cluster merge (which stages its own sums)."""
@@ -1708,7 +1708,7 @@ class TensorMatmul(Spec):
         rows_f64_suits and f64_row_tile picks a tile of F64_ROW_TILES (65-96 rows); else
         mma_default_spec, with sm_90's m16n8k16 shape and 3 blocks an SM (0.75-0.90x cuBLAS DGEMM
         on an H100 at 2000x3000x1000, 4096³ and 8192³, against 0.47-0.50x with m8n8k4;
-        docs/tensorcore.md) and K split by wave_split (by f64_sm_split from F64_BUSY_TILES_PER_SM
+        docs/tensorcore-record.md) and K split by wave_split (by f64_sm_split from F64_BUSY_TILES_PER_SM
         tiles an SM up at up to F64_TENSOR_MAX_ROWS rows). At up to F64_TENSOR_MAX_ROWS rows
         wide_f64_spec replaces the row tiles or the 64 x 64 ones where K stays whole and its
         tiles take fewer waves (F64_WIDE_MARGIN). Dispatch replaces these by m8n8k4 below sm_90."""
@@ -2041,7 +2041,7 @@ class TensorMatmul(Spec):
         otherwise the block tile minimises waves x (BM + BN): the
         waves of blocks over the 132 SMs of an H100/H200, times the operand rows a block
         streams per k. On an H100 this picked the fastest of six tiles for 6 of 7 few-row and
-        mid-size bfloat16 products (docs/tensorcore.md) and keeps 128x256 on large ones. K is
+        mid-size bfloat16 products (docs/tensorcore-record.md) and keeps 128x256 on large ones. K is
         split only when even the chosen tiles are fewer than 32 and K >= 2048: split-K's
         workspace and second kernel cost more than idle SMs elsewhere. split_tf32 (float32):
         among the tiles that hold its second set of accumulators (SPLIT_MAX_BN), on 3K."""
@@ -2266,7 +2266,7 @@ class TensorMatmul(Spec):
             if cls.few_rows_f64_suits(p["M"], p["N"], p["K"]):
                 # Row tiles sized to a few rows, at three K splits about the default's, and up to
                 # 48 rows in m16n8k8 with fragments loaded ahead (1.02x over 24 products on an
-                # H100, 0.98-1.07x; docs/tensorcore.md, "Fragments loaded ahead"; the 64-row tile's
+                # H100, 0.98-1.07x; docs/tensorcore-record.md, "Fragments loaded ahead"; the 64-row tile's
                 # element entry spills with the second fragment set).
                 few = cls.few_rows_f64_spec(p)
                 for split in sorted({max(1, few.split_k // 2), few.split_k, min(16, few.split_k * 2)}):
@@ -2727,7 +2727,7 @@ def class_slices(spec: "TensorMatmul", M: int, N: int, K: int) -> int:
     (CLUSTER_WAVE_BLOCKS, or PHASED_CLUSTER_BLOCKS for a ring two blocks an SM hold) over the tiles
     of the sets, each set's columns rounded up to whole tiles, and K + 8 columns of A's images.
     The aligned twin's split counts its own tiles: on an H200 (Nsight Compute, bfloat16
-    14x2077x11751, docs/matmul.md) the sets' 40 tiles in 3 slices made 40 clusters where 39 run at
+    14x2077x11751, docs/matmul-record.md) the sets' 40 tiles in 3 slices made 40 clusters where 39 run at
     once, and the kernel took 1.75x the twin's time, the same bytes read."""
     BM, BN, _ = spec.tile
     tiles = -(-M // BM) * class_columns(N, class_sets(K, ITEMSIZE[spec.dtype]), BN) // BN
@@ -2885,7 +2885,7 @@ def realign_shift_rows(base_phase: int, ldb: int) -> list[int]:
     phase with this leading dimension. The rows by the shift's case for their phase (a row's
     misalignment in bytes over 4: the shift branches on it), then by row: each warp's 16 rows
     take one branch. A warp of rows of four phases took 1.3x the time of one of one phase
-    (docs/tensorcore.md, "One branch a warp")."""
+    (docs/tensorcore-record.md, "One branch a warp")."""
     return sorted(range(64), key=lambda row: (((base_phase + 2 * row * ldb) % 16) // 4, row))
 
 
@@ -3117,7 +3117,7 @@ class TensorMatmulKernel(TorchPlanMemo, Kernel):
         The row sets' A copies wait for the kernels before them themselves (copy_await_inputs)
         and launch programmatically; the product kernel's blocks then take SMs beside theirs,
         so they ask for an SM's most shared memory, as the product kernel needs it (with the
-        driver's own carveout two products ran 0.83x and 0.89x; docs/tensorcore.md)."""
+        driver's own carveout two products ran 0.83x and 0.89x; docs/tensorcore-record.md)."""
         early = entry in PROGRAMMATIC_COPIES
         go = Launch(self.handle(entry, carveout=MOST_SHARED if early else None), entry, grid, (256, 1, 1), 0, fmt,
                     programmatic=early and programmatic_launches())

@@ -493,7 +493,7 @@ TENSOR_F64_MIN_MACS = 1 << 28
 # read a weight whose rows are not 16 bytes apart (W.t() of an odd K, row-major of an odd N) in
 # place, not copied first: the element entry copies each element by its own cp.async inside the
 # pipeline. Device time on an H100 (docs/bench/research/mma_whole_tiles.py, VARIANTS
-# inplace/copy, seeds 99701 and 99702 plus five fixed products; docs/matmul.md): in place ran
+# inplace/copy, seeds 99701 and 99702 plus five fixed products; docs/matmul-record.md): in place ran
 # 1.02-1.60x the copy on 11 of 13 products of 152-877 rows, and lost at 591x3663x4828 (0.92x)
 # and 1424x1867x1651 (0.84x), where many row tiles read each weight element and one copy of
 # it costs less than their element copies.
@@ -503,7 +503,7 @@ F64_IN_PLACE_MAX_ROWS = 1024
 def _float64_overrides(A: Any, B: Any, M: int, N: int, K: int) -> dict[str, Any]:
     """call_overrides' float64 part on the FP64 tensor cores: a weight whose rows are not 16 bytes
     apart read in place rather than copied first:
-      - by the few-row tiles (copying made them 0.65x as fast on an H100; docs/matmul.md, "Float64
+      - by the few-row tiles (copying made them 0.65x as fast on an H100; docs/matmul-record.md, "Float64
         at 9-64 rows");
       - on sm_90, where it was measured, by any tiles at 65-F64_IN_PLACE_MAX_ROWS rows, both
         storage orders of the weight.

@@ -2,7 +2,7 @@
 at once (cuOccupancyMaxActiveClusters), by cluster size (2-8 K slices) and tile class: the float64
 tiles kgen.matmul dispatches (64 x 64 three blocks an SM, the few-row tiles of 16-64 rows, the
 96-row tiles, the 64 x 128 tiles), both entry points (16-byte copies, element copies). The
-merge keeps its gains only where all of a product's clusters run at once (docs/matmul.md,
+merge keeps its gains only where all of a product's clusters run at once (docs/matmul-record.md,
 "Float64 K slices merged in a cluster"). PRECOMPILE=1 compiles the specs on the host (a stand-in
 sm_90) and stops. Output: $OUT/f64_cluster_capacity.json, a line a spec."""
 import json

@@ -9,7 +9,7 @@ B lies at the start of an allocation with 16 bytes after it (SLACK, bytes, defau
 producer threads copy B in aligned 16-byte granules (cp.async, source size clipped to B), and
 memcheck counts all 16 bytes of the granule that holds B's last value; with SLACK=0 (B's
 allocation ending inside that granule, as an exact-size cudaMalloc can) it reports that copy
-as a read past the allocation (docs/tensorcore.md, "Rows TMA cannot read")."""
+as a read past the allocation (docs/tensorcore-record.md, "Rows TMA cannot read")."""
 import os
 
 import torch

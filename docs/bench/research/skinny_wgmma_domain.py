@@ -11,7 +11,7 @@ Regions: 257-512 rows against large sides and K of 1024-16384; 17-512 rows again
 side of 128-1024, K 64-16384; 17-64 rows against 600-16384, K 400-1100. A third of the shapes
 have few columns instead of few rows; B is row-major or a transposed N x K weight at random.
 Output: $OUT/wgdomain_SEED.json. Measured with the dispatch of the tree before wgmma_suits
-took its present bounds (docs/matmul.md, "Where the wgmma forms run")."""
+took its present bounds (docs/matmul-record.md, "Where the wgmma forms run")."""
 import concurrent.futures as cf
 import json
 import math

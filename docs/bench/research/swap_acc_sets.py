@@ -14,7 +14,7 @@ NaN-poisoned):
 Output: $OUT/swap_acc_sets_<DTYPE>_<SEED>_<ROWS>.json; a line a product on stdout.
 `python swap_acc_sets.py --specs` compiles every spec the run needs (no GPU; KGEN_ARCH=sm_90a).
 The field was measured and taken out again: this script runs at commit 3af61b2, which has it
-(docs/tensorcore.md, "Tried: independent accumulator sets")."""
+(docs/tensorcore-record.md, "Tried: independent accumulator sets")."""
 import concurrent.futures as cf
 import json
 import os
