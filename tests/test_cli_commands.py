@@ -19,7 +19,7 @@ from kgen.cli import tune as tune_cli
 from kgen.core.compiler import default_workers
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ["render", "emit", "info", "cache", "demo", "bench", "tune"]
+COMMANDS = ["render", "emit", "info", "cache", "demo", "bench", "tune", "which"]
 
 
 def run(*args, **kw):

@@ -58,3 +58,35 @@ def test_compiled_matmul_reports_the_launch_shared_memory(fields):
         assert res["shared_bytes"] == raw[entry]["shared_bytes"] + expected_dynamic, entry
     assert any(e in compiled.resources for e in TILED)
     assert max(r["shared_bytes"] for r in compiled.resources.values()) >= launch_dynamic
+
+
+# Skinny's main entry points take their form's shared memory at launch (Skinny.shared_for), the small
+# kernels beside them none: the SIMT forms, the mma.sync tensor-core forms and the wgmma ones.
+SKINNY_SMALL_KERNELS = {"kgen_skinny_merge", "kgen_skinny_prescale", "kgen_skinny_wg_image_dot",
+                        "kgen_skinny_wg_image_axpy"}
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("rows, dtype, forms", [
+    (4, "float32", {"dot", "axpy"}),
+    (8, "bfloat16", {"tc_dot", "tc_axpy"}),
+    (40, "float32", {"wg_dot", "wg_axpy"}),
+])
+def test_compiled_skinny_reports_the_launch_shared_memory(rows, dtype, forms):
+    from kgen.ops.skinny import MAIN_ENTRY
+
+    problem = {"M": rows, "N": 4096, "K": 4096}
+    spec = (kgen.Skinny.wgmma_default_spec(problem) if "wg_dot" in forms
+            else kgen.Skinny.default_spec(problem, dtype))
+    compiled = kgen.compile(spec, "sm_90")
+    seen = set()
+    for entry, res in compiled.resources.items():
+        m = MAIN_ENTRY.fullmatch(entry)
+        if m is None:
+            assert entry in SKINNY_SMALL_KERNELS, entry  # a new kind of entry point: say what it asks for
+            assert res["dynamic_shared_bytes"] == 0, entry
+            continue
+        seen.add(m.group(1))
+        assert res["dynamic_shared_bytes"] == spec.shared_for(m.group(1)) > 0, entry
+        assert res["shared_bytes"] == res["static_shared_bytes"] + res["dynamic_shared_bytes"], entry
+    assert seen == forms

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import CLIError, CommandFailed, count
+from .common import CLIError, CommandFailed, add_device_options, count, target_device
 
 FILL_EXAMPLES = """examples:
   kgen cache fill --weights 4096x4096,11008x4096,4096x11008 --rows 1-256 --dtype bfloat16
@@ -43,13 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="B is a row-major K x N matrix (default: W.t() of an N x K weight, as torch.nn.Linear "
                            "stores it)")
     fill.add_argument("--allow-tf32", action="store_true", help="the calls pass allow_tf32=True")
-    dev = p.add_argument_group("fill: the GPU (default: this one)")
-    dev.add_argument("--arch", help="compile for this architecture (e.g. sm_90) without a GPU")
-    dev.add_argument("--gpu", metavar="NAME",
-                     help="with --arch: the GPU model's name as CUDA reports it (e.g. 'NVIDIA H200'), which picks "
-                          "its shipped and tuned entries")
-    dev.add_argument("--sms", type=count(1, "the GPU's multiprocessor count, at least 1"),
-                     help="with --arch: the GPU's multiprocessor count (default: the architecture's flagship)")
+    add_device_options(p, "fill: the GPU (default: this one)",
+                       "compile for this architecture (e.g. sm_90) without a GPU")
     run_opts = p.add_argument_group("fill: the run")
     run_opts.add_argument("--workers", type=count(0, "0 (one compile after another) or more nvcc runs at a time"),
                           help="nvcc runs at a time (default: one fewer than the CPU count, at least 1; 0: one "
@@ -113,7 +108,7 @@ def _fill(args: argparse.Namespace, store) -> int:
         raise CLIError(str(exc)) from None
     products = ahead.layer_products(weights, rows, dtypes, weight_t, args.allow_tf32)
     products += [ahead.Product(M, N, K, d, weight_t, args.allow_tf32) for d in dtypes for (M, N, K) in shapes]
-    device = _device(args)
+    device = target_device(args, "fill the cache for")
     done = [0]
 
     def on_done(spec, why) -> None:
@@ -148,30 +143,3 @@ def _read_config(path: str) -> dict:
         raise CLIError(f"--config {path} holds a JSON {type(config).__name__}, not an object of a model's settings")
     # A multimodal model's config keeps its language model's settings under text_config.
     return config.get("text_config", config) if "hidden_size" not in config else config
-
-
-def _device(args: argparse.Namespace):
-    """The GPU the cache is for: --arch (with --gpu, --sms) names one; else this machine's, built
-    for KGEN_ARCH where that is set, as kgen.matmul would build; else KGEN_ARCH's alone."""
-    import dataclasses
-    import os
-
-    from ..core import runtime
-    from ..tune import ahead
-
-    if args.arch:
-        return ahead.stand_in_device(args.arch, args.gpu, args.sms)
-    if args.gpu or args.sms:
-        raise CLIError("--gpu and --sms describe a GPU that is not here: give its --arch too")
-    env_arch = os.environ.get("KGEN_ARCH", "").strip()
-    ok, why = runtime.gpu_available()
-    if not ok:
-        if env_arch:
-            return ahead.stand_in_device(env_arch)
-        raise CLIError(f"no GPU to fill the cache for ({why}): name one with --arch (e.g. --arch sm_90 --gpu "
-                       "'NVIDIA H200')")
-    from ..core.kernel import default_arch
-    from ..tune.device import cuda_device_info
-
-    here = cuda_device_info()
-    return dataclasses.replace(here, arch=default_arch()) if env_arch else here

@@ -113,3 +113,48 @@ def setup_logging(verbosity: int) -> None:
         handler.setFormatter(logging.Formatter("kgen: %(levelname)s: %(message)s"))
         handler._kgen_cli = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
+
+
+def shared_text(res: dict[str, int]) -> str:
+    """A launch's shared memory per block, saying how much of it is dynamic."""
+    total, dynamic = res.get("shared_bytes", 0), res.get("dynamic_shared_bytes", 0)
+    return f"{total} B shared/block" + (f" ({dynamic} B dynamic)" if dynamic else "")
+
+
+def add_device_options(parser: argparse.ArgumentParser, title: str, arch_help: str) -> None:
+    """--arch, --gpu and --sms: a GPU that need not be here (target_device reads them)."""
+    dev = parser.add_argument_group(title)
+    dev.add_argument("--arch", help=arch_help)
+    dev.add_argument("--gpu", metavar="NAME",
+                     help="with --arch: the GPU model's name as CUDA reports it (e.g. 'NVIDIA H200'), which picks "
+                          "its shipped and tuned entries")
+    dev.add_argument("--sms", type=count(1, "the GPU's multiprocessor count, at least 1"),
+                     help="with --arch: the GPU's multiprocessor count (default: the architecture's flagship)")
+
+
+def target_device(args: argparse.Namespace, purpose: str):
+    """The GPU a command answers for: --arch (with --gpu, --sms) names one; else this machine's,
+    built for KGEN_ARCH where that is set, as kgen.matmul would build; else KGEN_ARCH's alone.
+    `purpose` ends the error without either: "no GPU to <purpose>"."""
+    import dataclasses
+    import os
+
+    from ..core import runtime
+    from ..tune import ahead
+
+    if args.arch:
+        return ahead.stand_in_device(args.arch, args.gpu, args.sms)
+    if args.gpu or args.sms:
+        raise CLIError("--gpu and --sms describe a GPU that is not here: give its --arch too")
+    env_arch = os.environ.get("KGEN_ARCH", "").strip()
+    ok, why = runtime.gpu_available()
+    if not ok:
+        if env_arch:
+            return ahead.stand_in_device(env_arch)
+        raise CLIError(f"no GPU to {purpose} ({why}): name one with --arch (e.g. --arch sm_90 --gpu "
+                       "'NVIDIA H200')")
+    from ..core.kernel import default_arch
+    from ..tune.device import cuda_device_info
+
+    here = cuda_device_info()
+    return dataclasses.replace(here, arch=default_arch()) if env_arch else here

@@ -7,6 +7,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .common import shared_text
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="build, check and time a matmul and a dot (compile only without a GPU)",
@@ -16,12 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", metavar="DIR", default=None,
                    help="where the .cu files go without a GPU (default: a new temporary folder, printed)")
     p.set_defaults(func=run)
-
-
-def shared_text(res: dict[str, int]) -> str:
-    """A launch's shared memory per block, saying how much of it is dynamic."""
-    total, dynamic = res.get("shared_bytes", 0), res.get("dynamic_shared_bytes", 0)
-    return f"{total} B shared/block" + (f" ({dynamic} B dynamic)" if dynamic else "")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,15 +1,15 @@
 """The `kgen` command: one module per subcommand (render, emit, info, cache, demo, bench,
-tune), each adding its parser with add_parser() and running it with run()."""
+tune, which), each adding its parser with add_parser() and running it with run()."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 from .. import __version__
-from . import bench, cache, demo, emit, info, render, tune
+from . import bench, cache, demo, emit, info, render, tune, which
 from .common import run_command, setup_logging
 
-COMMANDS = (render, emit, info, cache, demo, bench, tune)
+COMMANDS = (render, emit, info, cache, demo, bench, tune, which)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import threading
 from typing import Any, ClassVar
 
@@ -91,6 +92,10 @@ TC16_AXPY_MIN_SLAB_K = 32
 # the next arriving by cp.async).
 WG_STAGE_BYTES = 24 * 1024
 
+
+# The main entry points' names, with their form: kgen_skinny_<form>_v<width>, _phased_c<classes>,
+# _direct_v<width> (the wgmma forms that split S in each block) and kgen_skinny_axpy_shift.
+MAIN_ENTRY = re.compile(r"kgen_skinny_((?:tc_|wg_)?(?:dot|axpy))(?:_direct)?(?:_v\d+|_phased_c\d+|_shift)")
 
 @register_family
 @dataclasses.dataclass(frozen=True)
@@ -608,6 +613,12 @@ class Skinny(Spec):
             return self.rows * self.dot_chunk * acc
         red = self.warps * self.red_rows * self.axpy_cols(self.axpy_vec) * acc
         return max(self.axpy_chunk * self.rpad * acc, red)
+
+    def dynamic_shared_bytes(self, entry: str) -> int:
+        # A main entry point asks its form's shared memory at launch (shared_for); the merge,
+        # prescale and image kernels use static shared memory alone.
+        m = MAIN_ENTRY.fullmatch(entry)
+        return self.shared_for(m.group(1)) if m else 0
 
     @property
     def shared_bytes(self) -> int:

@@ -250,6 +250,12 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
     tuned for exactly this problem) on the call's operands (`overrides`, from call_overrides),
     except that a choice tuned for exactly this problem keeps its instruction, repack and
     kind of form. No GPU is needed when `device` is given."""
+    return _resolve(cls, problem, dtype, overrides, tune=tune, device=device, db=db)[1]
+
+
+def _resolve(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, Any] | None, *,
+             tune: bool, device, db: Any) -> tuple[Choice, Spec]:
+    """resolve_spec's choice and the spec it becomes on the call's operands."""
     where = {k: v for k, v in (("device", device), ("db", db)) if v is not None}
     try:
         choice = select(cls, problem, dtype, **where)
@@ -274,9 +280,9 @@ def resolve_spec(cls, problem: dict[str, Any], dtype: str, overrides: dict[str, 
         try:
             limits = (device or _this_device()).limits
         except Exception:  # noqa: BLE001 - no device to ask: the spec as chosen
-            return spec
+            return choice, spec
         spec = _summed_without_clusters(spec, problem, limits)
-    return spec
+    return choice, spec
 
 
 def _summed_without_clusters(spec: Spec, problem: dict[str, Any], limits: dict[str, int]) -> Spec:
@@ -600,6 +606,14 @@ def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any 
     the default one, False: none) on `device` (an autotune.DeviceInfo; None: this GPU; given,
     no GPU is needed and every rule answers for it). `dtype`: the element type the arrays
     stand for where numpy has none of that name (float16 arrays for "bfloat16")."""
+    return call_choice(A, B, allow_tf32, device=device, db=db, dtype=dtype)[1]
+
+
+def call_choice(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any = None,
+                dtype: str | None = None) -> tuple[Choice, Spec]:
+    """call_spec's spec with where it came from: the Choice dispatch made for the product's
+    family (a tuned entry, the shipped table or the family's rule; its spec before the call's
+    operands adapt it) and the spec the call runs."""
     with _as_device(device):
         name, problem, _ = _product_of(A, B)
         if dtype is not None:
@@ -611,7 +625,7 @@ def call_spec(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: Any 
             name = dtype
         family = call_family(A, B, name, allow_tf32)
         overrides = call_overrides(A, B, family, name, allow_tf32, stand_in=True, device=device)
-        return resolve_spec(family, problem, name, overrides, device=device, db=db)
+        return _resolve(family, problem, name, overrides, tune=False, device=device, db=db)
 
 
 
