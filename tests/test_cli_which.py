@@ -68,7 +68,7 @@ def test_which_names_a_tuned_entry_and_its_time(capsys, tmp_path):
         code, out, err = _which(capsys, "100x100x100", "--row-major", *H100, "--db", str(tmp_path / "tuned.db"))
         assert code == 0, err
         assert "from      tuned for this product on this GPU" in out and "0.0123 ms" in out
-        assert "family    kgen.Matmul (matmul)" in out
+        assert "family    kgen.Matmul (matmul): Matmul" in out
         code, out, err = _which(capsys, "100x100x100", "--row-major", *H100, "--db", str(tmp_path / "tuned.db"),
                                 "--json")
         report = json.loads(out)
@@ -104,3 +104,32 @@ def test_changed_fields_lists_only_what_differs_from_the_family_defaults():
     assert changed_fields(kgen.Matmul()) == {}
     spec = kgen.Matmul(tile=(64, 64, 16), thread_tile=(4, 4), shared_memory=True)
     assert changed_fields(spec) == {"tile": (64, 64, 16), "thread_tile": (4, 4), "shared_memory": True}
+
+
+def test_the_glance_grid_in_dispatch_md_is_what_dispatch_runs():
+    """docs/dispatch.md's grid (an H100, a 4096 x 4096 weight, no tuning data) against dispatch itself:
+    a rule that moves a product to another family or form fails here until the grid is updated."""
+    from pathlib import Path
+
+    from kgen.cli.which import form_of
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "dispatch.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| rows (M) | float32, `W.t()`"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    columns = []
+    for cell in header[1:]:
+        dtype, order = (part.strip() for part in cell.split(","))
+        columns.append((dtype, order == "`W.t()`"))
+    device = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    checked = 0
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        M = int(cells[0])
+        for (dtype, weight_t), shown in zip(columns, cells[1:]):
+            spec = ahead.specs_for([ahead.Product(M, 4096, 4096, dtype, weight_t)], device, db=False)[0]
+            assert form_of(spec) == shown, (M, dtype, weight_t)
+            checked += 1
+    assert checked >= 50 and {d for d, _ in columns} == {"float32", "bfloat16", "float64"}
