@@ -293,3 +293,16 @@ def test_tune_matmul_says_when_kgen_matmul_runs_another_family(monkeypatch):
     assert "kgen tune tensor_matmul" in _dispatch_note({"M": 2048, "N": 2048, "K": 2048}, "bfloat16")
     monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
     assert _dispatch_note({"M": 2000, "N": 2000, "K": 2000}, "float32") is None   # the tiled family runs it
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`kgen which ... | head -3`: the write that meets the closed pipe ends the command with status 141
+    (a shell tool's on SIGPIPE) and no message, and nothing raises when stdout is flushed at exit."""
+    code = ("import sys\n"
+            "from kgen.cli.common import run_command\n"
+            "def command(args):\n"
+            "    print('a line')\n"
+            "    raise BrokenPipeError(32, 'Broken pipe')\n"
+            "sys.exit(run_command(command, None))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 141 and done.stderr == ""

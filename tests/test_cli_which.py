@@ -9,7 +9,7 @@ import pytest
 import kgen
 from kgen.cli import main as cli
 from kgen.cli.which import changed_fields
-from kgen.tune import ahead
+from kgen.tune import ahead, dispatch
 from kgen.tune.db import TuneDB, problem_key
 from kgen.tune.dispatch import forget
 from kgen.tune.tuner import identity
@@ -98,6 +98,39 @@ def test_which_refuses_bad_input_in_one_line(capsys, empty_db, argv, message):
     code, out, err = _which(capsys, *argv, "--db", empty_db)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("call, length, dtype, op", [
+    ("reduce", 30000001, "float32", "max"),
+    ("reduce", 1 << 20, "int32", "sum"),
+    ("dot", 1048573, "float64", "dot"),
+    ("reduce", 7, "float64", "min"),
+])
+def test_which_answers_for_dot_and_reduce_as_dispatch_does(capsys, empty_db, call, length, dtype, op):
+    argv = [call, str(length), "--dtype", dtype, *(["--op", op] if call == "reduce" else []), *H100,
+            "--db", empty_db, "--json"]
+    code = cli.main(["which", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    device = ahead.stand_in_device("sm_90", "NVIDIA H100 80GB HBM3", 132)
+    want = dispatch.resolve_spec(kgen.Reduce, {"n": length, "op": op}, dtype, device=device, db=False)
+    assert report["key"] == want.key and report["spec"]["op"] == op and report["family"] == "reduce"
+    assert report["form"] == f"Reduce, {want.strategy}"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["dot", "10", "--dtype", "int32"], "dtype='int32' is not allowed for op='dot'"),
+    (["reduce", "0"], "'0' is not a length"),
+    (["reduce", "4x4"], "'4x4' is not a length"),
+    (["dot", "100", "--op", "max"], "--op goes with 'kgen which reduce'"),
+    (["reduce", "100", "--row-major"], "--row-major and --allow-tf32 go with 'kgen which matmul'"),
+    (["matmul", "4x4x4", "--op", "max"], "--op goes with 'kgen which reduce', not matmul"),
+])
+def test_which_refuses_options_of_another_call(capsys, empty_db, argv, message):
+    code = cli.main(["which", *argv, *H100, "--db", empty_db])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 
 
 def test_changed_fields_lists_only_what_differs_from_the_family_defaults():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -69,6 +70,12 @@ def run_command(func: Callable[[Any], int], args: Any) -> int:
     except KeyboardInterrupt:
         print("kgen: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout has gone (`kgen which ... | head -3`): stop quietly, as a shell tool
+        # does on SIGPIPE, and point stdout at nothing so that flushing it at exit cannot raise.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except CommandFailed as exc:
         print(f"kgen: error: {exc}", file=sys.stderr)
         return 1

@@ -12,6 +12,8 @@ EXAMPLES = """examples:
   kgen which matmul 4x4096x4096 --dtype bfloat16                  # x @ W.t(), W of 4096 x 4096, on this GPU
   kgen which matmul 300x1024x4096 --row-major --compile           # B row-major; registers, spills, shared memory
   kgen which matmul 7x14336x4096 --arch sm_90 --gpu "NVIDIA H200"  # a GPU that is not here
+  kgen which reduce 30000001 --op max                             # kgen.reduce(x, op="max") of that length
+  kgen which dot 1048576 --dtype float64                          # kgen.dot(x, y)
 """
 
 ORIGINS = {
@@ -23,19 +25,23 @@ ORIGINS = {
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("which", help="the kernel kgen.matmul runs for a product, and why",
+    p = sub.add_parser("which", help="the kernel kgen.matmul, kgen.dot or kgen.reduce runs, and why",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
-                       description="Say which spec kgen.matmul(A, B) runs for a product of A (M x K) and B (K x N)\n"
-                                   "on this GPU or a named one, where it came from (a tuned entry, the shipped table\n"
-                                   "or the family's rule), and with --compile what its kernels use. Nothing runs on\n"
-                                   "a GPU: the answer is dispatch's, from the shapes, strides and dtype alone.")
-    p.add_argument("op", choices=["matmul"], help="the public call: matmul")
-    p.add_argument("shape", metavar="MxNxK", help="the product: A of M x K rows times B of K x N")
-    p.add_argument("--dtype", default="float32", help="float32 (default), float64, float16 or bfloat16")
+                       description="Say which spec kgen.matmul(A, B) runs for a product of A (M x K) and B (K x N),\n"
+                                   "or kgen.dot / kgen.reduce for a vector of a length, on this GPU or a named one;\n"
+                                   "where it came from (a tuned entry, the shipped table or the family's rule); and\n"
+                                   "with --compile what its kernels use. Nothing runs on a GPU: the answer is\n"
+                                   "dispatch's, from the shapes, strides and dtype alone.")
+    p.add_argument("call", choices=["matmul", "dot", "reduce"], help="the public call")
+    p.add_argument("shape", metavar="MxNxK|LENGTH",
+                   help="matmul: A of M x K rows times B of K x N; dot and reduce: the vectors' length")
+    p.add_argument("--dtype", default="float32",
+                   help="float32 (default), float64, float16 or bfloat16 (matmul); int32 too (reduce)")
     p.add_argument("--row-major", action="store_true",
-                   help="B is a row-major K x N matrix (default: W.t() of an N x K weight, as torch.nn.Linear "
-                        "stores it)")
-    p.add_argument("--allow-tf32", action="store_true", help="the call passes allow_tf32=True")
+                   help="matmul: B is a row-major K x N matrix (default: W.t() of an N x K weight, as "
+                        "torch.nn.Linear stores it)")
+    p.add_argument("--allow-tf32", action="store_true", help="matmul: the call passes allow_tf32=True")
+    p.add_argument("--op", default="sum", choices=["sum", "min", "max"], help="reduce: the reduction (default sum)")
     p.add_argument("--db", metavar="FILE", help="the tuning database the call reads (default: KGEN_TUNE_DB or the "
                                                "user's)")
     p.add_argument("--compile", action="store_true",
@@ -71,8 +77,8 @@ def form_of(spec: Any) -> str:
         elif get("b_realign"):
             parts.append("B realigned")
         return ", ".join(parts)
-    if name == "Matmul":
-        return "Matmul"
+    if name == "Reduce":
+        return f"Reduce, {get('strategy')}"
     return name
 
 
@@ -96,21 +102,42 @@ def answer(args: argparse.Namespace) -> dict[str, Any]:
     """What `kgen which` reports, as data."""
     from ..tune import ahead, dispatch
 
-    if args.dtype not in ahead.DTYPES:
-        raise CLIError(f"--dtype {args.dtype!r} is not allowed: one of {', '.join(ahead.DTYPES)}")
-    try:
-        M, N, K = ahead.parse_sides(args.shape, "MNK")
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-    product = ahead.Product(M, N, K, args.dtype, not args.row_major, args.allow_tf32)
-    device = target_device(args, "answer for")
-    A, B = product.stand_ins()
-    try:
-        choice, spec = dispatch.call_choice(A, B, product.allow_tf32, device=device, db=args.db, dtype=product.dtype)
-    except (ValueError, TypeError) as exc:
-        raise CLIError(f"{product.label()}: {exc}") from None
+    if args.call == "matmul":
+        if args.op != "sum":
+            raise CLIError("--op goes with 'kgen which reduce', not matmul")
+        if args.dtype not in ahead.DTYPES:
+            raise CLIError(f"--dtype {args.dtype!r} is not allowed: one of {', '.join(ahead.DTYPES)}")
+        try:
+            M, N, K = ahead.parse_sides(args.shape, "MNK")
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        product = ahead.Product(M, N, K, args.dtype, not args.row_major, args.allow_tf32)
+        label = product.label()
+        device = target_device(args, "answer for")
+        A, B = product.stand_ins()
+        try:
+            choice, spec = dispatch.call_choice(A, B, product.allow_tf32, device=device, db=args.db,
+                                                dtype=product.dtype)
+        except (ValueError, TypeError) as exc:
+            raise CLIError(f"{label}: {exc}") from None
+    else:
+        if args.row_major or args.allow_tf32:
+            raise CLIError(f"--row-major and --allow-tf32 go with 'kgen which matmul', not {args.call}")
+        if args.call == "dot" and args.op != "sum":
+            raise CLIError("--op goes with 'kgen which reduce'; dot is its own reduction")
+        op = "dot" if args.call == "dot" else args.op
+        if not args.shape.isdigit() or int(args.shape) < 1:
+            raise CLIError(f"{args.shape!r} is not a length: a whole number of at least 1 (e.g. 1048576)")
+        n = int(args.shape)
+        label = f"{args.dtype} {op} of {n} elements"
+        device = target_device(args, "answer for")
+        try:
+            choice, spec = dispatch.reduce_choice(n, op, args.dtype, device=device, db=args.db)
+        except (ValueError, TypeError) as exc:
+            raise CLIError(str(exc)) from None
     report: dict[str, Any] = {
-        "product": product.label(),
+        "call": args.call,
+        "product": label,
         "device": {"name": device.name, "arch": device.arch, "multiprocessors": device.limits.get("multiprocessors")},
         "family": spec.kernel,
         "class": type(spec).__name__,
@@ -137,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1))
         return 0
     dev = report["device"]
-    print(f"product   kgen.matmul on {report['product']}")
+    print(f"call      kgen.{report['call']} on {report['product']}")
     print(f"GPU       {dev['name']} ({dev['arch']}, {dev['multiprocessors']} SMs)")
     print(f"family    kgen.{report['class']} ({report['family']}): {report['form']}")
     why = report["why"]

@@ -629,6 +629,22 @@ def call_choice(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: An
 
 
 
+def reduce_choice(n: int, op: str = "sum", dtype: str = "float32", *, device=None,
+                  db: Any = None) -> tuple[Choice, Spec]:
+    """What kgen.reduce(x, op=op) (kgen.dot for op="dot") runs for a vector of n elements of
+    `dtype`: dispatch's Choice and the spec, on `device` (an autotune.DeviceInfo; None: this GPU;
+    given, no GPU is needed) with the tuning database `db` (None: the default one, False: none)."""
+    from ..ops.reduce import OPS, Reduce
+
+    if op not in OPS or op == "custom":
+        raise ArrayError(f"op={op!r} is not allowed: one of {sorted(o for o in OPS if o != 'custom')}")
+    if dtype not in OPS[op][4]:
+        raise ArrayError(f"dtype={dtype!r} is not allowed for op={op!r}: one of {list(OPS[op][4])}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ArrayError(f"n={n!r} is not allowed: the vector's length, at least 1")
+    return _resolve(Reduce, {"n": n, "op": op}, dtype, None, tune=False, device=device, db=db)
+
+
 @contextlib.contextmanager
 def _as_device(device):
     """Rules that ask which GPU this is answer for `device` (None: this GPU) inside."""
