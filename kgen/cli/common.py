@@ -1,5 +1,6 @@
 """What the subcommands share: the user-error type, reading a spec argument, argument
-types, and running a command so that every failure a user can cause is one line."""
+types, the GPU a command answers for (this one or one named by --arch, --gpu, --sms), and
+running a command so that every failure a user can cause is one line."""
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,10 @@ def run_command(func: Callable[[Any], int], args: Any) -> int:
     except BrokenPipeError:
         # The reader of stdout has gone (`kgen which ... | head -3`): stop quietly, as a shell tool
         # does on SIGPIPE, and point stdout at nothing so that flushing it at exit cannot raise.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout with no file descriptor (an embedding's stream)
+            pass
         return 141
     except CommandFailed as exc:
         print(f"kgen: error: {exc}", file=sys.stderr)
@@ -144,7 +147,6 @@ def target_device(args: argparse.Namespace, purpose: str):
     built for KGEN_ARCH where that is set, as kgen.matmul would build; else KGEN_ARCH's alone.
     `purpose` ends the error without either: "no GPU to <purpose>"."""
     import dataclasses
-    import os
 
     from ..core import runtime
     from ..tune import ahead
