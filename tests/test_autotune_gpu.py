@@ -112,3 +112,33 @@ def test_cli_tune_and_database_hit(tmp_path, capsys):
     t0 = time.perf_counter()
     assert tune_cli.main(argv) == 0
     assert time.perf_counter() - t0 < 1.0 and "from the tuning database" in capsys.readouterr().out
+
+
+def test_a_skinny_wt_problem_is_timed_on_wt_operands_and_runs_for_wt_calls(tmp_path, monkeypatch):
+    """The runner hands a skinny candidate B stored column by column when the problem says so (the
+    dot forms run, not the axpy ones), and kgen.matmul on x @ W.t() then runs the tuned spec."""
+    import torch
+
+    from kgen.tune.dispatch import call_choice
+    from kgen.tune.runners import CudaRunner
+
+    p = {"M": 4, "N": 3000, "K": 2048, "layout_b": "col"}
+    runner = CudaRunner(seed=0)
+    runner.prepare(kgen.Skinny, kgen.Skinny.normalize_problem(p), "float32", seed=1)
+    spec = kgen.Skinny.default_spec(p, "float32")
+    B = runner._device_inputs(spec)[1]
+    assert B.flags.f_contiguous and not B.flags.c_contiguous
+    err, tol, bad = runner.verify(spec)
+    assert bad == 0 and err <= tol
+    db = str(tmp_path / "s.sqlite3")
+    r = tune(kgen.Skinny, p, "float32", strategy="random", max_configs=6, seed=0, db=db, workers=4)
+    assert r.best is not None and r.best_ms > 0
+    monkeypatch.setenv("KGEN_TUNE_DB", db)
+    forget()
+    W = torch.randn(3000, 2048, device="cuda")
+    x = torch.randn(4, 2048, device="cuda")
+    choice, _ = call_choice(x, W.t())
+    assert choice.origin == "exact" and choice.spec == r.best
+    got = kgen.matmul(x, W.t())
+    want = x.double() @ W.t().double()
+    assert float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want)) <= r.best.tolerance_for(p)

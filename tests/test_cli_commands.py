@@ -289,10 +289,24 @@ def test_tune_matmul_says_when_kgen_matmul_runs_another_family(monkeypatch):
     monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: True)
     note = _dispatch_note({"M": 100, "N": 4096, "K": 4096}, "float32")
     assert "skinny family" in note and """kgen tune skinny --problem '{"M":100,"N":4096,"K":4096}'""" in note
+    assert 'for x @ W.t(), add "layout_b": "col"' in note
     assert "split_tf32" in _dispatch_note({"M": 4096, "N": 4096, "K": 4096}, "float32")
     assert "kgen tune tensor_matmul" in _dispatch_note({"M": 2048, "N": 2048, "K": 2048}, "bfloat16")
     monkeypatch.setattr(dispatch, "_runs_wgmma", lambda: False)
     assert _dispatch_note({"M": 2000, "N": 2000, "K": 2000}, "float32") is None   # the tiled family runs it
+
+
+@pytest.mark.nvcc
+def test_a_dry_run_says_before_it_compiles_which_family_runs_the_shape(capsys, tmp_path, monkeypatch):
+    """Without a GPU, `kgen tune matmul --dry-run --arch sm_90` on a few-row shape names the family that
+    kgen.matmul runs there on that architecture, before any candidate is compiled."""
+    monkeypatch.delenv("KGEN_SPLIT_TF32", raising=False)
+    code = cli.main(["tune", "matmul", "--shape", "4x4096x4096", "--dry-run", "--arch", "sm_90", "--max-configs",
+                     "1", "--quiet", "--db", str(tmp_path / "t.sqlite3")])
+    out = capsys.readouterr().out
+    assert code == 0
+    note = out.index("note: kgen.matmul runs 4x4096x4096 float32 on the skinny family on sm_90")
+    assert note < out.index("dry run for sm_90: nothing was launched")
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly():

@@ -461,7 +461,7 @@ def test_representative_specs_compile_for_sm90_without_spills():
         spilled = {n: r for n, r in c.resources.items() if r["spill_stores"] or r["spill_loads"]}
         assert not spilled, f"{s.to_json()} spills: {spilled}"
         for n in want:
-            assert c.resources[n]["shared_bytes"] <= 64, "the slab is dynamic shared memory, sized per form"
+            assert c.resources[n]["static_shared_bytes"] <= 64, "the slab is dynamic shared memory, sized per form"
         # The launch bounds reach ptxas: registers within what the entries' blocks per SM allow
         # (the SIMT forms; the 16-bit tensor-core dot form's element-load and phased entries).
         tc16 = s.tc_granule_min_blocks if s.dtype in ("float16", "bfloat16") else 1

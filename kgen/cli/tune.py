@@ -316,6 +316,14 @@ def _tune(args) -> int:
         if bounded and sample:
             strategy = "random"
         print(textwrap.fill(plan, width=_columns(), subsequent_indent="  "), flush=True)
+    note = None
+    if args.family == "matmul" and not args.problem:
+        # Said before the run too: a user may rather tune the family that runs the shape.
+        from ..tune import ahead
+
+        note = _dispatch_note(problem, args.dtype, ahead.stand_in_device(arch) if arch else None)
+        if note:
+            print(textwrap.fill(note, width=_columns()), flush=True)
     bar = None if args.quiet else TuneProgress(dry_run=args.dry_run)
     t0 = time.perf_counter()
     try:
@@ -345,10 +353,8 @@ def _tune(args) -> int:
         _print_result(result, args.top, wall)
         if args.compare:
             out["compare"] = _compare(result)
-        if args.family == "matmul" and not args.problem:
-            note = _dispatch_note(problem, args.dtype)
-            if note:
-                print(textwrap.fill(note, width=_columns()))
+        if note:
+            print(textwrap.fill(note, width=_columns()))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
@@ -369,24 +375,30 @@ def _tune(args) -> int:
     return 0
 
 
-def _dispatch_note(problem: dict[str, Any], dtype: str) -> str | None:
+def _dispatch_note(problem: dict[str, Any], dtype: str, device: Any = None) -> str | None:
     """What to run instead when kgen.matmul takes this shape to another family than the
-    tiled one just tuned (which it then does not use)."""
+    tiled one tuned (which it then does not use), on this GPU or `device`."""
     from ..tune.dispatch import shape_family
 
     M, N, K = problem["M"], problem["N"], problem["K"]
     try:
-        fam = shape_family(M, N, K, dtype)
+        fam = shape_family(M, N, K, dtype, device)
     except Exception:  # noqa: BLE001 - a note, never a failure
         return None
     if fam.kernel == "matmul":
         return None
-    where = f"note: kgen.matmul runs {M}x{N}x{K} {dtype} on the {fam.kernel} family on this GPU, not on the tiled one"
+    gpu = "this GPU" if device is None else f"{device.arch}"
+    where = f"note: kgen.matmul runs {M}x{N}x{K} {dtype} on the {fam.kernel} family on {gpu}, not on the tiled one"
     if fam.kernel == "tensor_matmul" and dtype == "float32":
         return (f"{where} (three TF32 products at float32 accuracy, split_tf32, which runs its own default); "
                 "this result applies with KGEN_SPLIT_TF32=0.")
     problem_json = json.dumps({"M": M, "N": N, "K": K}, separators=(",", ":"))
-    return f"{where}; to tune what it runs: kgen tune {fam.kernel} --problem '{problem_json}' --dtype {dtype}"
+    note = f"{where}; to tune what it runs: kgen tune {fam.kernel} --problem '{problem_json}' --dtype {dtype}"
+    if fam.kernel == "skinny":
+        # The skinny forms differ by the large operand's storage order: a W.t() call runs the dot
+        # forms, tuned under their own problem.
+        note += " (for x @ W.t(), add \"layout_b\": \"col\" to the problem)"
+    return note
 
 
 def _counts_line(c: dict[str, int]) -> str:

@@ -93,6 +93,9 @@ TC16_AXPY_MIN_SLAB_K = 32
 WG_STAGE_BYTES = 24 * 1024
 
 
+# Storage orders a skinny problem may name (normalize_problem); absent means row-major.
+PROBLEM_LAYOUTS = ("layout_a", "layout_b")
+
 # The main entry points' names, with their form: kgen_skinny_<form>_v<width>, _phased_c<classes>,
 # _direct_v<width> (the wgmma forms that split S in each block) and kgen_skinny_axpy_shift.
 MAIN_ENTRY = re.compile(r"kgen_skinny_((?:tc_|wg_)?(?:dot|axpy))(?:_direct)?(?:_v\d+|_phased_c\d+|_shift)")
@@ -770,7 +773,18 @@ class Skinny(Spec):
     # -- the family interface (see Spec) ----------------------------------------------
     @classmethod
     def normalize_problem(cls, problem):
-        return normalize_mnk(problem, "skinny")
+        """{"M", "N", "K"}, and "layout_a" / "layout_b" = "col" where that operand is stored column
+        by column: B = W.t() of an N x K weight (the large operand k-contiguous, which runs the dot
+        forms, not the axpy ones: another kernel, tuned and looked up apart). "row", the default,
+        is left out, so a row-major problem keeps the key it always had."""
+        out: dict[str, Any] = dict(normalize_mnk(problem, "skinny"))
+        for name in PROBLEM_LAYOUTS:
+            layout = problem.get(name, "row")
+            if layout not in ("row", "col"):
+                raise ValueError(f"skinny problem {name}={layout!r} is not allowed: 'row' or 'col'")
+            if layout == "col":
+                out[name] = layout
+        return out
 
     @classmethod
     def suits(cls, M: int, N: int, K: int, dtype: str, k_contiguous: bool | None = None,

@@ -146,8 +146,10 @@ def _lookup(cls, problem, dtype, dev, db, nvcc, problem_key) -> Choice:
     labels = {k: v for k, v in problem.items() if not _numeric(v)}
     ranked = []
     for row in rows:
-        # Non-numeric parts of a problem (a reduction's op) must match: a dot spec is no sum.
-        if any(row["problem"].get(k) != v for k, v in labels.items()):
+        # Non-numeric parts of a problem (a reduction's op, a skinny operand's storage order) must
+        # match, on both sides: a dot spec is no sum, and a W.t() entry no row-major one.
+        theirs = {k: v for k, v in row["problem"].items() if not _numeric(v)}
+        if theirs != labels:
             continue
         there = tuple(row["bucket"])
         if len(there) != len(here):
@@ -217,6 +219,20 @@ def _shape_dtype(x: Any, name: str) -> tuple[tuple[int, ...], Any, bool]:
         return v.shape, v.dtype, True
     raise ArrayError(f"{name} is a {type(x).__name__}; expected a numpy array or a device array "
                      "(pycuda GPUArray, torch, CuPy, Numba)")
+
+
+def family_problem(family: type[Spec], problem: dict[str, int], A: Any, B: Any) -> dict[str, Any]:
+    """The problem `family` is tuned and looked up under for the product of A and B: a skinny
+    product's names the operands stored column by column too (B = W.t() runs the dot forms, a
+    row-major B the axpy ones: other kernels, each tuned for itself); the others' is M, N, K,
+    their specs taking the call's storage orders after the choice (for_layouts)."""
+    if family.kernel != "skinny":
+        return problem
+    out: dict[str, Any] = dict(problem)
+    for name, x in (("layout_a", A), ("layout_b", B)):
+        if _col_major(x):
+            out[name] = "col"
+    return out
 
 
 def _col_major(x: Any) -> bool:
@@ -474,6 +490,7 @@ def _product_2d(A, B, out, alpha: float, beta: float, tune: bool, stream, allow_
             raise ArrayError(f"out has shape {tuple(so)} but the product is {A.shape[0]}x{B.shape[1]}")
         _same_dtype(dtype, do, "A", "out")
     family = call_family(A, B, dtype, allow_tf32)
+    problem = family_problem(family, problem, A, B)
     overrides = call_overrides(A, B, family, dtype, allow_tf32, dev_a)
     if family.kernel == "tensor_matmul" and dtype == "float32":
         # The tuner searches TF32 specs, not the split's tiles, so tune=True does not apply to
@@ -624,6 +641,7 @@ def call_choice(A: Any, B: Any, allow_tf32: bool = False, *, device=None, db: An
                                  f"{STAND_IN_TYPES[dtype]} for it")
             name = dtype
         family = call_family(A, B, name, allow_tf32)
+        problem = family_problem(family, problem, A, B)
         overrides = call_overrides(A, B, family, name, allow_tf32, stand_in=True, device=device)
         return _resolve(family, problem, name, overrides, tune=False, device=device, db=db)
 
@@ -688,11 +706,13 @@ def call_family(A: Any, B: Any, dtype: str, allow_tf32: bool = False) -> type[Sp
                          dtype == "float64" and _runs_wgmma())
 
 
-def shape_family(M: int, N: int, K: int, dtype: str) -> type[Spec]:
+def shape_family(M: int, N: int, K: int, dtype: str, device=None) -> type[Spec]:
     """The family kgen.matmul runs an M x N x K product of row-major operands on with on this
-    GPU (TF32 not allowed): call_family without the arrays."""
-    return matmul_family(M, N, K, dtype, False, None, False, _split_on_hopper(dtype),
-                         dtype == "float64" and _runs_wgmma())
+    GPU, or on `device` (an autotune.DeviceInfo) without one (TF32 not allowed): call_family
+    without the arrays."""
+    with _as_device(device):
+        return matmul_family(M, N, K, dtype, False, None, False, _split_on_hopper(dtype),
+                             dtype == "float64" and _runs_wgmma())
 
 
 def matmul_family(M: int, N: int, K: int, dtype: str, allow_tf32: bool = False,

@@ -46,6 +46,15 @@ class Runner(Protocol):
         """Free what prepare() allocated."""
 
 
+def operand_layouts(spec: Spec, problem: dict[str, Any]) -> tuple[str, str]:
+    """The storage orders ("row" or "col") a candidate's A and B are given in: a spec with layout
+    fields (matmul's layout_a / layout_b) reads its operands so, each combination from its own copy;
+    a spec without them (a skinny product, whose strides pick its form at launch) gets them as the
+    problem names them (a skinny problem of W.t(): layout_b = "col"), else row-major."""
+    return tuple(getattr(spec, f"layout_{c}", None) or problem.get(f"layout_{c}", "row")
+                 for c in "ab")
+
+
 class CudaRunner:
     """Verifies and times candidates on the current GPU.
 
@@ -99,9 +108,7 @@ class CudaRunner:
             self._flusher = L2Flusher()
 
     def _device_inputs(self, spec: Spec) -> list:
-        # Specs with layout fields (matmul's layout_a / layout_b) read their operands in
-        # that storage order, so each layout combination gets its own copy.
-        layouts = tuple(getattr(spec, f"layout_{c}", "row") for c in "ab")
+        layouts = operand_layouts(spec, self.problem)
         got = self._inputs.get(layouts)
         if got is None:
             from pycuda import gpuarray
