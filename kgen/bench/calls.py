@@ -137,7 +137,7 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
 
     import kgen
     from kgen.core import runtime
-    from kgen.tune.dispatch import call_family, select
+    from kgen.tune.dispatch import call_choice
 
     from .triton_peer import make_matmul
 
@@ -171,10 +171,11 @@ def bench_matmul(shapes: list[tuple[int, int, int]], dtype: str = "float32", tf3
 
         t = _time_pair(kg, peer)
         flops = 2.0 * M * N * K
-        family = call_family(A.reshape(M, K), B, dtype, tf32)
-        choice = select(family, {"M": M, "N": N, "K": K}, dtype)
-        # The bound of the spec dispatch chose: a result past it is wrong, whatever its speed.
-        tolerance = choice.spec.tolerance_for({"M": M, "N": N, "K": K})
+        # What dispatch chose for these operands (a skinny W.t() call's entry is looked up by its
+        # storage order), and its bound: a result past it is wrong, whatever its speed.
+        choice, spec = call_choice(A.reshape(M, K), B, tf32)
+        family = type(spec)
+        tolerance = spec.tolerance_for({"M": M, "N": N, "K": K})
         row = {"shape": [M, N, K], "a_shape": list(a_shape), "flops": flops, "first_call_s": round(first_s, 3),
                "rel_error": err, "tolerance": tolerance, "correct": bool(math.isfinite(err) and err <= tolerance),
                "family": family.kernel, "origin": choice.origin,
