@@ -67,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                       help="reduce: the vector length")
     prob.add_argument("--op", default="dot", help="reduce: sum, dot, min or max (default dot)")
     prob.add_argument("--problem", metavar="JSON",
-                      help="any family: the problem as JSON, e.g. '{\"M\": 64, \"N\": 64, \"K\": 64}'")
+                      help="any family: the problem as JSON, e.g. '{\"M\": 64, \"N\": 64, \"K\": 64}' (skinny "
+                           "tuned for x @ W.t(): add \"layout_b\": \"col\")")
     prob.add_argument("--dtype", default="float32",
                       help="element type: float32 (default), float64, or int32 for reduce")
     prob.add_argument("--shapes", metavar="FILE",
