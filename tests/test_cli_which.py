@@ -144,8 +144,6 @@ def test_the_glance_grid_in_dispatch_md_is_what_dispatch_runs():
     a rule that moves a product to another family or form fails here until the grid is updated."""
     from pathlib import Path
 
-    from kgen.cli.which import form_of
-
     text = (Path(__file__).resolve().parents[1] / "docs" / "dispatch.md").read_text(encoding="utf-8")
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| rows (M) | float32, `W.t()`"))
@@ -163,6 +161,6 @@ def test_the_glance_grid_in_dispatch_md_is_what_dispatch_runs():
         M = int(cells[0])
         for (dtype, weight_t), shown in zip(columns, cells[1:]):
             spec = ahead.specs_for([ahead.Product(M, 4096, 4096, dtype, weight_t)], device, db=False)[0]
-            assert form_of(spec) == shown, (M, dtype, weight_t)
+            assert spec.form() == shown, (M, dtype, weight_t)
             checked += 1
     assert checked >= 50 and {d for d, _ in columns} == {"float32", "bfloat16", "float64"}

@@ -52,36 +52,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def form_of(spec: Any) -> str:
-    """A short name of the kernel a spec builds: its family and, where the family has several, the
-    form (docs/matmul.md, docs/tensorcore.md)."""
-    name = type(spec).__name__
-
-    def get(field: str) -> Any:
-        return getattr(spec, field, None)
-
-    if name == "Skinny":
-        if get("instruction") == "wgmma":
-            return "Skinny wgmma"
-        return "Skinny mma.sync" if get("tensor_cores") else "Skinny SIMT"
-    if name == "TensorMatmul":
-        parts = [f"TensorMatmul {'wgmma' if get('instruction') == 'wgmma' else 'mma.sync'}"]
-        if get("split_tf32"):
-            parts.append("split TF32")
-        elif get("tf32"):
-            parts.append("TF32")
-        if get("swap_ab"):
-            parts.append("rows as N")
-        if get("b_classes") or get("b_phased"):
-            parts.append("B by row sets")
-        elif get("b_realign"):
-            parts.append("B realigned")
-        return ", ".join(parts)
-    if name == "Reduce":
-        return f"Reduce, {get('strategy')}"
-    return name
-
-
 def changed_fields(spec: Any) -> dict[str, Any]:
     """The spec's fields whose values differ from its family's defaults, in field order."""
     out = {}
@@ -141,7 +111,7 @@ def answer(args: argparse.Namespace) -> dict[str, Any]:
         "device": {"name": device.name, "arch": device.arch, "multiprocessors": device.limits.get("multiprocessors")},
         "family": spec.kernel,
         "class": type(spec).__name__,
-        "form": form_of(spec),
+        "form": spec.form(),
         "origin": choice.origin,
         "why": ORIGINS.get(choice.origin, choice.origin),
         "adapted_to_operands": spec != choice.spec,

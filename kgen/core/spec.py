@@ -183,6 +183,11 @@ class Spec:
         asks for. ptxas reports only static shared memory, so kgen adds this to its figure."""
         return 0
 
+    def form(self) -> str:
+        """A short name of the kernel this spec builds, for people (`kgen which`): the family's
+        class name, and where the family has several kernels, which one."""
+        return type(self).__name__
+
     @property
     def ctype(self) -> str:
         return DTYPES[getattr(self, "dtype")]  # noqa: B009 - each family declares dtype; the base cannot

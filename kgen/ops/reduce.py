@@ -202,6 +202,9 @@ class Reduce(Spec):
             return int(evaluate(tree, {}, integer=True))
         return float(evaluate(tree, {}))
 
+    def form(self) -> str:
+        return f"Reduce, {self.strategy}"
+
     def template_context(self) -> dict[str, Any]:
         m, c, i = self._parsed()
         integer = self.dtype == "int32"

@@ -623,6 +623,11 @@ class Skinny(Spec):
         m = MAIN_ENTRY.fullmatch(entry)
         return self.shared_for(m.group(1)) if m else 0
 
+    def form(self) -> str:
+        if self.instruction == "wgmma":
+            return "Skinny wgmma"
+        return "Skinny mma.sync" if self.tensor_cores else "Skinny SIMT"
+
     @property
     def shared_bytes(self) -> int:
         if self.instruction == "wgmma":

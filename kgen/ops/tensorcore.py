@@ -1545,6 +1545,20 @@ class TensorMatmul(Spec):
     def dynamic_shared_bytes(self, entry: str) -> int:
         return self.shared_bytes if entry in ("kgen_tc_matmul", "kgen_tc_matmul_elem", "kgen_tc_wgmma") else 0
 
+    def form(self) -> str:
+        parts = [f"TensorMatmul {'wgmma' if self.instruction == 'wgmma' else 'mma.sync'}"]
+        if self.split_tf32:
+            parts.append("split TF32")
+        elif self.tf32:
+            parts.append("TF32")
+        if self.swap_ab:
+            parts.append("rows as N")
+        if self.b_classes or self.b_phased:
+            parts.append("B by row sets")
+        elif self.b_realign:
+            parts.append("B realigned")
+        return ", ".join(parts)
+
     def _swizzle(self, operand: str) -> tuple[int, int]:
         """(DIV, MASK) of the XOR swizzle: chunk c of row r goes to c ^ ((r / DIV) & MASK)."""
         ch = self._tile_dims(operand)[1] // self.vec

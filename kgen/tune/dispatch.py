@@ -654,13 +654,23 @@ def reduce_choice(n: int, op: str = "sum", dtype: str = "float32", *, device=Non
     given, no GPU is needed) with the tuning database `db` (None: the default one, False: none)."""
     from ..ops.reduce import OPS, Reduce
 
-    if op not in OPS or op == "custom":
-        raise ArrayError(f"op={op!r} is not allowed: one of {sorted(o for o in OPS if o != 'custom')}")
+    _check_public_op(op)
     if dtype not in OPS[op][4]:
         raise ArrayError(f"dtype={dtype!r} is not allowed for op={op!r}: one of {list(OPS[op][4])}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ArrayError(f"n={n!r} is not allowed: the vector's length, at least 1")
     return _resolve(Reduce, {"n": n, "op": op}, dtype, None, tune=False, device=device, db=db)
+
+
+def _check_public_op(op: str) -> None:
+    """An ArrayError unless kgen.reduce takes `op` by name (a custom reduction is built as a spec)."""
+    from ..ops.reduce import OPS
+
+    if op == "custom":
+        raise ArrayError("op='custom' needs its expressions: build it with kgen.build(kgen.Reduce(op='custom', "
+                         "map_expr=..., combine=..., identity=...)) and call that kernel")
+    if op not in OPS:
+        raise ArrayError(f"op={op!r} is not allowed: one of {sorted(o for o in OPS if o != 'custom')}")
 
 
 @contextlib.contextmanager
@@ -903,11 +913,7 @@ def reduce(x, y=None, *, op: str = "sum", out=None, tune: bool = False, stream=N
             return k(x, out=out, stream=stream) if y is None else k(x, y, out=out, stream=stream)
     from ..ops.reduce import OPS, Reduce
 
-    if op == "custom":
-        raise ArrayError("op='custom' needs its expressions: build it with kgen.build(kgen.Reduce(op='custom', "
-                         "map_expr=..., combine=..., identity=...)) and call that kernel")
-    if op not in OPS:
-        raise ArrayError(f"op={op!r} is not allowed: one of {sorted(o for o in OPS if o != 'custom')}")
+    _check_public_op(op)
     arity = OPS[op][0]
     if (y is None) != (arity == 1):
         raise ArrayError(f"op={op!r} takes {arity} input(s): " + ("pass y" if arity == 2 else "leave y out"))
